@@ -1,0 +1,142 @@
+// Backend: the one interface every storage driver implements (file today;
+// RADOS, raw block and peer targets later).
+//
+// A backend stores named objects: byte strings addressed by a '/'-separated
+// name such as "ckpt/llama/00000000000000000100/data/r0-9f3a.dat". It knows
+// nothing about checkpoints. Data objects are written once, front to back,
+// through asynchronous writes; small metadata objects (manifests, commit
+// records) are published whole and atomically with PublishIfAbsent, which is
+// the only commit primitive the layers above rely on.
+//
+// Thread-safety: a Backend may be shared by threads; each WritableObject and
+// ReadableObject belongs to one thread at a time.
+#ifndef SLUICE_BACKEND_H_
+#define SLUICE_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+// What a backend can do; callers adapt to it instead of checking types.
+struct BackendCaps {
+  // Buffers, offsets and lengths of asynchronous I/O must be multiples of
+  // this (1 when anything goes). Callers always honour it.
+  size_t io_alignment = 1;
+  // Largest data object the backend accepts; writers roll over to a new
+  // object before reaching it.
+  uint64_t max_object_bytes = UINT64_MAX;
+  // True when PublishIfAbsent is atomic and exclusive (exactly one of two
+  // concurrent publishers of a name wins). Checkpoint commit requires it.
+  bool atomic_publish_if_absent = false;
+  // A short human-readable description of the I/O path in use, e.g.
+  // "io_uring, O_DIRECT, qd 16" — shown by the CLI and benchmarks.
+  std::string io_path;
+};
+
+// One completed asynchronous operation.
+struct IoCompletion {
+  uint64_t tag = 0;      // the caller's tag from StartWrite/StartRead
+  size_t bytes = 0;      // bytes transferred (a read may stop short at end of object)
+  Status status;         // per-operation outcome
+};
+
+// An object being written. Writes may complete in any order; the object's
+// contents are defined only after Finish() returns OK.
+class WritableObject {
+ public:
+  virtual ~WritableObject() = default;
+
+  // Starts writing `len` bytes from `data` at `offset`. `data` must stay valid
+  // and unchanged until the completion with `tag` is reaped. REQUIRES: fewer
+  // than queue_depth() operations in flight; data, offset and len aligned to
+  // caps().io_alignment (len may be unaligned only for the object's last
+  // write).
+  virtual Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) = 0;
+
+  // Returns the next completion, blocking until one exists.
+  // REQUIRES: in_flight() > 0.
+  virtual Result<IoCompletion> Reap() = 0;
+
+  virtual size_t in_flight() const = 0;
+  virtual size_t queue_depth() const = 0;
+
+  // Waits for nothing (REQUIRES: in_flight() == 0), sets the object's length
+  // to `final_size` and makes its contents durable (fdatasync or the backend's
+  // equivalent). On error the object's contents are undefined.
+  virtual Status Finish(uint64_t final_size) = 0;
+};
+
+// An object being read. Reads may complete in any order.
+class ReadableObject {
+ public:
+  virtual ~ReadableObject() = default;
+
+  virtual uint64_t size() const = 0;
+
+  // Starts reading up to `len` bytes at `offset` into `buf`. A read that runs
+  // past the end of the object completes with fewer bytes. REQUIRES: as for
+  // WritableObject::StartWrite.
+  virtual Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) = 0;
+  virtual Result<IoCompletion> Reap() = 0;
+  virtual size_t in_flight() const = 0;
+  virtual size_t queue_depth() const = 0;
+};
+
+struct ObjectInfo {
+  std::string name;
+  uint64_t size = 0;
+  int64_t mtime_unix_ms = 0;  // last modification, for age-based garbage collection
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const BackendCaps& caps() const = 0;
+  // The URI this backend was opened from.
+  virtual const std::string& uri() const = 0;
+
+  // Creates a new object for writing. `size_hint` (0 if unknown) lets the
+  // backend preallocate. Fails with AlreadyExists if the name exists.
+  virtual Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
+                                                         uint64_t size_hint) = 0;
+
+  // Opens an existing object for reading; NotFound if absent.
+  virtual Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) = 0;
+
+  // Atomically creates `name` holding exactly `bytes`, durable on success.
+  // AlreadyExists if it exists (then nothing is changed). A reader never sees
+  // a partial object. This is the commit primitive.
+  virtual Status PublishIfAbsent(const std::string& name, std::string_view bytes) = 0;
+
+  // Reads a whole (small) object: published records, manifests.
+  virtual Result<std::string> ReadSmall(const std::string& name) = 0;
+
+  // Objects whose names start with `prefix` (empty, or ending in '/').
+  // Includes leftovers of interrupted publishes (names containing ".tmp.")
+  // so that garbage collection can see them.
+  virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
+
+  // Removes an object. NotFound if absent.
+  virtual Status Remove(const std::string& name) = 0;
+};
+
+// Opens a backend from a store URI:
+//   file:///abs/path[?io=auto|uring|threads&direct=auto|on|off&qd=N]
+//   /abs/or/relative/path        (same as file://)
+// Each backend parses its own query options. InvalidArgument names the bad
+// part of the URI.
+// With `create_if_missing` the store's root is created (a file store's
+// directory); without it a missing store is NotFound.
+Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create_if_missing);
+
+}  // namespace sluice
+
+#endif  // SLUICE_BACKEND_H_

@@ -1,0 +1,208 @@
+// Store: checkpoints on one backend. The whole public API for saving,
+// restoring, listing, verifying and collecting garbage.
+//
+// A checkpoint is (name, step). Each of its `world` ranks writes its own items
+// through a CheckpointWriter; the checkpoint becomes visible only when its
+// commit record is published, which happens once, after every rank's manifest
+// is published. Everything not reachable from a commit record is garbage that
+// CollectGarbage() reclaims.
+//
+// Thread-safety: a Store may be shared by threads. A CheckpointWriter or
+// CheckpointReader belongs to one thread at a time.
+#ifndef SLUICE_STORE_H_
+#define SLUICE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/backend.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct StoreOptions {
+  // Items are cut into chunks of at most this many bytes; each chunk has its
+  // own crc32c, checked on every read.
+  uint64_t chunk_bytes = 4ull << 20;
+  // Data objects roll over at this size (clamped to the backend's maximum).
+  uint64_t object_bytes = 1ull << 30;
+  // Size of one write or read submitted to the backend.
+  uint64_t io_bytes = 4ull << 20;
+  // How long rank 0 waits for the other ranks' manifests, and how long the
+  // other ranks wait for the commit, before giving up.
+  uint64_t rank_timeout_ms = 600'000;
+  // Create the store (a file store's directory) if it does not exist.
+  bool create_if_missing = false;
+};
+
+struct CheckpointId {
+  std::string name;
+  uint64_t step = 0;
+};
+
+// Validation shared by every entry point (and by the CLI before it touches
+// the store). Names: 1..255 bytes, no '/', no NUL or control characters, not
+// "." or "..". Item keys: relative '/'-separated paths, 1..4096 bytes, no
+// empty, "." or ".." components, no NUL.
+Status ValidateCheckpointName(std::string_view name);
+Status ValidateItemKey(std::string_view key);
+// Parses a step: decimal digits only, fits in uint64.
+Result<uint64_t> ParseStep(std::string_view text);
+
+// Supplies an item's bytes in order. Read() fills up to `len` bytes of `buf`
+// and returns how many it wrote; it must deliver exactly the size declared to
+// AddItem in total.
+class ItemSource {
+ public:
+  virtual ~ItemSource() = default;
+  virtual Result<size_t> Read(void* buf, size_t len) = 0;
+};
+
+struct SaveStats {
+  uint64_t bytes = 0;      // item bytes
+  uint64_t items = 0;
+  uint64_t chunks = 0;
+  uint64_t objects = 0;    // data objects written
+  bool committed = false;  // true if this writer published the commit record
+};
+
+class CheckpointWriter {
+ public:
+  virtual ~CheckpointWriter() = default;
+
+  // Tells the writer how many item bytes this rank will add in all, so data
+  // objects can be preallocated (and a full disk found before writing).
+  // Optional; a wrong figure costs only preallocated space.
+  virtual void SetExpectedBytes(uint64_t total_bytes) = 0;
+
+  // Streams one item of `size` bytes from `source` into data objects, cutting
+  // it into checksummed chunks. Fails with InvalidArgument on a bad or
+  // duplicate key, or if the source delivers a different number of bytes.
+  virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                         ItemSource& source) = 0;
+  // The same from memory.
+  virtual Status AddItem(std::string_view key, std::string_view metadata, const void* data,
+                         uint64_t size) = 0;
+
+  // Makes every data object durable and publishes this rank's manifest. Rank
+  // 0 then waits for all ranks' manifests and publishes the commit record;
+  // other ranks wait until the commit record lists their manifest. Returns
+  // AlreadyExists if another writer committed this (name, step) first,
+  // Unavailable if a rank did not arrive within rank_timeout_ms.
+  virtual Result<SaveStats> Commit() = 0;
+};
+
+struct ItemInfo {
+  std::string key;
+  std::string metadata;
+  uint64_t size = 0;
+  uint32_t rank = 0;
+};
+
+struct CheckpointInfo {
+  std::string name;
+  uint64_t step = 0;
+  bool complete = false;      // false: no valid commit record (shown by --all)
+  uint32_t ranks = 0;         // world size (complete) or ranks seen (incomplete)
+  uint64_t items = 0;
+  uint64_t bytes = 0;         // item bytes
+  int64_t created_unix_ms = 0;
+  std::string problem;        // for incomplete ones: why ("no commit record", ...)
+};
+
+// One bad chunk found by Verify.
+struct BadChunk {
+  std::string item;
+  uint32_t rank = 0;
+  uint64_t chunk_index = 0;
+  std::string object;
+  uint64_t object_offset = 0;
+  uint64_t length = 0;
+  std::string reason;
+};
+
+struct VerifyReport {
+  uint64_t items = 0;
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;
+  std::vector<BadChunk> bad;
+  bool ok() const { return bad.empty(); }
+};
+
+struct GcReport {
+  uint64_t objects_removed = 0;
+  uint64_t bytes_removed = 0;
+};
+
+// Receives restored bytes: Write(item, offset_in_item, data, len), in any
+// item order but in increasing offset within an item, each chunk verified.
+using ItemSink = std::function<Status(const ItemInfo& item, uint64_t offset, const void* data,
+                                      size_t len)>;
+
+class CheckpointReader {
+ public:
+  virtual ~CheckpointReader() = default;
+
+  virtual const CheckpointInfo& info() const = 0;
+  // Every item of every rank.
+  virtual const std::vector<ItemInfo>& items() const = 0;
+
+  // Reads `len` bytes of item `key` starting at `offset` into `out`, reading
+  // only the chunks that overlap the range and verifying each one.
+  // InvalidArgument if the range is outside the item, Corruption naming item,
+  // chunk, object and offset if a chunk fails its checksum.
+  virtual Status ReadRange(std::string_view key, uint64_t offset, void* out, uint64_t len) = 0;
+
+  // Streams every item (of `rank`, or of all ranks if nullopt) to `sink`,
+  // reading each data object once, front to back, with many reads in flight.
+  virtual Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) = 0;
+};
+
+class Store {
+ public:
+  // Opens the store at `uri` (see OpenBackend). NotFound if it does not
+  // exist, unless options.create_if_missing.
+  static Result<std::unique_ptr<Store>> Open(const std::string& uri,
+                                             const StoreOptions& options = {});
+  virtual ~Store() = default;
+
+  virtual Backend& backend() = 0;
+
+  // Starts writing rank `rank` of `world` of (name, step). AlreadyExists if
+  // that checkpoint is already committed.
+  virtual Result<std::unique_ptr<CheckpointWriter>> BeginCheckpoint(const CheckpointId& id,
+                                                                    uint32_t rank,
+                                                                    uint32_t world) = 0;
+
+  // Opens a committed checkpoint. `step` nullopt means the latest committed
+  // step of `name`. NotFound if none; Corruption if its records are bad.
+  virtual Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(
+      std::string_view name, std::optional<uint64_t> step) = 0;
+
+  // Committed checkpoints (and, with include_incomplete, uncommitted ones),
+  // sorted by name then step. `name` empty means all names.
+  virtual Result<std::vector<CheckpointInfo>> List(std::string_view name,
+                                                   bool include_incomplete) = 0;
+
+  // Reads every chunk of a committed checkpoint and reports the bad ones.
+  virtual Result<VerifyReport> Verify(std::string_view name, std::optional<uint64_t> step) = 0;
+
+  // Removes a checkpoint: its commit record first (so it is invisible at
+  // once), then everything else under it. NotFound if nothing is there.
+  virtual Status Remove(const CheckpointId& id) = 0;
+
+  // Removes every object that no valid commit record reaches: data and
+  // manifests of aborted or crashed saves, leftovers of interrupted publishes.
+  // Objects younger than `min_age_ms` are spared, so that saves in progress
+  // are not disturbed.
+  virtual Result<GcReport> CollectGarbage(uint64_t min_age_ms) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_H_

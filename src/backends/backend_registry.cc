@@ -1,0 +1,31 @@
+// OpenBackend: picks the driver by URI scheme. A new backend adds one branch.
+#include <string>
+
+#include "backends/file/file_backend.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+
+Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create_if_missing) {
+  if (uri.empty()) return Status::InvalidArgument("empty store URI");
+  std::string rest = uri;
+  std::string scheme = "file";
+  size_t sep = uri.find("://");
+  if (sep != std::string::npos) {
+    scheme = uri.substr(0, sep);
+    rest = uri.substr(sep + 3);
+  }
+  std::string query;
+  if (size_t q = rest.find('?'); q != std::string::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (scheme == "file") {
+    if (rest.empty()) return Status::InvalidArgument("store URI '" + uri + "' has no path");
+    return OpenFileBackend(uri, rest, query, create_if_missing);
+  }
+  return Status::InvalidArgument("store URI '" + uri + "': unknown scheme '" + scheme +
+                                 "' (supported: file://, or a plain path)");
+}
+
+}  // namespace sluice

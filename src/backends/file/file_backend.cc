@@ -1,0 +1,429 @@
+#include "backends/file/file_backend.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/aligned_buffer.h"
+#include "io/io_engine.h"
+
+namespace sluice {
+namespace {
+
+constexpr size_t kDirectAlignment = 4096;
+constexpr uint64_t kMaxSmallObjectBytes = 1ull << 30;
+
+// Closes an fd on scope exit unless released.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { if (fd_ >= 0) ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  int get() const { return fd_; }
+  int release() { int f = fd_; fd_ = -1; return f; }
+ private:
+  int fd_;
+};
+
+std::string ParentOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status FsyncDir(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Status::FromErrno(errno, "open directory " + dir);
+  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, "fsync directory " + dir);
+  return Status::OK();
+}
+
+// mkdir -p, fsyncing the parent of every directory it creates so that the
+// new entries survive a crash once the files inside are synced.
+Status MakeDirs(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Status::IOError(dir + " exists and is not a directory");
+    return Status::OK();
+  }
+  if (errno != ENOENT) return Status::FromErrno(errno, "stat " + dir);
+  std::string parent = ParentOf(dir);
+  if (parent != dir) RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "mkdir " + dir);
+  }
+  return FsyncDir(parent);
+}
+
+std::string RandomSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                          (static_cast<uint64_t>(::getpid()) << 32));
+  char buf[17];
+  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+Status WriteAllFd(int fd, const char* p, size_t n, const std::string& what) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "write " + what);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::OK();
+}
+
+struct FileOptions {
+  IoEngineKind io = IoEngineKind::kAuto;
+  enum class Direct { kAuto, kOn, kOff } direct = Direct::kAuto;
+  unsigned queue_depth = 16;
+};
+
+Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query) {
+  FileOptions o;
+  size_t pos = 0;
+  while (pos < query.size()) {
+    size_t amp = query.find('&', pos);
+    std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+    pos = amp == std::string::npos ? query.size() : amp + 1;
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    std::string val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    auto bad = [&](const char* expect) {
+      return Status::InvalidArgument("store URI '" + uri + "': option " + key + "='" + val +
+                                     "' (expected " + expect + ")");
+    };
+    if (key == "io") {
+      if (val == "auto") o.io = IoEngineKind::kAuto;
+      else if (val == "uring") o.io = IoEngineKind::kUring;
+      else if (val == "threads") o.io = IoEngineKind::kThreads;
+      else return bad("auto, uring or threads");
+    } else if (key == "direct") {
+      if (val == "auto") o.direct = FileOptions::Direct::kAuto;
+      else if (val == "on" || val == "1" || val == "true") o.direct = FileOptions::Direct::kOn;
+      else if (val == "off" || val == "0" || val == "false") o.direct = FileOptions::Direct::kOff;
+      else return bad("auto, on or off");
+    } else if (key == "qd") {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long v = std::strtoul(val.c_str(), &end, 10);
+      if (val.empty() || *end != '\0' || errno != 0 || v < 1 || v > 4096) return bad("1..4096");
+      o.queue_depth = static_cast<unsigned>(v);
+    } else {
+      return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
+                                     "' (file stores take io, direct, qd)");
+    }
+  }
+  return o;
+}
+
+class FileWritable final : public WritableObject {
+ public:
+  FileWritable(std::string path, std::string name, int fd, std::unique_ptr<IoEngine> engine)
+      : path_(std::move(path)), name_(std::move(name)), fd_(fd), engine_(std::move(engine)) {}
+
+  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
+    IoRequest r{fd_.get(), true, offset, const_cast<void*>(data), len, tag};
+    return engine_->Submit(r).WithContext(name_);
+  }
+  Result<IoCompletion> Reap() override {
+    ASSIGN_OR_RETURN(IoCompletion c, engine_->Reap());
+    c.status = c.status.WithContext("object " + name_);
+    return c;
+  }
+  size_t in_flight() const override { return engine_->in_flight(); }
+  size_t queue_depth() const override { return engine_->queue_depth(); }
+
+  Status Finish(uint64_t final_size) override {
+    if (engine_->in_flight() != 0) return Status::InvalidArgument("Finish with I/O in flight");
+    if (::ftruncate(fd_.get(), static_cast<off_t>(final_size)) != 0) {
+      return Status::FromErrno(errno, "truncate " + name_);
+    }
+    if (::fdatasync(fd_.get()) != 0) return Status::FromErrno(errno, "fdatasync " + name_);
+    return FsyncDir(ParentOf(path_));
+  }
+
+ private:
+  std::string path_;
+  std::string name_;
+  Fd fd_;
+  std::unique_ptr<IoEngine> engine_;
+};
+
+class FileReadable final : public ReadableObject {
+ public:
+  FileReadable(std::string name, int fd, uint64_t size, std::unique_ptr<IoEngine> engine)
+      : name_(std::move(name)), fd_(fd), size_(size), engine_(std::move(engine)) {}
+
+  uint64_t size() const override { return size_; }
+  Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
+    IoRequest r{fd_.get(), false, offset, buf, len, tag};
+    return engine_->Submit(r).WithContext(name_);
+  }
+  Result<IoCompletion> Reap() override {
+    ASSIGN_OR_RETURN(IoCompletion c, engine_->Reap());
+    c.status = c.status.WithContext("object " + name_);
+    return c;
+  }
+  size_t in_flight() const override { return engine_->in_flight(); }
+  size_t queue_depth() const override { return engine_->queue_depth(); }
+
+ private:
+  std::string name_;
+  Fd fd_;
+  uint64_t size_;
+  std::unique_ptr<IoEngine> engine_;
+};
+
+class FileBackend final : public Backend {
+ public:
+  FileBackend(std::string uri, std::string root, FileOptions opts, bool direct,
+              std::string engine_name)
+      : uri_(std::move(uri)), root_(std::move(root)), opts_(opts), direct_(direct) {
+    caps_.io_alignment = direct ? kDirectAlignment : 1;
+    caps_.max_object_bytes = UINT64_MAX;
+    caps_.atomic_publish_if_absent = true;
+    caps_.io_path = engine_name + (direct ? ", O_DIRECT" : ", buffered") + ", qd " +
+                    std::to_string(opts.queue_depth);
+  }
+
+  const BackendCaps& caps() const override { return caps_; }
+  const std::string& uri() const override { return uri_; }
+
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
+                                                 uint64_t size_hint) override {
+    RETURN_IF_ERROR(CheckName(name));
+    std::string path = PathOf(name);
+    RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
+    Fd fd(::open(path.c_str(), flags, 0644));
+    if (fd.get() < 0) return Status::FromErrno(errno, "create object " + name);
+    if (size_hint > 0) {
+      // Preallocation keeps the file's extents contiguous and makes ENOSPC
+      // show up here, before any byte is written.
+      if (::fallocate(fd.get(), 0, 0, static_cast<off_t>(size_hint)) != 0 &&
+          errno != EOPNOTSUPP && errno != ENOSYS) {
+        Status st = Status::FromErrno(errno, "preallocate " + std::to_string(size_hint) +
+                                                 " bytes for object " + name);
+        ::unlink(path.c_str());
+        return st;
+      }
+    }
+    ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
+    return std::unique_ptr<WritableObject>(
+        new FileWritable(path, name, fd.release(), std::move(engine)));
+  }
+
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+    RETURN_IF_ERROR(CheckName(name));
+    std::string path = PathOf(name);
+    int flags = O_RDONLY | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
+    Fd fd(::open(path.c_str(), flags));
+    if (fd.get() < 0) return Status::FromErrno(errno, "open object " + name);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat object " + name);
+    ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
+    return std::unique_ptr<ReadableObject>(new FileReadable(
+        name, fd.release(), static_cast<uint64_t>(st.st_size), std::move(engine)));
+  }
+
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    RETURN_IF_ERROR(CheckName(name));
+    std::string path = PathOf(name);
+    std::string dir = ParentOf(path);
+    RETURN_IF_ERROR(MakeDirs(dir));
+    std::string tmp = path + ".tmp." + RandomSuffix();
+    {
+      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (fd.get() < 0) return Status::FromErrno(errno, "create " + name + " (temporary)");
+      Status st = WriteAllFd(fd.get(), bytes.data(), bytes.size(), name + " (temporary)");
+      if (st.ok() && ::fsync(fd.get()) != 0) st = Status::FromErrno(errno, "fsync " + name);
+      if (!st.ok()) {
+        ::unlink(tmp.c_str());
+        return st;
+      }
+    }
+    // renameat2(RENAME_NOREPLACE) makes "create if absent" atomic: of two
+    // publishers exactly one succeeds, and readers see the whole file or none.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+      int err = errno;
+      if (err == EINVAL || err == ENOSYS) {
+        // Filesystem without RENAME_NOREPLACE: link() is just as exclusive.
+        if (::link(tmp.c_str(), path.c_str()) != 0) {
+          err = errno;
+        } else {
+          err = 0;
+        }
+        ::unlink(tmp.c_str());
+      } else {
+        ::unlink(tmp.c_str());
+      }
+      if (err == EEXIST) return Status::AlreadyExists("object " + name + " already exists");
+      if (err != 0) return Status::FromErrno(err, "publish " + name);
+    }
+    return FsyncDir(dir);
+  }
+
+  Result<std::string> ReadSmall(const std::string& name) override {
+    RETURN_IF_ERROR(CheckName(name));
+    std::string path = PathOf(name);
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return Status::FromErrno(errno, "open object " + name);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat object " + name);
+    if (static_cast<uint64_t>(st.st_size) > kMaxSmallObjectBytes) {
+      return Status::Corruption("object " + name + " is " + std::to_string(st.st_size) +
+                                " bytes, more than any record can be");
+    }
+    std::string out(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = ::pread(fd.get(), out.data() + done, out.size() - done,
+                          static_cast<off_t>(done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "read object " + name);
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    out.resize(done);
+    return out;
+  }
+
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    if (!prefix.empty() && prefix.back() != '/') {
+      return Status::InvalidArgument("list prefix '" + prefix + "' must end in '/'");
+    }
+    std::vector<ObjectInfo> out;
+    RETURN_IF_ERROR(Walk(prefix, &out));
+    return out;
+  }
+
+  Status Remove(const std::string& name) override {
+    RETURN_IF_ERROR(CheckName(name));
+    std::string path = PathOf(name);
+    if (::unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove object " + name);
+    // Prune directories left empty, up to (not including) the root.
+    std::string dir = ParentOf(path);
+    while (dir.size() > root_.size() && ::rmdir(dir.c_str()) == 0) dir = ParentOf(dir);
+    return Status::OK();
+  }
+
+ private:
+  Status CheckName(const std::string& name) const {
+    if (name.empty() || name.front() == '/' || name.find("..") != std::string::npos ||
+        name.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("invalid object name '" + name + "'");
+    }
+    return Status::OK();
+  }
+  std::string PathOf(const std::string& name) const { return root_ + "/" + name; }
+
+  Status Walk(const std::string& rel_dir, std::vector<ObjectInfo>* out) {
+    std::string dir = rel_dir.empty() ? root_ : root_ + "/" + rel_dir;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT || errno == ENOTDIR) return Status::OK();
+      return Status::FromErrno(errno, "list " + dir);
+    }
+    Status result;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      std::string rel = rel_dir + std::string(n);
+      struct stat st;
+      if (::fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // removed while listing
+        result = Status::FromErrno(errno, "stat " + rel);
+        break;
+      }
+      if (S_ISDIR(st.st_mode)) {
+        result = Walk(rel + "/", out);
+        if (!result.ok()) break;
+      } else if (S_ISREG(st.st_mode)) {
+        int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+        out->push_back(ObjectInfo{rel, static_cast<uint64_t>(st.st_size), ms});
+      }
+    }
+    ::closedir(d);
+    return result;
+  }
+
+  std::string uri_;
+  std::string root_;
+  FileOptions opts_;
+  bool direct_;
+  BackendCaps caps_;
+};
+
+// Asks the filesystem whether it takes O_DIRECT by opening a probe file.
+Result<bool> ProbeDirect(const std::string& root) {
+  std::string probe = root + "/.sluice-probe." + RandomSuffix();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return true;
+  }
+  int err = errno;
+  if (err == EINVAL || err == EOPNOTSUPP) return false;
+  return Status::FromErrno(err, "probe O_DIRECT in " + root);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const std::string& path,
+                                                 const std::string& query,
+                                                 bool create_if_missing) {
+  ASSIGN_OR_RETURN(FileOptions opts, ParseQuery(uri, query));
+  std::string root = path;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) {
+    if (errno != ENOENT || !create_if_missing) {
+      return Status::FromErrno(errno, "store " + root);
+    }
+    RETURN_IF_ERROR(MakeDirs(root));
+  } else if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("store " + root + " is not a directory");
+  }
+  if (::access(root.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, "store " + root);
+
+  bool direct = false;
+  if (opts.direct != FileOptions::Direct::kOff) {
+    auto probed = ProbeDirect(root);
+    if (!probed.ok()) {
+      // A read-only store cannot be probed by creating a file; read it buffered.
+      if (opts.direct == FileOptions::Direct::kOn) return probed.status();
+      direct = false;
+    } else {
+      direct = *probed;
+    }
+    if (!direct && opts.direct == FileOptions::Direct::kOn) {
+      return Status::NotSupported("store " + root + ": the filesystem refuses O_DIRECT (direct=on)");
+    }
+  }
+  // Probe the engine once so caps().io_path tells the truth.
+  ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts.io, 1));
+  std::string engine_name = engine->name();
+  return std::unique_ptr<Backend>(new FileBackend(uri, root, opts, direct, engine_name));
+}
+
+}  // namespace sluice

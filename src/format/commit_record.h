@@ -1,0 +1,43 @@
+// CommitRecord: the object whose existence makes a checkpoint visible. Lists
+// every rank's manifest with its size and crc32c, so a reader can tell a
+// swapped or damaged manifest from the one that was committed.
+//
+// Thread-safety: values and pure functions.
+#ifndef SLUICE_FORMAT_COMMIT_RECORD_H_
+#define SLUICE_FORMAT_COMMIT_RECORD_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct CommittedRank {
+  uint32_t rank = 0;
+  std::string manifest;       // object name
+  uint64_t manifest_bytes = 0;
+  uint32_t manifest_crc32c = 0;
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+};
+
+struct CommitRecord {
+  std::string name;
+  uint64_t step = 0;
+  uint32_t world = 1;
+  int64_t created_unix_ms = 0;
+  std::vector<CommittedRank> ranks;  // exactly one per rank, ordered by rank
+
+  uint64_t TotalBytes() const;
+  uint64_t TotalItems() const;
+};
+
+std::string EncodeCommitRecord(const CommitRecord& c);
+Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::string& what);
+
+}  // namespace sluice
+
+#endif  // SLUICE_FORMAT_COMMIT_RECORD_H_

@@ -1,0 +1,88 @@
+#include "format/layout.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace sluice {
+
+std::string CheckpointsPrefix() { return "ckpt/"; }
+std::string NamePrefix(std::string_view name) { return "ckpt/" + std::string(name) + "/"; }
+
+std::string StepPrefix(std::string_view name, uint64_t step) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(step));
+  return NamePrefix(name) + buf + "/";
+}
+
+std::string CommitObject(std::string_view name, uint64_t step) {
+  return StepPrefix(name, step) + "COMMIT";
+}
+std::string ManifestPrefix(std::string_view name, uint64_t step) {
+  return StepPrefix(name, step) + "manifest/";
+}
+
+std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
+                           std::string_view writer) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "r%06u-", rank);
+  return ManifestPrefix(name, step) + buf + std::string(writer) + ".man";
+}
+
+std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
+                       std::string_view writer, uint32_t seq) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "r%06u-%.*s-%06u.dat", rank, static_cast<int>(writer.size()),
+           writer.data(), seq);
+  return StepPrefix(name, step) + "data/" + buf;
+}
+
+std::optional<ParsedObjectName> ParseObjectName(std::string_view object) {
+  if (object.substr(0, 5) != "ckpt/") return std::nullopt;
+  object.remove_prefix(5);
+  size_t s1 = object.find('/');
+  if (s1 == std::string_view::npos || s1 == 0) return std::nullopt;
+  ParsedObjectName p;
+  p.name = std::string(object.substr(0, s1));
+  object.remove_prefix(s1 + 1);
+  size_t s2 = object.find('/');
+  if (s2 != 20) return std::nullopt;
+  uint64_t step = 0;
+  for (char c : object.substr(0, 20)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    uint64_t d = static_cast<uint64_t>(c - '0');
+    if (step > (UINT64_MAX - d) / 10) return std::nullopt;
+    step = step * 10 + d;
+  }
+  p.step = step;
+  p.rest = std::string(object.substr(21));
+  if (p.rest.empty()) return std::nullopt;
+  return p;
+}
+
+std::optional<uint32_t> RankOfManifest(std::string_view rest) {
+  constexpr std::string_view kDir = "manifest/r";
+  if (rest.substr(0, kDir.size()) != kDir) return std::nullopt;
+  rest.remove_prefix(kDir.size());
+  if (rest.size() < 7 || rest[6] != '-') return std::nullopt;
+  uint32_t r = 0;
+  for (char c : rest.substr(0, 6)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    r = r * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return r;
+}
+
+std::string NewWriterId() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+               (static_cast<uint64_t>(::getpid()) << 17);
+  char buf[17];
+  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace sluice

@@ -1,0 +1,45 @@
+// Where a checkpoint's objects live in a store's flat object namespace:
+//   ckpt/<name>/<step, 20 digits>/COMMIT                         commit record
+//   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
+//   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
+// <writer> is a random 16-hex-digit id per writer, so two writers never share
+// an object. Steps are zero-padded so names sort by step.
+//
+// Thread-safety: pure functions.
+#ifndef SLUICE_FORMAT_LAYOUT_H_
+#define SLUICE_FORMAT_LAYOUT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+std::string CheckpointsPrefix();                                   // "ckpt/"
+std::string NamePrefix(std::string_view name);                     // "ckpt/<name>/"
+std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
+std::string CommitObject(std::string_view name, uint64_t step);
+std::string ManifestPrefix(std::string_view name, uint64_t step);  // ".../manifest/"
+std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
+                           std::string_view writer);
+std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
+                       std::string_view writer, uint32_t seq);
+
+// Splits "ckpt/<name>/<step>/<rest>" of a listed object; nullopt if the name
+// does not have that shape.
+struct ParsedObjectName {
+  std::string name;
+  uint64_t step = 0;
+  std::string rest;  // "COMMIT", "manifest/...", "data/..."
+};
+std::optional<ParsedObjectName> ParseObjectName(std::string_view object);
+
+// The rank encoded in a manifest object's file name, if it has the shape.
+std::optional<uint32_t> RankOfManifest(std::string_view rest);
+
+std::string NewWriterId();
+
+}  // namespace sluice
+
+#endif  // SLUICE_FORMAT_LAYOUT_H_

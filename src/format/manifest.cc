@@ -1,0 +1,111 @@
+#include "format/manifest.h"
+
+#include <string>
+#include <unordered_set>
+
+#include "format/encoding.h"
+#include "format/record_frame.h"
+#include "sluice/store.h"
+
+namespace sluice {
+namespace {
+constexpr std::string_view kManifestMagic = "SLUICEMF";
+constexpr uint64_t kMaxChunkBytes = 1ull << 31;
+}  // namespace
+
+uint64_t Manifest::TotalBytes() const {
+  uint64_t t = 0;
+  for (const auto& it : items) t += it.size;
+  return t;
+}
+
+std::string EncodeManifest(const Manifest& m) {
+  Encoder e;
+  e.PutBytes(m.name);
+  e.PutVarint(m.step);
+  e.PutVarint(m.rank);
+  e.PutVarint(m.world);
+  e.PutBytes(m.writer_id);
+  e.PutVarint(static_cast<uint64_t>(m.created_unix_ms));
+  e.PutVarint(m.chunk_bytes);
+  e.PutVarint(m.objects.size());
+  for (const auto& o : m.objects) {
+    e.PutBytes(o.name);
+    e.PutVarint(o.size);
+  }
+  e.PutVarint(m.items.size());
+  for (const auto& it : m.items) {
+    e.PutBytes(it.key);
+    e.PutBytes(it.metadata);
+    e.PutVarint(it.size);
+    e.PutVarint(it.chunks.size());
+    for (const auto& c : it.chunks) {
+      e.PutVarint(c.object);
+      e.PutVarint(c.offset);
+      e.PutVarint(c.length);
+      e.PutFixed32(c.crc32c);
+    }
+  }
+  return FrameRecord(kManifestMagic, e.buffer());
+}
+
+Result<Manifest> DecodeManifest(std::string_view bytes, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string_view body, UnframeRecord(bytes, kManifestMagic, what));
+  Decoder d(body, what);
+  Manifest m;
+  uint64_t created;
+  RETURN_IF_ERROR(d.Bytes(&m.name, 255, "checkpoint name"));
+  RETURN_IF_ERROR(d.Varint(&m.step));
+  RETURN_IF_ERROR(d.Varint32(&m.rank, "rank"));
+  RETURN_IF_ERROR(d.Varint32(&m.world, "world"));
+  RETURN_IF_ERROR(d.Bytes(&m.writer_id, 64, "writer id"));
+  RETURN_IF_ERROR(d.Varint(&created));
+  m.created_unix_ms = static_cast<int64_t>(created);
+  RETURN_IF_ERROR(d.Varint(&m.chunk_bytes));
+  if (Status st = ValidateCheckpointName(m.name); !st.ok()) return d.Bad(st.message());
+  if (m.world == 0 || m.rank >= m.world) {
+    return d.Bad("rank " + std::to_string(m.rank) + " of world " + std::to_string(m.world));
+  }
+  uint64_t nobj;
+  RETURN_IF_ERROR(d.Count(&nobj, 2, "object"));
+  m.objects.resize(static_cast<size_t>(nobj));
+  for (auto& o : m.objects) {
+    RETURN_IF_ERROR(d.Bytes(&o.name, 1024, "object name"));
+    RETURN_IF_ERROR(d.Varint(&o.size));
+  }
+  uint64_t nitems;
+  RETURN_IF_ERROR(d.Count(&nitems, 4, "item"));
+  m.items.resize(static_cast<size_t>(nitems));
+  std::unordered_set<std::string_view> keys;
+  for (auto& it : m.items) {
+    RETURN_IF_ERROR(d.Bytes(&it.key, 4096, "item key"));
+    RETURN_IF_ERROR(d.Bytes(&it.metadata, 1u << 24, "item metadata"));
+    RETURN_IF_ERROR(d.Varint(&it.size));
+    if (Status st = ValidateItemKey(it.key); !st.ok()) return d.Bad(st.message());
+    uint64_t nchunks;
+    RETURN_IF_ERROR(d.Count(&nchunks, 7, "chunk"));
+    it.chunks.resize(static_cast<size_t>(nchunks));
+    uint64_t sum = 0;
+    for (auto& c : it.chunks) {
+      uint64_t obj, len;
+      RETURN_IF_ERROR(d.Varint(&obj));
+      RETURN_IF_ERROR(d.Varint(&c.offset));
+      RETURN_IF_ERROR(d.Varint(&len));
+      RETURN_IF_ERROR(d.Fixed32(&c.crc32c));
+      if (obj >= m.objects.size()) return d.Bad("item '" + it.key + "': chunk names object " + std::to_string(obj) + " of " + std::to_string(m.objects.size()));
+      if (len == 0 || len > kMaxChunkBytes) return d.Bad("item '" + it.key + "': chunk length " + std::to_string(len));
+      const uint64_t osize = m.objects[obj].size;
+      if (c.offset > osize || len > osize - c.offset) return d.Bad("item '" + it.key + "': chunk at " + std::to_string(c.offset) + "+" + std::to_string(len) + " lies outside object " + m.objects[obj].name);
+      c.object = static_cast<uint32_t>(obj);
+      c.length = static_cast<uint32_t>(len);
+      if (sum > UINT64_MAX - len) return d.Bad("item '" + it.key + "': size overflows");
+      sum += len;
+    }
+    if (sum != it.size) return d.Bad("item '" + it.key + "': chunks hold " + std::to_string(sum) + " bytes, item says " + std::to_string(it.size));
+    if (!keys.insert(it.key).second) return d.Bad("duplicate item key '" + it.key + "'");
+  }
+  if (d.remaining() != 0) return d.Bad(std::to_string(d.remaining()) + " trailing bytes");
+  return m;
+}
+
+}  // namespace sluice

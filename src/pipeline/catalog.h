@@ -1,0 +1,24 @@
+// Catalog: what a store holds, derived from its object listing — committed
+// and incomplete checkpoints, the latest step of a name, removal, and
+// garbage collection of everything no commit record reaches.
+#ifndef SLUICE_PIPELINE_CATALOG_H_
+#define SLUICE_PIPELINE_CATALOG_H_
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "sluice/store.h"
+
+namespace sluice {
+
+Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::string_view name,
+                                                    bool include_incomplete);
+// The highest committed step of `name`; NotFound if none.
+Result<uint64_t> LatestStep(Backend& backend, std::string_view name);
+Status RemoveCheckpoint(Backend& backend, const CheckpointId& id);
+Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_CATALOG_H_

@@ -1,0 +1,258 @@
+#include "pipeline/checkpoint_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "format/layout.h"
+#include "io/crc32c.h"
+#include "pipeline/chunk_reader.h"
+
+namespace sluice {
+namespace {
+
+std::string Label(std::string_view name, uint64_t step) {
+  return "checkpoint " + std::string(name) + "@" + std::to_string(step);
+}
+
+// One chunk's place in its item, for the callbacks.
+struct ChunkPlace {
+  const ItemInfo* item = nullptr;
+  const ManifestItem* mitem = nullptr;
+  uint32_t rank = 0;
+  uint64_t chunk_index = 0;
+  uint64_t item_offset = 0;
+};
+
+// Collects the chunks of `ranks`, grouped per data object in object order.
+struct ReadPlan {
+  std::vector<ChunkPlace> places;
+  // (rank, object index) -> tasks; std::map keeps objects in order.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<ChunkTask>> per_object;
+};
+
+}  // namespace
+
+CheckpointInfo InfoOf(const CommitRecord& commit) {
+  CheckpointInfo info;
+  info.name = commit.name;
+  info.step = commit.step;
+  info.complete = true;
+  info.ranks = commit.world;
+  info.items = commit.TotalItems();
+  info.bytes = commit.TotalBytes();
+  info.created_unix_ms = commit.created_unix_ms;
+  return info;
+}
+
+Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
+  const std::string label = Label(name, step);
+  const std::string commit_name = CommitObject(name, step);
+  auto bytes = backend.ReadSmall(commit_name);
+  if (!bytes.ok()) {
+    if (bytes.status().IsNotFound()) return Status::NotFound(label + " is not committed");
+    return bytes.status().WithContext(label);
+  }
+  LoadedCheckpoint out;
+  ASSIGN_OR_RETURN(out.commit, DecodeCommitRecord(*bytes, "commit record " + commit_name));
+  if (out.commit.name != name || out.commit.step != step) {
+    return Status::Corruption("commit record " + commit_name + " describes " +
+                              Label(out.commit.name, out.commit.step));
+  }
+  for (const auto& r : out.commit.ranks) {
+    auto mbytes = backend.ReadSmall(r.manifest);
+    if (!mbytes.ok()) {
+      return Status::Corruption(label + ": manifest " + r.manifest + " of rank " +
+                                std::to_string(r.rank) + " unreadable: " + mbytes.status().ToString());
+    }
+    if (mbytes->size() != r.manifest_bytes ||
+        Crc32c(mbytes->data(), mbytes->size()) != r.manifest_crc32c) {
+      return Status::Corruption(label + ": manifest " + r.manifest + " of rank " +
+                                std::to_string(r.rank) +
+                                " does not match the size and checksum the commit recorded");
+    }
+    ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*mbytes, "manifest " + r.manifest));
+    if (m.name != name || m.step != step || m.rank != r.rank || m.world != out.commit.world) {
+      return Status::Corruption("manifest " + r.manifest + " belongs to another checkpoint or rank");
+    }
+    out.manifests.push_back(std::move(m));
+  }
+  return out;
+}
+
+namespace {
+
+class Reader final : public CheckpointReader {
+ public:
+  Reader(Backend& backend, const StoreOptions& options, LoadedCheckpoint loaded)
+      : backend_(backend), options_(options), loaded_(std::move(loaded)) {
+    info_ = InfoOf(loaded_.commit);
+    for (uint32_t r = 0; r < loaded_.manifests.size(); ++r) {
+      for (const auto& it : loaded_.manifests[r].items) {
+        items_.push_back(ItemInfo{it.key, it.metadata, it.size, r});
+        mitems_.push_back(&it);
+      }
+    }
+    for (size_t i = 0; i < items_.size(); ++i) by_key_.emplace(items_[i].key, i);
+  }
+
+  const CheckpointInfo& info() const override { return info_; }
+  const std::vector<ItemInfo>& items() const override { return items_; }
+
+  Status ReadRange(std::string_view key, uint64_t offset, void* out, uint64_t len) override {
+    auto found = by_key_.find(std::string(key));
+    if (found == by_key_.end()) {
+      return Status::NotFound(Label(info_.name, info_.step) + ": no item '" + std::string(key) + "'");
+    }
+    const ItemInfo& item = items_[found->second];
+    const ManifestItem& mi = *mitems_[found->second];
+    if (offset > item.size || len > item.size - offset) {
+      return Status::InvalidArgument("item '" + item.key + "': range " + std::to_string(offset) +
+                                     "+" + std::to_string(len) + " outside its " +
+                                     std::to_string(item.size) + " bytes");
+    }
+    if (len == 0) return Status::OK();
+    const Manifest& m = loaded_.manifests[item.rank];
+    std::vector<ChunkPlace> places;
+    std::vector<std::pair<uint32_t, ChunkTask>> tasks;  // (object, task)
+    uint64_t pos = 0;
+    for (uint64_t c = 0; c < mi.chunks.size(); ++c) {
+      const ChunkRef& ref = mi.chunks[c];
+      if (pos + ref.length > offset && pos < offset + len) {
+        places.push_back(ChunkPlace{&item, &mi, item.rank, c, pos});
+      }
+      pos += ref.length;
+    }
+    auto* dst = static_cast<uint8_t*>(out);
+    size_t i = 0;
+    while (i < places.size()) {
+      uint32_t obj = mi.chunks[places[i].chunk_index].object;
+      std::vector<ChunkTask> group;
+      for (; i < places.size() && mi.chunks[places[i].chunk_index].object == obj; ++i) {
+        group.push_back(ChunkTask{&mi.chunks[places[i].chunk_index], i});
+      }
+      const std::string& object = m.objects[obj].name;
+      RETURN_IF_ERROR(ReadChunks(
+          backend_, object, group, options_.io_bytes,
+          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+            const ChunkPlace& p = places[t.user];
+            if (data == nullptr) return BadChunkStatus(p, object, *t.ref, problem);
+            uint64_t from = std::max(offset, p.item_offset);
+            uint64_t to = std::min(offset + len, p.item_offset + t.ref->length);
+            std::memcpy(dst + (from - offset), data + (from - p.item_offset), to - from);
+            return Status::OK();
+          }));
+    }
+    return Status::OK();
+  }
+
+  Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) override {
+    ReadPlan plan = Plan(rank);
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (rank && items_[i].rank != *rank) continue;
+      if (items_[i].size == 0) RETURN_IF_ERROR(sink(items_[i], 0, nullptr, 0));
+    }
+    for (const auto& [key, tasks] : plan.per_object) {
+      const std::string& object = loaded_.manifests[key.first].objects[key.second].name;
+      RETURN_IF_ERROR(ReadChunks(
+          backend_, object, tasks, options_.io_bytes,
+          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+            const ChunkPlace& p = plan.places[t.user];
+            if (data == nullptr) return BadChunkStatus(p, object, *t.ref, problem);
+            return sink(*p.item, p.item_offset, data, t.ref->length);
+          }));
+    }
+    return Status::OK();
+  }
+
+  VerifyReport Verify() {
+    VerifyReport report;
+    ReadPlan plan = Plan(std::nullopt);
+    report.items = items_.size();
+    for (const auto& [key, tasks] : plan.per_object) {
+      const std::string& object = loaded_.manifests[key.first].objects[key.second].name;
+      Status st = ReadChunks(
+          backend_, object, tasks, options_.io_bytes,
+          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+            const ChunkPlace& p = plan.places[t.user];
+            ++report.chunks;
+            report.bytes += t.ref->length;
+            if (data == nullptr) {
+              report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object,
+                                            t.ref->offset, t.ref->length, problem});
+            }
+            return Status::OK();
+          });
+      if (!st.ok()) {
+        // The object could not be read at all: every chunk of it is bad.
+        for (const auto& t : tasks) {
+          const ChunkPlace& p = plan.places[t.user];
+          report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object,
+                                        t.ref->offset, t.ref->length, st.ToString()});
+        }
+      }
+    }
+    return report;
+  }
+
+ private:
+  ReadPlan Plan(std::optional<uint32_t> rank) const {
+    ReadPlan plan;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      const ItemInfo& item = items_[i];
+      if (rank && item.rank != *rank) continue;
+      const ManifestItem& mi = *mitems_[i];
+      uint64_t pos = 0;
+      for (uint64_t c = 0; c < mi.chunks.size(); ++c) {
+        plan.places.push_back(ChunkPlace{&item, &mi, item.rank, c, pos});
+        pos += mi.chunks[c].length;
+      }
+    }
+    // Tasks are created after `places` stops growing, so pointers stay valid.
+    for (size_t k = 0; k < plan.places.size(); ++k) {
+      const ChunkPlace& p = plan.places[k];
+      const ChunkRef& ref = p.mitem->chunks[p.chunk_index];
+      plan.per_object[{p.rank, ref.object}].push_back(ChunkTask{&ref, k});
+    }
+    for (auto& [key, tasks] : plan.per_object) {
+      std::stable_sort(tasks.begin(), tasks.end(), [](const ChunkTask& a, const ChunkTask& b) {
+        return a.ref->offset < b.ref->offset;
+      });
+    }
+    return plan;
+  }
+
+  Status BadChunkStatus(const ChunkPlace& p, const std::string& object, const ChunkRef& ref,
+                        const std::string& problem) const {
+    return Status::Corruption(Label(info_.name, info_.step) + ": item '" + p.item->key +
+                              "' (rank " + std::to_string(p.rank) + ") chunk " +
+                              std::to_string(p.chunk_index) + " at " + object + " offset " +
+                              std::to_string(ref.offset) + " length " +
+                              std::to_string(ref.length) + ": " + problem);
+  }
+
+  Backend& backend_;
+  StoreOptions options_;
+  LoadedCheckpoint loaded_;
+  CheckpointInfo info_;
+  std::vector<ItemInfo> items_;
+  std::vector<const ManifestItem*> mitems_;
+  std::unordered_map<std::string, size_t> by_key_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CheckpointReader>> NewCheckpointReader(Backend& backend,
+                                                              const StoreOptions& options,
+                                                              LoadedCheckpoint loaded) {
+  return std::unique_ptr<CheckpointReader>(new Reader(backend, options, std::move(loaded)));
+}
+
+Result<VerifyReport> VerifyCheckpoint(Backend& backend, const StoreOptions& options,
+                                      const LoadedCheckpoint& loaded) {
+  Reader reader(backend, options, loaded);
+  return reader.Verify();
+}
+
+}  // namespace sluice

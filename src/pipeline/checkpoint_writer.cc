@@ -1,0 +1,323 @@
+#include "pipeline/checkpoint_writer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <unordered_set>
+
+#include "format/commit_record.h"
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "io/crc32c.h"
+#include "pipeline/data_writer.h"
+
+namespace sluice {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class MemorySource final : public ItemSource {
+ public:
+  MemorySource(const void* data, uint64_t size) : p_(static_cast<const uint8_t*>(data)), left_(size) {}
+  Result<size_t> Read(void* buf, size_t len) override {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(len, left_));
+    std::memcpy(buf, p_, n);
+    p_ += n;
+    left_ -= n;
+    return n;
+  }
+ private:
+  const uint8_t* p_;
+  uint64_t left_;
+};
+
+std::string CheckpointLabel(const CheckpointId& id) {
+  return "checkpoint " + id.name + "@" + std::to_string(id.step);
+}
+
+class Writer final : public CheckpointWriter {
+ public:
+  Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
+         uint32_t world)
+      : backend_(backend),
+        options_(options),
+        id_(id),
+        rank_(rank),
+        world_(world),
+        writer_id_(NewWriterId()),
+        start_ms_(NowUnixMs()),
+        data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
+              options.object_bytes, options.io_bytes, options.chunk_bytes) {}
+
+  ~Writer() override {
+    // A writer that failed or was abandoned before publishing its manifest
+    // removes its own data objects; nobody can reference them. (After the
+    // manifest is published, rank 0 may still commit it: leave it to gc.)
+    if (!manifest_published_ && !cleaned_) RemoveOwnData();
+  }
+
+  void SetExpectedBytes(uint64_t total_bytes) override { data_.SetExpectedBytes(total_bytes); }
+
+  Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                 ItemSource& source) override {
+    RETURN_IF_ERROR(sticky_);
+    if (finished_) return Status::InvalidArgument("AddItem after Commit");
+    RETURN_IF_ERROR(ValidateItemKey(key));
+    if (metadata.size() > (1u << 24)) {
+      return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
+    }
+    if (!keys_.insert(std::string(key)).second) {
+      return Status::InvalidArgument("duplicate item key '" + std::string(key) + "'");
+    }
+    ManifestItem item;
+    item.key = std::string(key);
+    item.metadata = std::string(metadata);
+    item.size = size;
+    Status st = data_.Append(size, source, &item.chunks);
+    if (!st.ok()) {
+      sticky_ = st.WithContext("save item '" + item.key + "'");
+      return sticky_;
+    }
+    manifest_.items.push_back(std::move(item));
+    return Status::OK();
+  }
+
+  Status AddItem(std::string_view key, std::string_view metadata, const void* data,
+                 uint64_t size) override {
+    MemorySource src(data, size);
+    return AddItem(key, metadata, size, src);
+  }
+
+  Result<SaveStats> Commit() override {
+    RETURN_IF_ERROR(sticky_);
+    if (finished_) return Status::InvalidArgument("Commit called twice");
+    finished_ = true;
+    const std::string label = CheckpointLabel(id_);
+    // Refuse early if someone already committed: no point publishing.
+    if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
+      return Status::AlreadyExists(label + " is already committed");
+    }
+    RETURN_IF_ERROR(data_.Finish().WithContext(label));
+
+    manifest_.name = id_.name;
+    manifest_.step = id_.step;
+    manifest_.rank = rank_;
+    manifest_.world = world_;
+    manifest_.writer_id = writer_id_;
+    manifest_.created_unix_ms = NowUnixMs();
+    manifest_.chunk_bytes = options_.chunk_bytes;
+    manifest_.objects = data_.objects();
+    std::string encoded = EncodeManifest(manifest_);
+    std::string manifest_name = ManifestObject(id_.name, id_.step, rank_, writer_id_);
+    RETURN_IF_ERROR(backend_.PublishIfAbsent(manifest_name, encoded).WithContext(label));
+    manifest_published_ = true;
+
+    SaveStats stats;
+    stats.bytes = manifest_.TotalBytes();
+    stats.items = manifest_.items.size();
+    for (const auto& it : manifest_.items) stats.chunks += it.chunks.size();
+    stats.objects = manifest_.objects.size();
+
+    if (rank_ == 0) {
+      RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
+      stats.committed = true;
+    } else {
+      RETURN_IF_ERROR(WaitForCommit(manifest_name));
+    }
+    return stats;
+  }
+
+ private:
+  struct Candidate {
+    std::string object;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    Manifest manifest;
+  };
+
+  void RemoveOwnData() {
+    cleaned_ = true;
+    auto listed = backend_.List(StepPrefix(id_.name, id_.step) + "data/");
+    if (!listed.ok()) return;
+    for (const auto& o : *listed) {
+      if (o.name.find(writer_id_) != std::string::npos) (void)backend_.Remove(o.name);
+    }
+  }
+
+  // Polls with a growing interval until `done()` or the rank timeout.
+  template <typename F>
+  Status Poll(F done, const std::string& what_on_timeout) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.rank_timeout_ms);
+    auto interval = std::chrono::milliseconds(20);
+    for (;;) {
+      ASSIGN_OR_RETURN(bool finished, done());
+      if (finished) return Status::OK();
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Status::Unavailable(what_on_timeout);
+      }
+      std::this_thread::sleep_for(interval);
+      interval = std::min(interval * 2, std::chrono::milliseconds(500));
+    }
+  }
+
+  Status CommitAsCoordinator(const std::string& own_name, const std::string& own_bytes) {
+    const std::string label = CheckpointLabel(id_);
+    std::vector<std::optional<Candidate>> chosen(world_);
+    chosen[0] = Candidate{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()), manifest_};
+    std::unordered_set<std::string> rejected;  // manifests already judged not ours
+    // Manifests older than this cannot be from this save's ranks: ranks must
+    // start within the rank timeout of each other.
+    const int64_t oldest_ms = start_ms_ - static_cast<int64_t>(options_.rank_timeout_ms);
+
+    auto gather = [&]() -> Result<bool> {
+      ASSIGN_OR_RETURN(auto listed, backend_.List(ManifestPrefix(id_.name, id_.step)));
+      for (const auto& o : listed) {
+        if (o.name == own_name || rejected.count(o.name)) continue;
+        auto parsed = ParseObjectName(o.name);
+        if (!parsed || o.name.find(".tmp.") != std::string::npos) continue;
+        auto rank = RankOfManifest(parsed->rest);
+        if (!rank || *rank == 0 || *rank >= world_) { rejected.insert(o.name); continue; }
+        if (chosen[*rank] && chosen[*rank]->object == o.name) continue;
+        auto bytes = backend_.ReadSmall(o.name);
+        if (!bytes.ok()) continue;  // removed meanwhile
+        auto m = DecodeManifest(*bytes, "manifest " + o.name);
+        if (!m.ok() || m->world != world_ || m->rank != *rank || m->name != id_.name ||
+            m->step != id_.step || m->created_unix_ms < oldest_ms) {
+          rejected.insert(o.name);
+          continue;
+        }
+        // Several manifests for one rank: a crashed earlier attempt left one.
+        // The newest is this attempt's.
+        if (!chosen[*rank] || chosen[*rank]->manifest.created_unix_ms < m->created_unix_ms) {
+          chosen[*rank] = Candidate{o.name, bytes->size(), Crc32c(bytes->data(), bytes->size()), std::move(m).value()};
+        }
+      }
+      return std::all_of(chosen.begin(), chosen.end(), [](const auto& c) { return c.has_value(); });
+    };
+    Status waited = Poll(gather, "");
+    if (!waited.ok()) {
+      if (waited.code() != StatusCode::kUnavailable) return waited.WithContext(label);
+      std::string missing;
+      for (uint32_t r = 0; r < world_; ++r) {
+        if (!chosen[r]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      }
+      return Status::Unavailable(label + ": rank(s) " + missing + " of " + std::to_string(world_) +
+                                 " published no manifest within " +
+                                 std::to_string(options_.rank_timeout_ms / 1000) +
+                                 " s; the checkpoint is left uncommitted");
+    }
+
+    // Guard against a concurrent gc or rm: every data object the manifests
+    // name must still be there, whole, before it is committed.
+    ASSIGN_OR_RETURN(auto data_objects, backend_.List(StepPrefix(id_.name, id_.step) + "data/"));
+    std::map<std::string, uint64_t> present;
+    for (const auto& o : data_objects) present[o.name] = o.size;
+    // Keys name restored files: two ranks must not both claim one.
+    std::unordered_set<std::string_view> all_keys;
+    for (uint32_t r = 0; r < world_; ++r) {
+      for (const auto& it : chosen[r]->manifest.items) {
+        if (!all_keys.insert(it.key).second) {
+          return Status::InvalidArgument(label + ": item key '" + it.key +
+                                         "' is saved by more than one rank; not committing");
+        }
+      }
+    }
+    CommitRecord rec;
+    rec.name = id_.name;
+    rec.step = id_.step;
+    rec.world = world_;
+    rec.created_unix_ms = NowUnixMs();
+    for (uint32_t r = 0; r < world_; ++r) {
+      const Candidate& c = *chosen[r];
+      for (const auto& obj : c.manifest.objects) {
+        auto it = present.find(obj.name);
+        if (it == present.end() || it->second < obj.size) {
+          return Status::IOError(label + ": data object " + obj.name + " of rank " +
+                                 std::to_string(r) + " is missing or short; not committing");
+        }
+      }
+      rec.ranks.push_back(CommittedRank{r, c.object, c.bytes, c.crc, c.manifest.items.size(),
+                                        c.manifest.TotalBytes()});
+    }
+    Status st = backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), EncodeCommitRecord(rec));
+    if (st.IsAlreadyExists()) {
+      return Status::AlreadyExists(label + " was committed by another writer first");
+    }
+    return st.WithContext(label + ": publish commit record");
+  }
+
+  Status WaitForCommit(const std::string& own_name) {
+    const std::string label = CheckpointLabel(id_);
+    bool listed_us = false;
+    auto check = [&]() -> Result<bool> {
+      auto bytes = backend_.ReadSmall(CommitObject(id_.name, id_.step));
+      if (!bytes.ok()) {
+        if (bytes.status().IsNotFound()) return false;
+        return bytes.status();
+      }
+      ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(*bytes, label + " commit record"));
+      listed_us = rank_ < rec.ranks.size() && rec.ranks[rank_].manifest == own_name;
+      return true;
+    };
+    Status st = Poll(check, label + ": rank 0 did not commit within " +
+                                std::to_string(options_.rank_timeout_ms / 1000) +
+                                " s; this rank's manifest is published but uncommitted");
+    RETURN_IF_ERROR(st);
+    if (!listed_us) {
+      return Status::AlreadyExists(label + " was committed with another writer's rank " +
+                                   std::to_string(rank_) + " data");
+    }
+    return Status::OK();
+  }
+
+  Backend& backend_;
+  StoreOptions options_;
+  CheckpointId id_;
+  uint32_t rank_;
+  uint32_t world_;
+  std::string writer_id_;
+  int64_t start_ms_;
+  DataWriter data_;
+  Manifest manifest_;
+  std::unordered_set<std::string> keys_;
+  Status sticky_;
+  bool finished_ = false;
+  bool manifest_published_ = false;
+  bool cleaned_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
+                                                              const StoreOptions& options,
+                                                              const CheckpointId& id,
+                                                              uint32_t rank, uint32_t world) {
+  RETURN_IF_ERROR(ValidateCheckpointName(id.name));
+  if (world == 0 || world > 1'000'000) {
+    return Status::InvalidArgument("world size " + std::to_string(world) + " outside 1..1000000");
+  }
+  if (rank >= world) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + " is not below world size " +
+                                   std::to_string(world));
+  }
+  if (options.chunk_bytes == 0 || options.chunk_bytes > (256ull << 20)) {
+    return Status::InvalidArgument("chunk size " + std::to_string(options.chunk_bytes) +
+                                   " outside 1 byte..256 MiB");
+  }
+  if (options.io_bytes < 4096 || options.io_bytes > (256ull << 20)) {
+    return Status::InvalidArgument("I/O size " + std::to_string(options.io_bytes) +
+                                   " outside 4 KiB..256 MiB");
+  }
+  if (backend.ReadSmall(CommitObject(id.name, id.step)).ok()) {
+    return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
+  }
+  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world));
+}
+
+}  // namespace sluice

@@ -1,0 +1,40 @@
+// ChunkReader: reads a list of chunks of one data object, merging adjacent
+// chunks into large aligned extents read with many requests in flight, and
+// verifies each chunk's crc32c before handing it out. Chunks are delivered
+// in the order given, whatever order the reads complete in.
+//
+// Thread-safety: one thread.
+#ifndef SLUICE_PIPELINE_CHUNK_READER_H_
+#define SLUICE_PIPELINE_CHUNK_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+
+struct ChunkTask {
+  const ChunkRef* ref = nullptr;
+  uint64_t user = 0;  // caller's cookie (e.g. item and chunk index)
+};
+
+// Called once per task, in task order. `data` is null when the chunk could
+// not be read or failed its checksum; `problem` then says why ("checksum
+// mismatch", "object truncated", the I/O error). Returning a non-OK Status
+// stops the read and is returned from ReadChunks.
+using ChunkCallback = std::function<Status(const ChunkTask& task, const uint8_t* data,
+                                           const std::string& problem)>;
+
+// `tasks` must be sorted by ref->offset. `io_bytes` is the target extent size.
+// A missing object reports every task as bad ("object missing") rather than
+// failing, so verify can name each chunk.
+Status ReadChunks(Backend& backend, const std::string& object, const std::vector<ChunkTask>& tasks,
+                  uint64_t io_bytes, const ChunkCallback& callback);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_CHUNK_READER_H_

@@ -1,0 +1,154 @@
+#include "pipeline/data_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/crc32c.h"
+
+namespace sluice {
+
+DataWriter::DataWriter(Backend& backend, std::function<std::string(uint32_t)> object_name,
+                       uint64_t object_bytes, uint64_t io_bytes, uint64_t chunk_bytes)
+    : backend_(backend),
+      object_name_(std::move(object_name)),
+      chunk_bytes_(chunk_bytes),
+      align_(std::max<size_t>(backend.caps().io_alignment, 1)) {
+  io_bytes_ = AlignUp(std::max<uint64_t>(io_bytes, align_), AlignedBuffer::kAlignment);
+  object_bytes_ = std::min(object_bytes, backend.caps().max_object_bytes);
+  // An object must hold at least one full chunk.
+  object_bytes_ = std::max(object_bytes_, chunk_bytes_);
+}
+
+DataWriter::~DataWriter() {
+  // Abandoned mid-write (error path): wait for in-flight writes so the kernel
+  // never touches freed buffers. The object itself is left for the caller or
+  // gc to remove.
+  if (object_) {
+    while (object_->in_flight() > 0) {
+      if (!object_->Reap().ok()) break;
+    }
+  }
+}
+
+Status DataWriter::ReapOne() {
+  auto c = object_->Reap();
+  if (!c.ok()) {
+    if (error_.ok()) error_ = c.status();
+    return error_;
+  }
+  free_.push_back(static_cast<size_t>(c->tag));
+  if (!c->status.ok() && error_.ok()) error_ = c->status;
+  return error_;
+}
+
+Status DataWriter::GetFreeBuffer() {
+  if (free_.empty() && buffers_.size() < object_->queue_depth()) {
+    ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(static_cast<size_t>(io_bytes_)));
+    buffers_.push_back(std::move(b));
+    free_.push_back(buffers_.size() - 1);
+  }
+  while (free_.empty()) RETURN_IF_ERROR(ReapOne());
+  current_ = static_cast<int>(free_.back());
+  free_.pop_back();
+  fill_ = 0;
+  return Status::OK();
+}
+
+Status DataWriter::FlushCurrentBuffer(bool last) {
+  AlignedBuffer& b = buffers_[static_cast<size_t>(current_)];
+  size_t len = fill_;
+  if (last) {
+    len = static_cast<size_t>(AlignUp(fill_, align_));
+    std::memset(b.data() + fill_, 0, len - fill_);
+  }
+  Status st = object_->StartWrite(flushed_offset_, b.data(), len, static_cast<uint64_t>(current_));
+  if (!st.ok()) {
+    free_.push_back(static_cast<size_t>(current_));
+    current_ = -1;
+    if (error_.ok()) error_ = st;
+    return st;
+  }
+  flushed_offset_ += len;
+  current_ = -1;
+  fill_ = 0;
+  return Status::OK();
+}
+
+Status DataWriter::OpenNextObject(uint64_t first_chunk) {
+  std::string name = object_name_(static_cast<uint32_t>(objects_.size()));
+  uint64_t hint = 0;
+  if (expected_remaining_ > 0) {
+    hint = AlignUp(std::min(object_bytes_, std::max(expected_remaining_, first_chunk)), align_);
+  }
+  ASSIGN_OR_RETURN(object_, backend_.Create(name, hint));
+  objects_.push_back(DataObjectRef{name, 0});
+  object_size_ = 0;
+  flushed_offset_ = 0;
+  return Status::OK();
+}
+
+Status DataWriter::CloseObject() {
+  if (current_ >= 0) {
+    if (fill_ > 0) {
+      RETURN_IF_ERROR(FlushCurrentBuffer(true));
+    } else {
+      free_.push_back(static_cast<size_t>(current_));
+      current_ = -1;
+    }
+  }
+  while (object_->in_flight() > 0) (void)ReapOne();
+  RETURN_IF_ERROR(error_);
+  RETURN_IF_ERROR(object_->Finish(object_size_));
+  objects_.back().size = object_size_;
+  object_.reset();
+  return Status::OK();
+}
+
+Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRef>* out) {
+  RETURN_IF_ERROR(error_);
+  uint64_t remaining = size;
+  while (remaining > 0) {
+    uint64_t clen = std::min(chunk_bytes_, remaining);
+    if (!object_ || object_size_ + clen > object_bytes_) {
+      if (object_) RETURN_IF_ERROR(CloseObject());
+      RETURN_IF_ERROR(OpenNextObject(clen));
+    }
+    ChunkRef ref;
+    ref.object = static_cast<uint32_t>(objects_.size() - 1);
+    ref.offset = object_size_;
+    ref.length = static_cast<uint32_t>(clen);
+    uint32_t crc = 0;
+    uint64_t left = clen;
+    while (left > 0) {
+      if (current_ < 0) RETURN_IF_ERROR(GetFreeBuffer());
+      uint8_t* dst = buffers_[static_cast<size_t>(current_)].data() + fill_;
+      size_t want = static_cast<size_t>(std::min<uint64_t>(left, io_bytes_ - fill_));
+      ASSIGN_OR_RETURN(size_t got, source.Read(dst, want));
+      if (got == 0 || got > want) {
+        return Status::InvalidArgument("item source delivered " +
+                                       std::to_string(size - remaining + (clen - left)) +
+                                       " bytes, " + std::to_string(size) + " were declared");
+      }
+      crc = Crc32cExtend(crc, dst, got);
+      fill_ += got;
+      left -= got;
+      object_size_ += got;
+      if (fill_ == io_bytes_) RETURN_IF_ERROR(FlushCurrentBuffer(false));
+    }
+    ref.crc32c = crc;
+    out->push_back(ref);
+    remaining -= clen;
+    expected_remaining_ = expected_remaining_ > clen ? expected_remaining_ - clen : 0;
+  }
+  return Status::OK();
+}
+
+Status DataWriter::Finish() {
+  RETURN_IF_ERROR(error_);
+  if (object_) RETURN_IF_ERROR(CloseObject());
+  buffers_.clear();
+  free_.clear();
+  return Status::OK();
+}
+
+}  // namespace sluice

@@ -1,0 +1,71 @@
+// DataWriter: appends chunks to a sequence of large data objects through a
+// ring of aligned I/O buffers, so the backend sees big sequential writes with
+// queue_depth of them in flight whatever the item sizes are. Chunks are
+// packed back to back (no per-chunk padding); only an object's tail is padded
+// to the backend's alignment and then trimmed by Finish. A chunk never spans
+// two objects; objects roll over before object_bytes.
+//
+// Thread-safety: one thread.
+#ifndef SLUICE_PIPELINE_DATA_WRITER_H_
+#define SLUICE_PIPELINE_DATA_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "io/aligned_buffer.h"
+#include "sluice/backend.h"
+#include "sluice/store.h"
+
+namespace sluice {
+
+class DataWriter {
+ public:
+  // `object_name(seq)` names the seq-th data object.
+  DataWriter(Backend& backend, std::function<std::string(uint32_t)> object_name,
+             uint64_t object_bytes, uint64_t io_bytes, uint64_t chunk_bytes);
+  ~DataWriter();
+
+  void SetExpectedBytes(uint64_t bytes) { expected_remaining_ = bytes; }
+
+  // Appends `size` bytes from `source` as chunks; appends their refs to `out`.
+  Status Append(uint64_t size, ItemSource& source, std::vector<ChunkRef>* out);
+
+  // Writes the last partial buffer, waits for every write and makes every
+  // object durable. After OK, objects() lists them with their sizes.
+  Status Finish();
+
+  const std::vector<DataObjectRef>& objects() const { return objects_; }
+
+ private:
+  Status OpenNextObject(uint64_t first_chunk);
+  Status FlushCurrentBuffer(bool last);
+  Status GetFreeBuffer();
+  Status ReapOne();
+  Status CloseObject();
+
+  Backend& backend_;
+  std::function<std::string(uint32_t)> object_name_;
+  uint64_t object_bytes_;
+  uint64_t io_bytes_;
+  uint64_t chunk_bytes_;
+  size_t align_;
+  uint64_t expected_remaining_ = 0;
+
+  std::unique_ptr<WritableObject> object_;
+  uint64_t object_size_ = 0;      // logical bytes appended to the current object
+  uint64_t flushed_offset_ = 0;   // object offset where the current buffer begins
+  std::vector<AlignedBuffer> buffers_;
+  std::vector<size_t> free_;      // indices of idle buffers
+  int current_ = -1;              // buffer being filled
+  size_t fill_ = 0;               // bytes in the current buffer
+  Status error_;                  // first write error, sticky
+  std::vector<DataObjectRef> objects_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_DATA_WRITER_H_

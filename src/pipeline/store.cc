@@ -1,0 +1,71 @@
+// Store: the public entry point, wiring a backend to the pipeline pieces.
+#include "sluice/store.h"
+
+#include "pipeline/catalog.h"
+#include "pipeline/checkpoint_reader.h"
+#include "pipeline/checkpoint_writer.h"
+
+namespace sluice {
+namespace {
+
+class StoreImpl final : public Store {
+ public:
+  StoreImpl(std::unique_ptr<Backend> backend, const StoreOptions& options)
+      : backend_(std::move(backend)), options_(options) {}
+
+  Backend& backend() override { return *backend_; }
+
+  Result<std::unique_ptr<CheckpointWriter>> BeginCheckpoint(const CheckpointId& id, uint32_t rank,
+                                                            uint32_t world) override {
+    if (!backend_->caps().atomic_publish_if_absent) {
+      return Status::NotSupported("store " + backend_->uri() + " cannot publish atomically");
+    }
+    return NewCheckpointWriter(*backend_, options_, id, rank, world);
+  }
+
+  Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
+                                                           std::optional<uint64_t> step) override {
+    ASSIGN_OR_RETURN(LoadedCheckpoint loaded, Load(name, step));
+    return NewCheckpointReader(*backend_, options_, std::move(loaded));
+  }
+
+  Result<std::vector<CheckpointInfo>> List(std::string_view name, bool include_incomplete) override {
+    if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
+    return ListCheckpoints(*backend_, name, include_incomplete);
+  }
+
+  Result<VerifyReport> Verify(std::string_view name, std::optional<uint64_t> step) override {
+    ASSIGN_OR_RETURN(LoadedCheckpoint loaded, Load(name, step));
+    return VerifyCheckpoint(*backend_, options_, loaded);
+  }
+
+  Status Remove(const CheckpointId& id) override { return RemoveCheckpoint(*backend_, id); }
+
+  Result<GcReport> CollectGarbage(uint64_t min_age_ms) override {
+    return sluice::CollectGarbage(*backend_, min_age_ms);
+  }
+
+ private:
+  Result<LoadedCheckpoint> Load(std::string_view name, std::optional<uint64_t> step) {
+    RETURN_IF_ERROR(ValidateCheckpointName(name));
+    uint64_t s;
+    if (step) {
+      s = *step;
+    } else {
+      ASSIGN_OR_RETURN(s, LatestStep(*backend_, name));
+    }
+    return LoadCheckpoint(*backend_, name, s);
+  }
+
+  std::unique_ptr<Backend> backend_;
+  StoreOptions options_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& uri, const StoreOptions& options) {
+  ASSIGN_OR_RETURN(auto backend, OpenBackend(uri, options.create_if_missing));
+  return std::unique_ptr<Store>(new StoreImpl(std::move(backend), options));
+}
+
+}  // namespace sluice
