@@ -1,1 +1,186 @@
+// sluice restore: checkpoint NAME@STEP -> files under DIR, every chunk verified.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "item_sources.h"
+#include "output.h"
+#include "store_flags.h"
+
+namespace sluice::cli {
+namespace {
+
+CommandSpec RestoreSpec() {
+  CommandSpec s;
+  s.name = "restore";
+  s.usage = "restore --store URI --name NAME [--step N|latest] --to DIR [flags]";
+  s.summary =
+      "Recreates the files of a committed checkpoint under DIR, bit-exact, checking\n"
+      "every chunk's crc32c. A bad chunk stops the restore with an error naming the\n"
+      "item, chunk, data object and offset.";
+  s.flags = StoreFlagSpecs(false);
+  s.flags.insert(s.flags.end(), {
+      {"name", "NAME", "checkpoint name"},
+      {"step", "N|latest", "step to restore (default latest)"},
+      {"to", "DIR", "directory to restore into (created if missing)"},
+      {"rank", "R", "restore only rank R's items (default: all ranks)"},
+      {"force", "", "restore into a non-empty DIR, overwriting files of the same names"},
+      {"json", "", "print the result as one JSON object"},
+  });
+  return s;
+}
+
+bool DirIsEmpty(const std::string& dir, bool* exists) {
+  DIR* d = ::opendir(dir.c_str());
+  *exists = d != nullptr;
+  if (d == nullptr) return true;
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") { empty = false; break; }
+  }
+  ::closedir(d);
+  return empty;
+}
+
+Status MakeDirs(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    return S_ISDIR(st.st_mode) ? Status::OK() : Status::IOError(dir + " exists and is not a directory");
+  }
+  size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + dir);
+  return Status::OK();
+}
+
+// Writes restored items to files; keeps at most a few open at once.
+class FileWriterSink {
+ public:
+  explicit FileWriterSink(std::string root) : root_(std::move(root)) {}
+  ~FileWriterSink() {
+    for (auto& [k, f] : open_) ::close(f.fd);
+  }
+
+  Status Write(const ItemInfo& item, uint64_t offset, const void* data, size_t len) {
+    auto it = open_.find(item.key);
+    if (it == open_.end()) {
+      std::string path = root_ + "/" + item.key;
+      size_t slash = path.find_last_of('/');
+      RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                      ModeFromMetadata(item.metadata) | 0200);
+      if (fd < 0) return Status::FromErrno(errno, "create " + path);
+      it = open_.emplace(item.key, Open{fd, 0, ModeFromMetadata(item.metadata)}).first;
+    }
+    const char* p = static_cast<const char*>(data);
+    size_t done = 0;
+    while (done < len) {
+      ssize_t n = ::pwrite(it->second.fd, p + done, len - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write " + root_ + "/" + item.key);
+      }
+      done += static_cast<size_t>(n);
+    }
+    it->second.written += len;
+    if (it->second.written == item.size) {
+      ::fchmod(it->second.fd, it->second.mode);
+      int rc = ::close(it->second.fd);
+      open_.erase(it);
+      if (rc != 0) return Status::FromErrno(errno, "close " + root_ + "/" + item.key);
+      ++files_;
+    }
+    bytes_ += len;
+    return Status::OK();
+  }
+  uint64_t files() const { return files_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Open {
+    int fd;
+    uint64_t written;
+    uint32_t mode;
+  };
+  std::string root_;
+  std::map<std::string, Open> open_;
+  uint64_t files_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace
+
+int CmdRestore(int argc, char** argv) {
+  const CommandSpec spec = RestoreSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  auto name = NameFromFlags(flags);
+  if (!name.ok()) return Fail(name.status(), true);
+  auto step = StepFromFlags(flags, true, false);
+  if (!step.ok()) return Fail(step.status(), true);
+  auto to = flags.Require("to");
+  if (!to.ok()) return Fail(to.status(), true);
+  std::optional<uint32_t> rank;
+  if (flags.Has("rank")) {
+    auto r = flags.GetU64("rank", 0);
+    if (!r.ok() || *r > 1'000'000) return Fail(Status::InvalidArgument("--rank must be a rank number"), true);
+    rank = static_cast<uint32_t>(*r);
+  }
+  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  bool exists = false;
+  if (!DirIsEmpty(*to, &exists) && !flags.Has("force")) {
+    return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to restore into it)"));
+  }
+
+  const double cpu0 = ProcessCpuSeconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto store = OpenStoreFromFlags(flags, false);
+  if (!store.ok()) return Fail(store.status());
+  auto reader = (*store)->OpenCheckpoint(*name, *step);
+  if (!reader.ok()) return Fail(reader.status());
+  const CheckpointInfo& info = (*reader)->info();
+  if (rank && *rank >= info.ranks) {
+    return Fail(Status::InvalidArgument("--rank " + std::to_string(*rank) + ": checkpoint has " +
+                                        std::to_string(info.ranks) + " rank(s)"), true);
+  }
+  uint64_t total = 0;
+  for (const auto& it : (*reader)->items()) {
+    if (!rank || it.rank == *rank) total += it.size;
+  }
+  if (Status st = MakeDirs(*to); !st.ok()) return Fail(st);
+  FileWriterSink sink(*to);
+  Progress progress("restore", total);
+  Status st = (*reader)->ReadAll(rank, [&](const ItemInfo& item, uint64_t off, const void* data, size_t len) {
+    progress.Add(len);
+    return sink.Write(item, off, data, len);
+  });
+  progress.Done();
+  if (!st.ok()) return Fail(st);
+  const double secs = SecondsSince(t0);
+  if (flags.Has("json")) {
+    Json j;
+    j.BeginObject()
+        .Key("name").Str(info.name).Key("step").UInt(info.step)
+        .Key("bytes").UInt(sink.bytes()).Key("items").UInt(sink.files())
+        .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? sink.bytes() / secs : 0)
+        .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0).Key("to").Str(*to)
+        .EndObject();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("restored %s@%llu: %llu items, %s in %.2f s (%s) into %s, all chunks verified\n",
+                info.name.c_str(), static_cast<unsigned long long>(info.step),
+                static_cast<unsigned long long>(sink.files()), HumanBytes(sink.bytes()).c_str(), secs,
+                HumanRate(secs > 0 ? sink.bytes() / secs : 0).c_str(), to->c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli

@@ -1,1 +1,83 @@
+// sluice verify: read every chunk of a checkpoint and report the bad ones.
+#include <chrono>
+#include <cstdio>
 
+#include "output.h"
+#include "store_flags.h"
+
+namespace sluice::cli {
+
+int CmdVerify(int argc, char** argv) {
+  CommandSpec spec;
+  spec.name = "verify";
+  spec.usage = "verify --store URI --name NAME [--step N|latest] [--json]";
+  spec.summary =
+      "Reads every chunk of a committed checkpoint and checks its crc32c. Exits 1 and\n"
+      "names item, rank, chunk, data object and offset of every bad chunk.";
+  spec.flags = StoreFlagSpecs(false);
+  spec.flags.insert(spec.flags.end(), {
+      {"name", "NAME", "checkpoint name"},
+      {"step", "N|latest", "step to verify (default latest)"},
+      {"json", "", "print the report as one JSON object"},
+  });
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  auto name = NameFromFlags(flags);
+  if (!name.ok()) return Fail(name.status(), true);
+  auto step = StepFromFlags(flags, true, false);
+  if (!step.ok()) return Fail(step.status(), true);
+  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  auto store = OpenStoreFromFlags(flags, false);
+  if (!store.ok()) return Fail(store.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = ProcessCpuSeconds();
+  uint64_t resolved = 0;
+  if (step->has_value()) {
+    resolved = **step;
+  } else {
+    auto r = (*store)->OpenCheckpoint(*name, std::nullopt);
+    if (!r.ok()) return Fail(r.status());
+    resolved = (*r)->info().step;
+  }
+  auto report = (*store)->Verify(*name, resolved);
+  if (!report.ok()) return Fail(report.status());
+  const double secs = SecondsSince(t0);
+  if (flags.Has("json")) {
+    Json j;
+    j.BeginObject()
+        .Key("name").Str(*name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
+        .Key("items").UInt(report->items).Key("chunks").UInt(report->chunks)
+        .Key("bytes").UInt(report->bytes).Key("seconds").Num(secs)
+        .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0)
+        .Key("bad_chunks").BeginArray();
+    for (const auto& b : report->bad) {
+      j.BeginObject()
+          .Key("item").Str(b.item).Key("rank").UInt(b.rank).Key("chunk").UInt(b.chunk_index)
+          .Key("object").Str(b.object).Key("offset").UInt(b.object_offset)
+          .Key("length").UInt(b.length).Key("reason").Str(b.reason)
+          .EndObject();
+    }
+    j.EndArray().EndObject();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    for (const auto& b : report->bad) {
+      std::printf("BAD item '%s' rank %u chunk %llu: object %s offset %llu length %llu: %s\n",
+                  b.item.c_str(), b.rank, static_cast<unsigned long long>(b.chunk_index),
+                  b.object.c_str(), static_cast<unsigned long long>(b.object_offset),
+                  static_cast<unsigned long long>(b.length), b.reason.c_str());
+    }
+    std::printf("%s %s@%llu: %llu items, %llu chunks, %s checked in %.2f s, %zu bad chunk(s)\n",
+                report->ok() ? "OK" : "FAILED", name->c_str(), static_cast<unsigned long long>(resolved),
+                static_cast<unsigned long long>(report->items), static_cast<unsigned long long>(report->chunks),
+                HumanBytes(report->bytes).c_str(), secs, report->bad.size());
+  }
+  if (!report->ok()) {
+    std::fprintf(stderr, "sluice: %s@%llu has %zu bad chunk(s)\n", name->c_str(),
+                 static_cast<unsigned long long>(resolved), report->bad.size());
+    return kExitError;
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli

@@ -1,1 +1,52 @@
+// sluice: the command-line tool. One cmd_<verb>.cc per subcommand.
+#include <cstdio>
+#include <cstring>
+#include <string>
 
+#include "output.h"
+
+namespace {
+
+const char kTopHelp[] =
+    "Usage: sluice COMMAND [FLAGS]\n"
+    "\n"
+    "sluice is a checkpoint storage engine: checksummed chunks packed into large\n"
+    "data objects, per-rank manifests, and an atomic commit record per checkpoint.\n"
+    "\n"
+    "Commands:\n"
+    "  save      save a directory tree or synthetic data as checkpoint NAME@STEP\n"
+    "  restore   recreate a checkpoint's files, verifying every chunk\n"
+    "  ls        list checkpoints (with --all also incomplete ones)\n"
+    "  verify    read and check every chunk of a checkpoint\n"
+    "  rm        remove a checkpoint\n"
+    "  gc        reclaim everything no committed checkpoint references\n"
+    "  bench     MLPerf-Storage-style checkpoint write/read benchmark\n"
+    "\n"
+    "A store is a URI: file:///path (any mounted filesystem) or a plain path.\n"
+    "Run 'sluice COMMAND --help' for a command's flags.\n"
+    "Exit status: 0 success, 1 operational error, 2 usage error.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sluice::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kTopHelp, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::puts("sluice 0.1.0");
+    return kExitOk;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "save") return CmdSave(argc, argv);
+  if (cmd == "restore") return CmdRestore(argc, argv);
+  if (cmd == "ls") return CmdLs(argc, argv);
+  if (cmd == "verify") return CmdVerify(argc, argv);
+  if (cmd == "rm") return CmdRm(argc, argv);
+  if (cmd == "gc") return CmdGc(argc, argv);
+  if (cmd == "bench") return CmdBench(argc, argv);
+  std::fprintf(stderr, "sluice: unknown command '%s' (see sluice --help)\n", cmd.c_str());
+  return kExitUsage;
+}

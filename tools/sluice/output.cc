@@ -1,1 +1,136 @@
+#include "output.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace sluice::cli {
+
+int Fail(const Status& st, bool usage) {
+  std::string msg = st.message();
+  for (char& c : msg) if (c == '\n') c = ' ';
+  std::fprintf(stderr, "sluice: %s\n", msg.c_str());
+  return usage ? kExitUsage : kExitError;
+}
+
+bool ParseOrExit(const CommandSpec& spec, int argc, char** argv, Flags* flags, int* exit_code) {
+  bool help = false;
+  auto parsed = Flags::Parse(spec, argc, argv, 2, &help);
+  if (help) {
+    std::fputs(HelpText(spec).c_str(), stdout);
+    *exit_code = kExitOk;
+    return false;
+  }
+  if (!parsed.ok()) {
+    *exit_code = Fail(parsed.status(), true);
+    return false;
+  }
+  *flags = std::move(parsed).value();
+  return true;
+}
+
+void Json::Sep() {
+  if (need_comma_) out_ += ',';
+  need_comma_ = true;
+}
+Json& Json::BeginObject() { Sep(); out_ += '{'; need_comma_ = false; return *this; }
+Json& Json::EndObject() { out_ += '}'; need_comma_ = true; return *this; }
+Json& Json::BeginArray() { Sep(); out_ += '['; need_comma_ = false; return *this; }
+Json& Json::EndArray() { out_ += ']'; need_comma_ = true; return *this; }
+Json& Json::Key(std::string_view k) { Str(k); out_ += ':'; need_comma_ = false; return *this; }
+Json& Json::Str(std::string_view s) {
+  Sep();
+  out_ += '"';
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    char buf[8];
+    switch (c) {
+      case '"': out_ += "\\\""; break;
+      case '\\': out_ += "\\\\"; break;
+      case '\n': out_ += "\\n"; break;
+      case '\t': out_ += "\\t"; break;
+      case '\r': out_ += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          snprintf(buf, sizeof buf, "\\u%04x", c);
+          out_ += buf;
+        } else {
+          out_ += static_cast<char>(c);  // UTF-8 passes through
+        }
+    }
+  }
+  out_ += '"';
+  return *this;
+}
+Json& Json::Num(double v) {
+  Sep();
+  if (!std::isfinite(v)) { out_ += "null"; return *this; }
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.6g", v);
+  out_ += buf;
+  return *this;
+}
+Json& Json::Int(int64_t v) { Sep(); out_ += std::to_string(v); return *this; }
+Json& Json::UInt(uint64_t v) { Sep(); out_ += std::to_string(v); return *this; }
+Json& Json::Bool(bool v) { Sep(); out_ += v ? "true" : "false"; return *this; }
+
+std::string HumanBytes(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) { v /= 1024; ++u; }
+  char buf[32];
+  if (u == 0) snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string HumanRate(double bps) {
+  return HumanBytes(static_cast<uint64_t>(bps > 0 ? bps : 0)) + "/s";
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double ProcessCpuSeconds() {
+  double total = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage ru{};
+    getrusage(who, &ru);
+    total += ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  }
+  return total;
+}
+
+Progress::Progress(std::string label, uint64_t total_bytes)
+    : label_(std::move(label)), total_(total_bytes), enabled_(isatty(STDERR_FILENO) == 1) {
+  start_ = last_ = std::chrono::steady_clock::now();
+}
+Progress::~Progress() { Done(); }
+
+void Progress::Add(uint64_t bytes) {
+  done_ += bytes;
+  if (!enabled_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(250)) return;
+  last_ = now;
+  double secs = SecondsSince(start_);
+  double rate = secs > 0 ? done_ / secs : 0;
+  double eta = rate > 0 && total_ > done_ ? (total_ - done_) / rate : 0;
+  std::fprintf(stderr, "\r%s  %s / %s  %s  ETA %.0fs   ", label_.c_str(), HumanBytes(done_).c_str(),
+               HumanBytes(total_).c_str(), HumanRate(rate).c_str(), eta);
+  std::fflush(stderr);
+}
+
+void Progress::Done() {
+  if (enabled_ && !finished_ && SecondsSince(start_) >= 0.25) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+  finished_ = true;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,178 @@
+#include "item_sources.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace sluice::cli {
+namespace {
+
+Status ScanDir(const std::string& root, const std::string& rel, std::vector<TreeFile>* out) {
+  std::string dir = rel.empty() ? root : root + "/" + rel;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno(errno, "cannot read directory " + dir);
+  Status result;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    std::string key = rel.empty() ? n : rel + "/" + n;
+    std::string path = root + "/" + key;
+    struct stat st;
+    if (::fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      result = Status::FromErrno(errno, "cannot stat " + path);
+      break;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      result = ScanDir(root, key, out);
+      if (!result.ok()) break;
+      continue;
+    }
+    const char* kind = S_ISLNK(st.st_mode) ? "a symlink" : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket" : nullptr;
+    if (kind != nullptr) {
+      result = Status::InvalidArgument("refusing " + path + ": it is " + kind +
+                                       " (only regular files are saved)");
+      break;
+    }
+    if (Status k = ValidateItemKey(key); !k.ok()) {
+      result = Status::InvalidArgument("refusing " + path + ": " + k.message());
+      break;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      result = Status::FromErrno(errno, "refusing " + path + ": cannot open it for reading");
+      break;
+    }
+    ::close(fd);
+    out->push_back(TreeFile{key, path, static_cast<uint64_t>(st.st_size), st.st_mode & 07777});
+  }
+  ::closedir(d);
+  return result;
+}
+
+constexpr size_t kPoolBytes = 8u << 20;
+
+const uint8_t* Pool() {
+  static const uint8_t* pool = [] {
+    auto* p = new uint8_t[kPoolBytes + (1u << 20)];  // slack for reads that run over the end
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < kPoolBytes + (1u << 20); i += 8) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;  // xorshift64
+      std::memcpy(p + i, &x, 8);
+    }
+    return p;
+  }();
+  return pool;
+}
+
+}  // namespace
+
+Result<std::vector<TreeFile>> ScanTree(const std::string& root) {
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) return Status::FromErrno(errno, "--from " + root);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("--from " + root + " is not a directory");
+  std::vector<TreeFile> out;
+  RETURN_IF_ERROR(ScanDir(root, "", &out));
+  std::sort(out.begin(), out.end(), [](const TreeFile& a, const TreeFile& b) { return a.key < b.key; });
+  return out;
+}
+
+Result<std::unique_ptr<FileSource>> FileSource::Open(const TreeFile& file) {
+  int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno(errno, "open " + file.path);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return std::unique_ptr<FileSource>(new FileSource(fd, file));
+}
+
+FileSource::~FileSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<size_t> FileSource::Read(void* buf, size_t len) {
+  size_t want = static_cast<size_t>(std::min<uint64_t>(len, file_.size - offset_));
+  size_t done = 0;
+  while (done < want) {
+    ssize_t n = ::pread(fd_, static_cast<char*>(buf) + done, want - done, static_cast<off_t>(offset_ + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read " + file_.path);
+    }
+    if (n == 0) {
+      return Status::IOError(file_.path + " shrank while being saved (now " +
+                             std::to_string(offset_ + done) + " bytes, was " +
+                             std::to_string(file_.size) + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  // Drop what was read from the page cache: a tree larger than memory should
+  // not push the training job's pages out.
+  if ((offset_ + done) / (64u << 20) != offset_ / (64u << 20) || offset_ + done == file_.size) {
+    ::posix_fadvise(fd_, 0, static_cast<off_t>(offset_ + done), POSIX_FADV_DONTNEED);
+  }
+  offset_ += done;
+  return done;
+}
+
+Status FileSource::Close() {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, "stat " + file_.path);
+  if (static_cast<uint64_t>(st.st_size) != file_.size) {
+    return Status::IOError(file_.path + " changed size while being saved (" +
+                           std::to_string(file_.size) + " -> " + std::to_string(st.st_size) + " bytes)");
+  }
+  return Status::OK();
+}
+
+SyntheticSource::SyntheticSource(uint64_t seed, uint64_t size)
+    : pos_((seed * 0x9E3779B97F4A7C15ull) % kPoolBytes), left_(size) {}
+
+Result<size_t> SyntheticSource::Read(void* buf, size_t len) {
+  const uint8_t* pool = Pool();
+  size_t n = static_cast<size_t>(std::min<uint64_t>(len, left_));
+  size_t done = 0;
+  while (done < n) {
+    size_t piece = std::min<size_t>(n - done, kPoolBytes - static_cast<size_t>(pos_));
+    std::memcpy(static_cast<uint8_t*>(buf) + done, pool + pos_, piece);
+    done += piece;
+    // Step to a different rotation each lap so the stream does not repeat
+    // with an 8 MiB period.
+    pos_ = (pos_ + piece) % kPoolBytes;
+    if (pos_ == 0) pos_ = 4099;
+  }
+  left_ -= n;
+  return n;
+}
+
+std::vector<uint64_t> SplitSizes(uint64_t total, uint64_t items) {
+  std::vector<uint64_t> out;
+  if (items == 0) return out;
+  uint64_t each = total / items;
+  for (uint64_t i = 0; i < items; ++i) out.push_back(each);
+  out.back() += total - each * items;
+  return out;
+}
+
+std::string FileMetadata(uint32_t mode) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "mode=%04o", mode & 07777);
+  return buf;
+}
+
+uint32_t ModeFromMetadata(const std::string& metadata) {
+  if (metadata.size() != 9 || metadata.rfind("mode=", 0) != 0) return 0644;
+  uint32_t m = 0;
+  for (size_t i = 5; i < 9; ++i) {
+    char c = metadata[i];
+    if (c < '0' || c > '7') return 0644;
+    m = m * 8 + static_cast<uint32_t>(c - '0');
+  }
+  return m;
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,90 @@
+// Output helpers for the sluice tool: a small JSON writer, human-readable
+// sizes, a progress line on stderr (only when stderr is a terminal), and the
+// command table.
+#ifndef SLUICE_TOOLS_SLUICE_OUTPUT_H_
+#define SLUICE_TOOLS_SLUICE_OUTPUT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "flags.h"
+#include "sluice/status.h"
+
+namespace sluice::cli {
+
+// Exit codes: 0 success, 1 operational error, 2 usage error.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+// Prints "sluice: <message>" on stderr and returns the exit code for it:
+// kExitUsage for InvalidArgument raised while parsing flags (usage=true),
+// kExitError otherwise.
+int Fail(const Status& st, bool usage = false);
+
+// Builds one JSON value. Keys and strings are escaped; non-UTF-8 bytes are
+// passed through as \u00XX of each byte so output stays valid JSON.
+class Json {
+ public:
+  Json& BeginObject();
+  Json& EndObject();
+  Json& BeginArray();
+  Json& EndArray();
+  Json& Key(std::string_view k);
+  Json& Str(std::string_view s);
+  Json& Num(double v);
+  Json& Int(int64_t v);
+  Json& UInt(uint64_t v);
+  Json& Bool(bool v);
+  const std::string& str() const { return out_; }
+
+ private:
+  void Sep();
+  std::string out_;
+  bool need_comma_ = false;
+};
+
+std::string HumanBytes(uint64_t bytes);      // "1.50 GiB"
+std::string HumanRate(double bytes_per_sec); // "1.50 GiB/s"
+
+// Progress "save  1.2 GiB / 8.0 GiB  1.9 GiB/s  ETA 3s" on stderr, redrawn at
+// most 4 times a second, only if stderr is a terminal.
+class Progress {
+ public:
+  Progress(std::string label, uint64_t total_bytes);
+  ~Progress();
+  void Add(uint64_t bytes);
+  void Done();
+
+ private:
+  std::string label_;
+  uint64_t total_;
+  uint64_t done_ = 0;
+  bool enabled_;
+  bool finished_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t);
+
+// CPU seconds (user+sys) this process and its reaped children used so far.
+double ProcessCpuSeconds();
+
+// The subcommands.
+int CmdSave(int argc, char** argv);
+int CmdRestore(int argc, char** argv);
+int CmdLs(int argc, char** argv);
+int CmdVerify(int argc, char** argv);
+int CmdRm(int argc, char** argv);
+int CmdGc(int argc, char** argv);
+int CmdBench(int argc, char** argv);
+
+// Parses flags for a command; prints help and returns kExitOk through
+// *exit_code when --help is given, or prints the usage error.
+bool ParseOrExit(const CommandSpec& spec, int argc, char** argv, Flags* flags, int* exit_code);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_TOOLS_SLUICE_OUTPUT_H_
