@@ -1,0 +1,355 @@
+// The backend conformance suite: one set of behaviours every Backend must
+// have, run against every backend configuration. A new backend adds its URIs
+// to BackendUris() and must pass unchanged.
+//
+// Extra file-store roots (e.g. XFS and btrfs mounts made by
+// tests/filesystems_test.sh) come from SLUICE_CONFORMANCE_ROOTS, a
+// ':'-separated list of directories.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/aligned_buffer.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+namespace {
+
+struct BackendConfig {
+  std::string label;
+  std::string root;    // directory for file stores
+  std::string query;   // URI options
+};
+
+std::vector<BackendConfig> BackendUris() {
+  std::vector<BackendConfig> out;
+  const char* tmp = std::getenv("SLUICE_TEST_DIR");
+  std::string base = tmp ? tmp : "/tmp";
+  out.push_back({"file_auto", base, ""});
+  out.push_back({"file_threads", base, "io=threads"});
+  out.push_back({"file_buffered", base, "direct=off"});
+  out.push_back({"file_threads_buffered", base, "io=threads&direct=off&qd=3"});
+  if (const char* roots = std::getenv("SLUICE_CONFORMANCE_ROOTS")) {
+    std::string s = roots;
+    size_t pos = 0;
+    int n = 0;
+    while (pos <= s.size()) {
+      size_t colon = s.find(':', pos);
+      std::string r = s.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+      if (!r.empty()) {
+        out.push_back({"root" + std::to_string(n) + "_auto", r, ""});
+        out.push_back({"root" + std::to_string(n) + "_threads", r, "io=threads"});
+        ++n;
+      }
+      if (colon == std::string::npos) break;
+      pos = colon + 1;
+    }
+  }
+  return out;
+}
+
+class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
+ protected:
+  void SetUp() override {
+    std::string tmpl = GetParam().root + "/sluice-conf-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    ASSERT_NE(mkdtemp(buf.data()), nullptr) << "cannot make a directory under " << GetParam().root;
+    dir_ = buf.data();
+    uri_ = "file://" + dir_ + (GetParam().query.empty() ? "" : "?" + GetParam().query);
+    auto b = OpenBackend(uri_, true);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(b).value();
+  }
+  void TearDown() override {
+    backend_.reset();
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    (void)std::system(cmd.c_str());
+  }
+
+  // Writes `data` as object `name` through the asynchronous path, in
+  // io-sized pieces, honouring the backend's alignment.
+  void WriteObject(const std::string& name, const std::string& data, size_t io = 1 << 16) {
+    auto w = backend_->Create(name, data.size());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    const size_t align = backend_->caps().io_alignment;
+    size_t padded = AlignUp(data.size(), align);
+    auto buf = AlignedBuffer::Allocate(std::max<size_t>(padded, 1));
+    ASSERT_TRUE(buf.ok());
+    std::memset(buf->data(), 0, buf->size());
+    std::memcpy(buf->data(), data.data(), data.size());
+    io = AlignUp(io, align);
+    for (size_t off = 0; off < padded; off += io) {
+      while ((*w)->in_flight() >= (*w)->queue_depth()) {
+        auto c = (*w)->Reap();
+        ASSERT_TRUE(c.ok() && c->status.ok());
+      }
+      size_t len = std::min(io, padded - off);
+      ASSERT_TRUE((*w)->StartWrite(off, buf->data() + off, len, off).ok());
+    }
+    while ((*w)->in_flight() > 0) {
+      auto c = (*w)->Reap();
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE(c->status.ok()) << c->status.ToString();
+    }
+    Status st = (*w)->Finish(data.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  std::string ReadObject(const std::string& name, uint64_t offset, size_t len) {
+    auto r = backend_->Open(name);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return "";
+    const size_t align = backend_->caps().io_alignment;
+    uint64_t start = AlignDown(offset, align);
+    size_t span = AlignUp(offset + len, align) - start;
+    auto buf = AlignedBuffer::Allocate(std::max<size_t>(span, 1));
+    EXPECT_TRUE(buf.ok());
+    EXPECT_TRUE((*r)->StartRead(start, buf->data(), span, 1).ok());
+    auto c = (*r)->Reap();
+    EXPECT_TRUE(c.ok() && c->status.ok());
+    size_t have = c->bytes > offset - start ? c->bytes - (offset - start) : 0;
+    return std::string(reinterpret_cast<char*>(buf->data()) + (offset - start), std::min(have, len));
+  }
+
+  std::string dir_;
+  std::string uri_;
+  std::unique_ptr<Backend> backend_;
+};
+
+std::string Pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& c : s) {
+    x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+    c = static_cast<char>(x);
+  }
+  return s;
+}
+
+TEST_P(BackendConformance, AdvertisesAtomicPublishAndAnIoPath) {
+  EXPECT_TRUE(backend_->caps().atomic_publish_if_absent);
+  EXPECT_FALSE(backend_->caps().io_path.empty());
+  EXPECT_GE(backend_->caps().io_alignment, 1u);
+}
+
+TEST_P(BackendConformance, WrittenObjectReadsBackExactlyAtAnyOffset) {
+  const std::string data = Pattern(3 * 1048576 + 12345, 1);  // unaligned length
+  WriteObject("a/b/obj.dat", data);
+  EXPECT_EQ(ReadObject("a/b/obj.dat", 0, data.size()), data);
+  EXPECT_EQ(ReadObject("a/b/obj.dat", 1048577, 4000), data.substr(1048577, 4000));
+  EXPECT_EQ(ReadObject("a/b/obj.dat", data.size() - 7, 7), data.substr(data.size() - 7));
+  auto r = backend_->Open("a/b/obj.dat");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->size(), data.size()) << "Finish must set the logical size";
+}
+
+TEST_P(BackendConformance, ReadPastEndStopsShort) {
+  WriteObject("short", "hello");
+  EXPECT_EQ(ReadObject("short", 0, 100000), "hello");
+}
+
+TEST_P(BackendConformance, EmptyObject) {
+  WriteObject("empty", "");
+  auto r = backend_->Open("empty");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->size(), 0u);
+}
+
+TEST_P(BackendConformance, CreateExistingIsAlreadyExistsAndLeavesItAlone) {
+  WriteObject("x", "original");
+  auto again = backend_->Create("x", 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
+  EXPECT_EQ(ReadObject("x", 0, 100), "original");
+}
+
+TEST_P(BackendConformance, MissingObjectsAreNotFound) {
+  auto r = backend_->Open("nope");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_TRUE(backend_->ReadSmall("nope/deeper").status().IsNotFound());
+  EXPECT_TRUE(backend_->Remove("nope").IsNotFound());
+}
+
+TEST_P(BackendConformance, PublishIfAbsentIsExclusiveAndWhole) {
+  ASSERT_TRUE(backend_->PublishIfAbsent("rec/COMMIT", "first").ok());
+  Status second = backend_->PublishIfAbsent("rec/COMMIT", "second");
+  EXPECT_TRUE(second.IsAlreadyExists()) << second.ToString();
+  auto got = backend_->ReadSmall("rec/COMMIT");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "first");
+  // An empty record is a valid record.
+  ASSERT_TRUE(backend_->PublishIfAbsent("rec/empty", "").ok());
+  EXPECT_EQ(*backend_->ReadSmall("rec/empty"), "");
+}
+
+TEST_P(BackendConformance, ConcurrentPublishersExactlyOneWins) {
+  for (int round = 0; round < 20; ++round) {
+    std::string name = "race/" + std::to_string(round);
+    std::atomic<int> wins{0}, losses{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        Status st = backend_->PublishIfAbsent(name, Pattern(100000, t));
+        if (st.ok()) ++wins;
+        else if (st.IsAlreadyExists()) ++losses;
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(wins.load(), 1) << "round " << round;
+    ASSERT_EQ(losses.load(), 7);
+    auto got = backend_->ReadSmall(name);
+    ASSERT_TRUE(got.ok());
+    bool whole = false;
+    for (int t = 0; t < 8; ++t) whole |= (*got == Pattern(100000, t));
+    EXPECT_TRUE(whole) << "a reader saw a mixed or partial record";
+  }
+}
+
+TEST_P(BackendConformance, ListFindsObjectsUnderAPrefixWithSizes) {
+  WriteObject("p/one", "1");
+  WriteObject("p/sub/two", "22");
+  ASSERT_TRUE(backend_->PublishIfAbsent("p/sub/three", "333").ok());
+  WriteObject("q/other", "x");
+  auto listed = backend_->List("p/");
+  ASSERT_TRUE(listed.ok());
+  std::set<std::pair<std::string, uint64_t>> got;
+  for (const auto& o : *listed) got.insert({o.name, o.size});
+  std::set<std::pair<std::string, uint64_t>> want = {{"p/one", 1}, {"p/sub/two", 2}, {"p/sub/three", 3}};
+  EXPECT_EQ(got, want);
+  for (const auto& o : *listed) EXPECT_GT(o.mtime_unix_ms, 0);
+  auto all = backend_->List("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 4u);
+  EXPECT_TRUE(backend_->List("absent/")->empty());
+}
+
+TEST_P(BackendConformance, RemoveMakesObjectsDisappear) {
+  WriteObject("r/a", "a");
+  ASSERT_TRUE(backend_->Remove("r/a").ok());
+  EXPECT_TRUE(backend_->Open("r/a").status().IsNotFound());
+  EXPECT_TRUE(backend_->List("r/")->empty());
+  // The name can be created again.
+  WriteObject("r/a", "again");
+  EXPECT_EQ(ReadObject("r/a", 0, 10), "again");
+}
+
+TEST_P(BackendConformance, ManyWritesInFlightOutOfOrderCompletion) {
+  const std::string data = Pattern(16 << 20, 9);
+  WriteObject("big", data, 256 << 10);
+  EXPECT_EQ(ReadObject("big", 0, data.size()), data);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendConformance, ::testing::ValuesIn(BackendUris()),
+                         [](const auto& info) { return info.param.label; });
+
+// --- Fallbacks, forced by a seccomp filter in a child process so that the
+// real kernel refuses exactly what a container or a filesystem would.
+
+int InstallSeccomp(bool deny_uring, bool deny_direct) {
+  std::vector<sock_filter> f;
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+  if (deny_uring) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+  }
+  if (deny_direct) {
+    // openat(dirfd, path, flags, mode): refuse flags with O_DIRECT, as tmpfs
+    // before 6.6 and some FUSE filesystems do.
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 3));
+    f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_DIRECT, 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
+}
+
+// Runs in a forked child: opens a store under the filter, checks the I/O
+// path it chose and that a round trip works. Exit code 0 = pass; 77 = the
+// filter could not be installed (skip).
+int FallbackChild(const std::string& dir, bool deny_uring, bool deny_direct) {
+  if (InstallSeccomp(deny_uring, deny_direct) != 0) return 77;
+  auto b = OpenBackend("file://" + dir, true);
+  if (!b.ok()) return 10;
+  const std::string& path = (*b)->caps().io_path;
+  if (deny_uring && path.find("threads") != 0) return 11;
+  if (!deny_uring && path.find("io_uring") != 0) return 12;
+  if (deny_direct && path.find("buffered") == std::string::npos) return 13;
+  if (!deny_direct && path.find("O_DIRECT") == std::string::npos) return 14;
+  if ((*b)->caps().io_alignment != (deny_direct ? 1u : 4096u)) return 15;
+  auto w = (*b)->Create("obj", 8192);
+  if (!w.ok()) return 16;
+  auto buf = AlignedBuffer::Allocate(8192);
+  if (!buf.ok()) return 17;
+  for (size_t i = 0; i < 8192; ++i) buf->data()[i] = static_cast<uint8_t>(i * 7);
+  if (!(*w)->StartWrite(0, buf->data(), 8192, 1).ok()) return 18;
+  auto c = (*w)->Reap();
+  if (!c.ok() || !c->status.ok() || c->bytes != 8192) return 19;
+  if (!(*w)->Finish(8000).ok()) return 20;
+  auto r = (*b)->Open("obj");
+  if (!r.ok() || (*r)->size() != 8000) return 21;
+  auto in = AlignedBuffer::Allocate(8192);
+  if (!in.ok() || !(*r)->StartRead(0, in->data(), 8192, 2).ok()) return 22;
+  auto rc = (*r)->Reap();
+  if (!rc.ok() || !rc->status.ok() || rc->bytes != 8000) return 23;
+  if (std::memcmp(in->data(), buf->data(), 8000) != 0) return 24;
+  return 0;
+}
+
+class Fallback : public ::testing::TestWithParam<std::pair<bool, bool>> {};
+
+TEST_P(Fallback, BackendFallsBackByItselfAndStillRoundTrips) {
+  auto [deny_uring, deny_direct] = GetParam();
+  char tmpl[] = "/tmp/sluice-fallback-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(FallbackChild(tmpl, deny_uring, deny_direct));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::string cmd = std::string("rm -rf ") + tmpl;
+  (void)std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "child died";
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "seccomp filters unavailable here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failing check " << WEXITSTATUS(status) << " in FallbackChild";
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, Fallback,
+                         ::testing::Values(std::make_pair(false, false), std::make_pair(true, false),
+                                           std::make_pair(false, true), std::make_pair(true, true)),
+                         [](const auto& info) {
+                           std::string s = info.param.first ? "NoUring" : "Uring";
+                           s += info.param.second ? "NoDirect" : "Direct";
+                           return s;
+                         });
+
+TEST(OpenBackend, RejectsBadUris) {
+  EXPECT_EQ(OpenBackend("", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("s3://bucket/x", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("file:///tmp?io=bogus", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("file:///tmp?qd=0", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("file:///tmp?color=blue", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(OpenBackend("/definitely/not/here/sluice", false).status().IsNotFound());
+  EXPECT_EQ(OpenBackend("/etc/passwd", false).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice

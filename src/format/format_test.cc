@@ -1,0 +1,221 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "format/commit_record.h"
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "io/crc32c.h"
+#include "sluice/store.h"
+
+namespace sluice {
+namespace {
+
+Manifest SampleManifest() {
+  Manifest m;
+  m.name = "llama-8b";
+  m.step = 1200;
+  m.rank = 1;
+  m.world = 4;
+  m.writer_id = "0123456789abcdef";
+  m.created_unix_ms = 1796212767242;
+  m.chunk_bytes = 4 << 20;
+  m.objects = {{"ckpt/llama-8b/x/data/a.dat", 10 << 20}, {"ckpt/llama-8b/x/data/b.dat", 100}};
+  ManifestItem a{"model/layers.0/w", "dtype=bf16;shape=[4096,4096]", (4 << 20) + 10, {}};
+  a.chunks = {{0, 0, 4 << 20, 0x11111111}, {0, 4 << 20, 10, 0x22222222}};
+  ManifestItem empty{"empty", "", 0, {}};
+  ManifestItem b{"ünïcode/ключ", std::string("\0\1\2", 3), 100, {{1, 0, 100, 0x33333333}}};
+  m.items = {a, empty, b};
+  return m;
+}
+
+CommitRecord SampleCommit() {
+  CommitRecord c;
+  c.name = "llama-8b";
+  c.step = 1200;
+  c.world = 2;
+  c.created_unix_ms = 42;
+  c.ranks = {{0, "ckpt/m0.man", 123, 0xabcdef01, 3, 1000}, {1, "ckpt/m1.man", 456, 0x01020304, 4, 2000}};
+  return c;
+}
+
+TEST(Manifest, RoundTripsEveryField) {
+  Manifest m = SampleManifest();
+  auto d = DecodeManifest(EncodeManifest(m), "test");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->name, m.name);
+  EXPECT_EQ(d->step, m.step);
+  EXPECT_EQ(d->rank, m.rank);
+  EXPECT_EQ(d->world, m.world);
+  EXPECT_EQ(d->writer_id, m.writer_id);
+  EXPECT_EQ(d->created_unix_ms, m.created_unix_ms);
+  ASSERT_EQ(d->objects.size(), 2u);
+  EXPECT_EQ(d->objects[1].name, m.objects[1].name);
+  ASSERT_EQ(d->items.size(), 3u);
+  EXPECT_EQ(d->items[0].metadata, m.items[0].metadata);
+  EXPECT_EQ(d->items[2].key, m.items[2].key);
+  EXPECT_EQ(d->items[2].metadata, m.items[2].metadata);
+  ASSERT_EQ(d->items[0].chunks.size(), 2u);
+  EXPECT_EQ(d->items[0].chunks[1].offset, 4u << 20);
+  EXPECT_EQ(d->items[0].chunks[1].crc32c, 0x22222222u);
+  EXPECT_EQ(d->TotalBytes(), m.TotalBytes());
+}
+
+TEST(Manifest, EveryTruncationIsCorruption) {
+  std::string enc = EncodeManifest(SampleManifest());
+  for (size_t n = 0; n < enc.size(); ++n) {
+    auto d = DecodeManifest(enc.substr(0, n), "test");
+    ASSERT_FALSE(d.ok()) << "prefix " << n;
+    EXPECT_TRUE(d.status().IsCorruption()) << d.status().ToString();
+  }
+}
+
+TEST(Manifest, EverySingleBitFlipIsRejected) {
+  std::string enc = EncodeManifest(SampleManifest());
+  for (size_t i = 0; i < enc.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = enc;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
+      auto d = DecodeManifest(bad, "test");
+      ASSERT_FALSE(d.ok()) << "byte " << i << " bit " << bit;
+    }
+  }
+}
+
+// A structurally wrong manifest with a valid envelope must still be refused:
+// the crc only proves the bytes are what some writer wrote.
+TEST(Manifest, SemanticChecksRejectInconsistentContent) {
+  auto expect_bad = [](Manifest m, const char* what) {
+    auto d = DecodeManifest(EncodeManifest(m), "test");
+    EXPECT_TRUE(!d.ok() && d.status().IsCorruption()) << what;
+  };
+  Manifest m = SampleManifest();
+  m.items[0].size += 1;
+  expect_bad(m, "size != sum of chunks");
+  m = SampleManifest();
+  m.items[0].chunks[0].object = 7;
+  expect_bad(m, "object index out of range");
+  m = SampleManifest();
+  m.items[0].chunks[1].offset = (10 << 20) - 5;
+  expect_bad(m, "chunk past end of object");
+  m = SampleManifest();
+  m.items[1].key = m.items[0].key;
+  expect_bad(m, "duplicate key");
+  m = SampleManifest();
+  m.items[0].key = "../../etc/passwd";
+  expect_bad(m, "traversal key");
+  m = SampleManifest();
+  m.rank = 4;
+  expect_bad(m, "rank >= world");
+  m = SampleManifest();
+  m.name = "a/b";
+  expect_bad(m, "bad name");
+}
+
+TEST(Manifest, RandomGarbageNeverCrashes) {
+  std::mt19937_64 rng(1);
+  std::string enc = EncodeManifest(SampleManifest());
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string g = enc;
+    int edits = 1 + static_cast<int>(rng() % 8);
+    for (int e = 0; e < edits; ++e) g[rng() % g.size()] = static_cast<char>(rng());
+    if (rng() % 4 == 0) g.resize(rng() % g.size());
+    (void)DecodeManifest(g, "fuzz").ok();
+  }
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string g(rng() % 256, '\0');
+    for (auto& c : g) c = static_cast<char>(rng());
+    EXPECT_FALSE(DecodeManifest(g, "fuzz").ok());
+  }
+}
+
+TEST(CommitRecord, RoundTripsAndRejectsDamage) {
+  CommitRecord c = SampleCommit();
+  std::string enc = EncodeCommitRecord(c);
+  auto d = DecodeCommitRecord(enc, "test");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->world, 2u);
+  EXPECT_EQ(d->ranks[1].manifest, "ckpt/m1.man");
+  EXPECT_EQ(d->ranks[1].manifest_crc32c, 0x01020304u);
+  EXPECT_EQ(d->TotalBytes(), 3000u);
+  EXPECT_EQ(d->TotalItems(), 7u);
+  for (size_t n = 0; n < enc.size(); ++n) ASSERT_FALSE(DecodeCommitRecord(enc.substr(0, n), "t").ok());
+  for (size_t i = 0; i < enc.size(); ++i) {
+    std::string bad = enc;
+    bad[i] = static_cast<char>(bad[i] ^ 0x40);
+    ASSERT_FALSE(DecodeCommitRecord(bad, "t").ok()) << i;
+  }
+  c.ranks[1].rank = 0;
+  EXPECT_FALSE(DecodeCommitRecord(EncodeCommitRecord(c), "t").ok()) << "ranks out of order";
+  c = SampleCommit();
+  c.world = 3;
+  EXPECT_FALSE(DecodeCommitRecord(EncodeCommitRecord(c), "t").ok()) << "missing rank";
+}
+
+TEST(CommitRecord, NewerVersionIsNotSupportedNotCorruption) {
+  std::string enc = EncodeCommitRecord(SampleCommit());
+  // A future sluice's record: version 2, with a valid crc.
+  enc[8] = 2;
+  uint32_t crc = Crc32c(enc.data(), enc.size() - 4);
+  for (int i = 0; i < 4; ++i) enc[enc.size() - 4 + i] = static_cast<char>(crc >> (8 * i));
+  auto d = DecodeCommitRecord(enc, "t");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kNotSupported) << d.status().ToString();
+}
+
+TEST(Names, CheckpointNames) {
+  EXPECT_TRUE(ValidateCheckpointName("llama3-8b_run.2").ok());
+  EXPECT_TRUE(ValidateCheckpointName("ünïcode").ok());
+  EXPECT_TRUE(ValidateCheckpointName(std::string(255, 'a')).ok());
+  EXPECT_FALSE(ValidateCheckpointName("").ok());
+  EXPECT_FALSE(ValidateCheckpointName(std::string(256, 'a')).ok());
+  EXPECT_FALSE(ValidateCheckpointName("a/b").ok());
+  EXPECT_FALSE(ValidateCheckpointName("..").ok());
+  EXPECT_FALSE(ValidateCheckpointName(".").ok());
+  EXPECT_FALSE(ValidateCheckpointName(std::string("a\0b", 3)).ok());
+  EXPECT_FALSE(ValidateCheckpointName("a\nb").ok());
+}
+
+TEST(Names, ItemKeys) {
+  EXPECT_TRUE(ValidateItemKey("a/b/c.bin").ok());
+  EXPECT_TRUE(ValidateItemKey("..hidden/x..y").ok());
+  EXPECT_FALSE(ValidateItemKey("").ok());
+  EXPECT_FALSE(ValidateItemKey("/abs").ok());
+  EXPECT_FALSE(ValidateItemKey("a//b").ok());
+  EXPECT_FALSE(ValidateItemKey("a/../b").ok());
+  EXPECT_FALSE(ValidateItemKey("a/./b").ok());
+  EXPECT_FALSE(ValidateItemKey("a/").ok());
+  EXPECT_FALSE(ValidateItemKey(std::string("a\0b", 3)).ok());
+}
+
+TEST(Names, Steps) {
+  EXPECT_EQ(*ParseStep("0"), 0u);
+  EXPECT_EQ(*ParseStep("18446744073709551615"), UINT64_MAX);
+  EXPECT_FALSE(ParseStep("18446744073709551616").ok());
+  EXPECT_FALSE(ParseStep("-1").ok());
+  EXPECT_FALSE(ParseStep("1.5").ok());
+  EXPECT_FALSE(ParseStep("").ok());
+  EXPECT_FALSE(ParseStep("12a").ok());
+  EXPECT_FALSE(ParseStep(" 1").ok());
+}
+
+TEST(Layout, ObjectNamesParseBack) {
+  std::string d = DataObject("n", 77, 3, "00ff", 2);
+  auto p = ParseObjectName(d);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->name, "n");
+  EXPECT_EQ(p->step, 77u);
+  EXPECT_EQ(p->rest.rfind("data/", 0), 0u);
+  auto m = ParseObjectName(ManifestObject("n", 5, 12, "abcd"));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(RankOfManifest(m->rest), 12u);
+  EXPECT_EQ(ParseObjectName(CommitObject("n", UINT64_MAX))->step, UINT64_MAX);
+  EXPECT_FALSE(ParseObjectName("ckpt/n/12/COMMIT").has_value());
+  EXPECT_FALSE(ParseObjectName("other/x").has_value());
+  // Steps sort as strings in numeric order.
+  EXPECT_LT(StepPrefix("n", 9), StepPrefix("n", 10));
+}
+
+}  // namespace
+}  // namespace sluice

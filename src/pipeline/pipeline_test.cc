@@ -1,0 +1,405 @@
+// Store-level behaviour through the public API, on a real filesystem.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "format/layout.h"
+#include "sluice/store.h"
+
+namespace sluice {
+namespace {
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-store-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    Reopen(StoreOptions{});
+  }
+  void TearDown() override {
+    store_.reset();
+    std::string cmd = "rm -rf " + dir_;
+    (void)std::system(cmd.c_str());
+  }
+  void Reopen(StoreOptions o, const std::string& query = "") {
+    o.create_if_missing = true;
+    auto s = Store::Open(dir_ + (query.empty() ? "" : "?" + query), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+
+  // Saves `items` as name@step (rank 0 of 1).
+  void Save(const std::string& name, uint64_t step, const std::map<std::string, std::string>& items) {
+    auto w = store_->BeginCheckpoint({name, step}, 0, 1);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const auto& [k, v] : items) {
+      Status st = (*w)->AddItem(k, "meta:" + k, v.data(), v.size());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    auto stats = (*w)->Commit();
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_TRUE(stats->committed);
+  }
+
+  std::map<std::string, std::string> Load(const std::string& name, std::optional<uint64_t> step) {
+    std::map<std::string, std::string> out;
+    auto r = store_->OpenCheckpoint(name, step);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return out;
+    for (const auto& it : (*r)->items()) out[it.key].resize(it.size);
+    Status st = (*r)->ReadAll(std::nullopt, [&](const ItemInfo& item, uint64_t off, const void* d, size_t n) {
+      EXPECT_EQ(item.metadata, "meta:" + item.key);
+      std::memcpy(out[item.key].data() + off, d, n);
+      return Status::OK();
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return out;
+  }
+
+  std::vector<std::string> DataFiles() {
+    std::vector<std::string> out;
+    auto listed = store_->backend().List("");
+    for (const auto& o : *listed) {
+      if (o.name.find("/data/") != std::string::npos) out.push_back(o.name);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, RoundTripsItemsOfEverySizeAroundChunkAndIoBoundaries) {
+  StoreOptions o;
+  o.chunk_bytes = 64 << 10;
+  o.io_bytes = 16 << 10;  // buffers smaller than chunks
+  o.object_bytes = 1 << 20;  // force several data objects
+  Reopen(o);
+  std::map<std::string, std::string> items;
+  size_t sizes[] = {0, 1, 4095, 4096, 4097, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20, (3 << 20) + 17};
+  uint32_t seed = 0;
+  for (size_t s : sizes) items["dir/item-" + std::to_string(s)] = Bytes(s, ++seed);
+  Save("sizes", 1, items);
+  EXPECT_EQ(Load("sizes", 1), items);
+  EXPECT_GT(DataFiles().size(), 3u) << "object rollover should have produced several data objects";
+}
+
+TEST_F(StoreTest, RangeReadsReturnExactBytesAnywhere) {
+  StoreOptions o;
+  o.chunk_bytes = 8192;
+  o.io_bytes = 4096;
+  Reopen(o);
+  const std::string big = Bytes(1 << 20, 3);
+  Save("r", 5, {{"big", big}, {"small", "xyz"}});
+  auto r = store_->OpenCheckpoint("r", 5);
+  ASSERT_TRUE(r.ok());
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t off = rng() % big.size();
+    uint64_t len = rng() % (big.size() - off + 1);
+    std::string out(len, '\0');
+    Status st = (*r)->ReadRange("big", off, out.data(), len);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out, big.substr(off, len)) << off << "+" << len;
+  }
+  char c;
+  EXPECT_EQ((*r)->ReadRange("big", big.size(), &c, 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->ReadRange("big", UINT64_MAX, &c, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*r)->ReadRange("absent", 0, &c, 1).IsNotFound());
+}
+
+TEST_F(StoreTest, LatestIsTheHighestCommittedStep) {
+  Save("m", 3, {{"a", "3"}});
+  Save("m", 10, {{"a", "10"}});
+  Save("m", 7, {{"a", "7"}});
+  Save("other", 99, {{"a", "x"}});
+  EXPECT_EQ(Load("m", std::nullopt)["a"], "10");
+  auto list = store_->List("m", false);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].step, 3u);
+  EXPECT_EQ((*list)[2].step, 10u);
+  EXPECT_EQ(store_->List("", false)->size(), 4u);
+}
+
+TEST_F(StoreTest, AbortedWriterLeavesNothingVisibleAndCleansUp) {
+  {
+    auto w = store_->BeginCheckpoint({"a", 1}, 0, 1);
+    ASSERT_TRUE(w.ok());
+    std::string d = Bytes(100000, 1);
+    ASSERT_TRUE((*w)->AddItem("x", "", d.data(), d.size()).ok());
+    // Destroyed without Commit: an abandoned save.
+  }
+  EXPECT_TRUE(store_->OpenCheckpoint("a", 1).status().IsNotFound());
+  EXPECT_TRUE(store_->List("a", true)->empty());
+  EXPECT_TRUE(DataFiles().empty());
+}
+
+TEST_F(StoreTest, DuplicateAndInvalidKeysAreRefused) {
+  auto w = store_->BeginCheckpoint({"k", 1}, 0, 1);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->AddItem("a", "", "1", 1).ok());
+  EXPECT_EQ((*w)->AddItem("a", "", "2", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*w)->AddItem("../x", "", "2", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*w)->AddItem("", "", "2", 1).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*w)->Commit().ok());
+}
+
+TEST_F(StoreTest, InvalidNamesRanksAndOptionsAreRefused) {
+  EXPECT_EQ(store_->BeginCheckpoint({"a/b", 1}, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginCheckpoint({"..", 1}, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginCheckpoint({"", 1}, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginCheckpoint({"n", 1}, 2, 2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginCheckpoint({"n", 1}, 0, 0).status().code(), StatusCode::kInvalidArgument);
+  StoreOptions o;
+  o.chunk_bytes = 0;
+  Reopen(o);
+  EXPECT_EQ(store_->BeginCheckpoint({"n", 1}, 0, 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, SavingACommittedStepAgainIsAlreadyExists) {
+  Save("c", 1, {{"a", "first"}});
+  auto w = store_->BeginCheckpoint({"c", 1}, 0, 1);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(w.status().IsAlreadyExists());
+  EXPECT_EQ(Load("c", 1)["a"], "first");
+}
+
+TEST_F(StoreTest, ConcurrentSaversOfOneStepExactlyOneCommits) {
+  for (uint64_t step = 0; step < 10; ++step) {
+    // Both writers begin before either commits.
+    auto w1 = store_->BeginCheckpoint({"race", step}, 0, 1);
+    auto w2 = store_->BeginCheckpoint({"race", step}, 0, 1);
+    ASSERT_TRUE(w1.ok() && w2.ok());
+    std::string a = Bytes(300000, 1), b = Bytes(300000, 2);
+    ASSERT_TRUE((*w1)->AddItem("x", "meta:x", a.data(), a.size()).ok());
+    ASSERT_TRUE((*w2)->AddItem("x", "meta:x", b.data(), b.size()).ok());
+    std::atomic<int> ok{0};
+    Status s1, s2;
+    std::thread t1([&] { auto r = (*w1)->Commit(); s1 = r.status(); if (r.ok()) ++ok; });
+    std::thread t2([&] { auto r = (*w2)->Commit(); s2 = r.status(); if (r.ok()) ++ok; });
+    t1.join();
+    t2.join();
+    ASSERT_EQ(ok.load(), 1) << s1.ToString() << " / " << s2.ToString();
+    const Status& loser = s1.ok() ? s2 : s1;
+    EXPECT_TRUE(loser.IsAlreadyExists()) << loser.ToString();
+    std::string got = Load("race", step)["x"];
+    EXPECT_TRUE(got == a || got == b);
+  }
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(DataFiles().size(), 10u) << "the losers' data must be reclaimable";
+}
+
+TEST_F(StoreTest, MultiRankCommitsOnceWhenAllRanksArrive) {
+  constexpr uint32_t kWorld = 4;
+  std::vector<std::thread> ranks;
+  std::vector<Status> results(kWorld);
+  for (uint32_t r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      // Staggered arrival: rank 0 first, so it has to wait.
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 * r));
+      auto w = store_->BeginCheckpoint({"multi", 1}, r, kWorld);
+      if (!w.ok()) { results[r] = w.status(); return; }
+      std::string d = Bytes(50000 + r, r);
+      Status st = (*w)->AddItem("rank" + std::to_string(r) + "/w", "meta:rank" + std::to_string(r) + "/w", d.data(), d.size());
+      if (!st.ok()) { results[r] = st; return; }
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (uint32_t r = 0; r < kWorld; ++r) EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].ToString();
+  auto loaded = Load("multi", 1);
+  ASSERT_EQ(loaded.size(), kWorld);
+  for (uint32_t r = 0; r < kWorld; ++r) EXPECT_EQ(loaded["rank" + std::to_string(r) + "/w"], Bytes(50000 + r, r));
+  auto list = store_->List("multi", false);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].ranks, kWorld);
+  // A single rank's items only.
+  auto r = store_->OpenCheckpoint("multi", 1);
+  int seen = 0;
+  ASSERT_TRUE((*r)->ReadAll(2, [&](const ItemInfo& it, uint64_t, const void*, size_t) {
+    EXPECT_EQ(it.rank, 2u);
+    ++seen;
+    return Status::OK();
+  }).ok());
+  EXPECT_GT(seen, 0);
+}
+
+TEST_F(StoreTest, MissingRankTimesOutAndLeavesItUncommitted) {
+  StoreOptions o;
+  o.rank_timeout_ms = 300;
+  Reopen(o);
+  auto w = store_->BeginCheckpoint({"lonely", 1}, 0, 3);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->AddItem("a", "", "x", 1).ok());
+  auto r = (*w)->Commit();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("rank(s) 1,2 of 3"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(store_->OpenCheckpoint("lonely", 1).status().IsNotFound());
+  auto all = store_->List("lonely", true);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_FALSE((*all)[0].complete);
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_GT(gc->objects_removed, 0u);
+  EXPECT_TRUE(store_->List("lonely", true)->empty());
+}
+
+TEST_F(StoreTest, CrossRankKeyCollisionIsRefused) {
+  StoreOptions o;
+  o.rank_timeout_ms = 2000;
+  Reopen(o);
+  std::vector<std::thread> ranks;
+  std::vector<Status> results(2);
+  for (uint32_t r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto w = store_->BeginCheckpoint({"clash", 1}, r, 2);
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE((*w)->AddItem("same", "", "x", 1).ok());
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(results[0].code(), StatusCode::kInvalidArgument) << results[0].ToString();
+  // Rank 1 waited for a commit that never came.
+  EXPECT_EQ(results[1].code(), StatusCode::kUnavailable) << results[1].ToString();
+  EXPECT_TRUE(store_->OpenCheckpoint("clash", 1).status().IsNotFound());
+}
+
+TEST_F(StoreTest, FlippedByteIsFoundInExactlyOneChunk) {
+  StoreOptions o;
+  o.chunk_bytes = 16 << 10;
+  Reopen(o);
+  Save("flip", 1, {{"a", Bytes(200000, 1)}, {"b", Bytes(100000, 2)}});
+  auto files = DataFiles();
+  ASSERT_EQ(files.size(), 1u);
+  std::string path = dir_ + "/" + files[0];
+  for (long pos : {0L, 123456L, 299999L}) {
+    FILE* f = fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    fseek(f, pos, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, pos, SEEK_SET);
+    fputc(c ^ 0x01, f);
+    fclose(f);
+    auto report = store_->Verify("flip", 1);
+    ASSERT_TRUE(report.ok());
+    ASSERT_EQ(report->bad.size(), 1u) << "at " << pos;
+    const BadChunk& b = report->bad[0];
+    EXPECT_LE(b.object_offset, static_cast<uint64_t>(pos));
+    EXPECT_GT(b.object_offset + b.length, static_cast<uint64_t>(pos));
+    EXPECT_EQ(b.item, pos < 200000 ? "a" : "b");
+    EXPECT_EQ(b.object, files[0]);
+    auto r = store_->OpenCheckpoint("flip", 1);
+    Status st = (*r)->ReadAll(std::nullopt, [](const ItemInfo&, uint64_t, const void*, size_t) { return Status::OK(); });
+    EXPECT_TRUE(st.IsCorruption());
+    EXPECT_NE(st.message().find("chunk " + std::to_string(b.chunk_index)), std::string::npos) << st.message();
+    // Put it back.
+    f = fopen(path.c_str(), "r+b");
+    fseek(f, pos, SEEK_SET);
+    fputc(c, f);
+    fclose(f);
+    ASSERT_TRUE(store_->Verify("flip", 1)->ok());
+  }
+}
+
+TEST_F(StoreTest, MissingOrTruncatedDataObjectIsReportedPerChunk) {
+  StoreOptions o;
+  o.chunk_bytes = 16 << 10;
+  Reopen(o);
+  Save("t", 1, {{"a", Bytes(100000, 1)}});
+  std::string path = dir_ + "/" + DataFiles()[0];
+  ASSERT_EQ(truncate(path.c_str(), 50000), 0);
+  auto report = store_->Verify("t", 1);
+  ASSERT_TRUE(report.ok());
+  // Chunks wholly or partly beyond 50000 are bad: 16K chunks -> 3 of 7 good.
+  EXPECT_EQ(report->bad.size(), 4u);
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  report = store_->Verify("t", 1);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->bad.size(), 7u);
+  EXPECT_EQ(report->bad[0].reason, "object missing");
+}
+
+TEST_F(StoreTest, DamagedCommitOrManifestIsCorruptionAndGcKeepsEverything) {
+  Save("d", 1, {{"a", Bytes(10000, 1)}});
+  auto listed = store_->backend().List("");
+  std::string manifest;
+  for (const auto& ob : *listed) if (ob.name.find("/manifest/") != std::string::npos) manifest = ob.name;
+  ASSERT_FALSE(manifest.empty());
+  std::string mpath = dir_ + "/" + manifest;
+  std::ofstream(mpath, std::ios::binary | std::ios::trunc) << "garbage";
+  auto r = store_->OpenCheckpoint("d", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->objects_removed, 0u) << "gc must not delete what a damaged commit may reference";
+  EXPECT_EQ(DataFiles().size(), 1u);
+  std::ofstream(dir_ + "/" + CommitObject("d", 1), std::ios::binary | std::ios::trunc) << "";
+  EXPECT_TRUE(store_->OpenCheckpoint("d", 1).status().IsCorruption());
+  auto all = store_->List("d", true);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_FALSE((*all)[0].complete);
+  EXPECT_FALSE((*all)[0].problem.empty());
+}
+
+TEST_F(StoreTest, RemoveHidesThenDeletes) {
+  Save("x", 1, {{"a", "1"}});
+  Save("x", 2, {{"a", "2"}});
+  ASSERT_TRUE(store_->Remove({"x", 1}).ok());
+  EXPECT_TRUE(store_->OpenCheckpoint("x", 1).status().IsNotFound());
+  EXPECT_EQ(Load("x", std::nullopt)["a"], "2");
+  EXPECT_TRUE(store_->Remove({"x", 1}).IsNotFound());
+  EXPECT_TRUE(store_->backend().List(StepPrefix("x", 1))->empty());
+}
+
+TEST_F(StoreTest, GcSparesYoungObjects) {
+  StoreOptions o;
+  o.rank_timeout_ms = 50;
+  Reopen(o);
+  auto w = store_->BeginCheckpoint({"young", 1}, 0, 2);
+  ASSERT_TRUE((*w)->AddItem("a", "", "x", 1).ok());
+  ASSERT_FALSE((*w)->Commit().ok());
+  auto gc = store_->CollectGarbage(3600 * 1000);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->objects_removed, 0u);
+  gc = store_->CollectGarbage(0);
+  EXPECT_EQ(gc->objects_removed, 2u);  // the data object and the manifest
+}
+
+TEST_F(StoreTest, WorksOnEveryIoPath) {
+  for (const char* q : {"io=threads", "direct=off", "io=threads&direct=off", "qd=1"}) {
+    Reopen(StoreOptions{}, q);
+    std::map<std::string, std::string> items = {{"a", Bytes(5 << 20, 1)}, {"b", Bytes(7, 2)}};
+    std::string name = std::string("path-") + std::to_string(std::hash<std::string>()(q) % 100000);
+    Save(name, 1, items);
+    EXPECT_EQ(Load(name, 1), items) << q;
+    EXPECT_TRUE(store_->Verify(name, 1)->ok()) << q;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
