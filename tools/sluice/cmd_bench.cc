@@ -1,1 +1,349 @@
-namespace sluice::cli { int CmdBench(int, char**) { return 1; } }
+// sluice bench: an MLPerf-Storage-style checkpoint workload. R ranks save N
+// checkpoints together (each fsynced and committed), caches are dropped,
+// then the ranks read the N checkpoints back, verifying every chunk.
+// Throughput is total bytes / the slowest rank's duration, as in MLPerf.
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "item_sources.h"
+#include "output.h"
+#include "store_flags.h"
+
+namespace sluice::cli {
+namespace {
+
+struct Preset {
+  const char* name;
+  uint32_t ranks;
+  uint64_t total_gib;  // whole checkpoint, all ranks
+};
+
+// The MLPerf Storage v2.0 checkpointing workloads (Llama 3 model + optimizer
+// state): ranks and approximate total checkpoint size.
+constexpr Preset kPresets[] = {
+    {"llama3-8b", 8, 105},
+    {"llama3-70b", 64, 912},
+    {"llama3-405b", 512, 5417},
+    {"llama3-1t", 1024, 18432},
+};
+
+CommandSpec BenchSpec() {
+  CommandSpec s;
+  s.name = "bench";
+  s.usage = "bench --store URI [--preset NAME] [--scale F | --size SIZE] [flags]";
+  s.summary =
+      "MLPerf-Storage-style checkpoint benchmark: RANKS ranks write CHECKPOINTS\n"
+      "checkpoints together (checksummed, fsynced, committed), caches are dropped,\n"
+      "then every checkpoint is read back and verified. Reports write and read\n"
+      "throughput (total bytes / slowest rank's time), per-checkpoint durations and\n"
+      "CPU seconds per GiB. bench/run_bench.sh runs fio on the same filesystem in\n"
+      "the same run and prints sluice/fio ratios.";
+  s.flags = StoreFlagSpecs(true);
+  s.flags.insert(s.flags.end(), {
+      {"preset", "NAME", "llama3-8b (default), llama3-70b, llama3-405b, llama3-1t"},
+      {"scale", "F", "fraction of the preset's checkpoint size to write"},
+      {"size", "SIZE", "checkpoint size (all ranks together); overrides --scale"},
+      {"ranks", "N", "ranks (default: the preset's, at most 8 on this tool)"},
+      {"checkpoints", "N", "checkpoints written and read (default 3)"},
+      {"items", "K", "items (tensors) per rank (default 16)"},
+      {"mode", "threads|processes", "run ranks as threads (default) or processes"},
+      {"no-drop-caches", "", "do not drop the page cache between writes and reads"},
+      {"keep", "", "keep the benchmark's checkpoints instead of removing them"},
+      {"json", "", "print the result as one JSON object"},
+  });
+  s.details =
+      "Default size: the preset scaled to what this machine does in about a minute\n"
+      "(4 GiB per checkpoint), capped to a fifth of the store's free space.";
+  return s;
+}
+
+struct RankTiming {
+  double seconds = 0;
+  uint64_t bytes = 0;
+  int failed = 0;  // 0 ok; else an error message was printed
+};
+
+// One rank's save of checkpoint `step`.
+RankTiming SaveRank(Store& store, const std::string& name, uint64_t step, uint32_t rank,
+                    uint32_t world, const std::vector<uint64_t>& sizes) {
+  RankTiming t;
+  auto t0 = std::chrono::steady_clock::now();
+  auto w = store.BeginCheckpoint({name, step}, rank, world);
+  Status st = w.status();
+  if (st.ok()) {
+    uint64_t total = 0;
+    for (uint64_t s : sizes) total += s;
+    (*w)->SetExpectedBytes(total);
+    char key[64];
+    for (size_t i = 0; i < sizes.size() && st.ok(); ++i) {
+      snprintf(key, sizeof key, "rank%u/tensor-%04zu", rank, i);
+      SyntheticSource src(step * 7919 + rank * 104729 + i, sizes[i]);
+      st = (*w)->AddItem(key, "", sizes[i], src);
+      t.bytes += sizes[i];
+    }
+    if (st.ok()) st = (*w)->Commit().status();
+  }
+  t.seconds = SecondsSince(t0);
+  if (!st.ok()) {
+    Fail(st.WithContext("bench rank " + std::to_string(rank)));
+    t.failed = 1;
+  }
+  return t;
+}
+
+RankTiming ReadRank(Store& store, const std::string& name, uint64_t step, uint32_t rank) {
+  RankTiming t;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = store.OpenCheckpoint(name, step);
+  Status st = r.status();
+  if (st.ok()) {
+    st = (*r)->ReadAll(rank, [&](const ItemInfo&, uint64_t, const void*, size_t len) {
+      t.bytes += len;  // verified by the reader; the bench only counts
+      return Status::OK();
+    });
+  }
+  t.seconds = SecondsSince(t0);
+  if (!st.ok()) {
+    Fail(st.WithContext("bench read rank " + std::to_string(rank)));
+    t.failed = 1;
+  }
+  return t;
+}
+
+// Runs fn(rank) for every rank concurrently, as threads or as processes, and
+// collects each rank's timing.
+template <typename F>
+std::vector<RankTiming> RunRanks(uint32_t ranks, bool processes, F fn) {
+  std::vector<RankTiming> out(ranks);
+  if (!processes) {
+    std::barrier start(static_cast<std::ptrdiff_t>(ranks));
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        start.arrive_and_wait();
+        out[r] = fn(r);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  }
+  // Processes: each child reports its RankTiming through a pipe. A second
+  // pipe is the start barrier: children block reading it until the parent
+  // closes it.
+  int go[2];
+  if (pipe(go) != 0) {
+    for (auto& t : out) t.failed = 1;
+    return out;
+  }
+  std::vector<std::pair<pid_t, int>> kids;
+  std::fflush(nullptr);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    int res[2];
+    if (pipe(res) != 0) break;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(go[1]);
+      close(res[0]);
+      char c;
+      (void)!read(go[0], &c, 1);  // returns 0 when the parent closes it
+      RankTiming t = fn(r);
+      (void)!write(res[1], &t, sizeof t);
+      _exit(t.failed ? 1 : 0);
+    }
+    close(res[1]);
+    kids.push_back({pid, res[0]});
+  }
+  close(go[0]);
+  close(go[1]);
+  for (size_t r = 0; r < kids.size(); ++r) {
+    RankTiming t;
+    t.failed = 1;
+    if (read(kids[r].second, &t, sizeof t) != static_cast<ssize_t>(sizeof t)) t.failed = 1;
+    close(kids[r].second);
+    int status = 0;
+    waitpid(kids[r].first, &status, 0);
+    out[r] = t;
+  }
+  for (size_t r = kids.size(); r < ranks; ++r) out[r].failed = 1;
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+bool DropCaches() {
+  sync();
+  int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+  if (fd < 0) return false;
+  bool ok = write(fd, "3", 1) == 1;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int CmdBench(int argc, char** argv) {
+  const CommandSpec spec = BenchSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  std::string preset_name = flags.Get("preset").value_or("llama3-8b");
+  const Preset* preset = nullptr;
+  for (const auto& p : kPresets) {
+    if (preset_name == p.name) preset = &p;
+  }
+  if (preset == nullptr) {
+    return Fail(Status::InvalidArgument("--preset '" + preset_name +
+                                        "' (expected llama3-8b, llama3-70b, llama3-405b or llama3-1t)"), true);
+  }
+  auto ranks_flag = flags.GetU64("ranks", std::min<uint32_t>(preset->ranks, 8));
+  auto checkpoints = flags.GetU64("checkpoints", 3);
+  auto items = flags.GetU64("items", 16);
+  auto size_flag = flags.GetSize("size", 0);
+  for (const Status& st : {ranks_flag.status(), checkpoints.status(), items.status(), size_flag.status()}) {
+    if (!st.ok()) return Fail(st, true);
+  }
+  if (*ranks_flag == 0 || *ranks_flag > 1024) return Fail(Status::InvalidArgument("--ranks must be in 1..1024"), true);
+  if (*checkpoints == 0 || *checkpoints > 1000) return Fail(Status::InvalidArgument("--checkpoints must be in 1..1000"), true);
+  if (*items == 0 || *items > 100000) return Fail(Status::InvalidArgument("--items must be in 1..100000"), true);
+  std::string mode = flags.Get("mode").value_or("threads");
+  if (mode != "threads" && mode != "processes") {
+    return Fail(Status::InvalidArgument("--mode must be threads or processes"), true);
+  }
+  const uint64_t preset_bytes = preset->total_gib << 30;
+  uint64_t size = 4ull << 30;  // about a minute of work on this kind of machine
+  if (flags.Has("scale")) {
+    char* end = nullptr;
+    std::string s = *flags.Get("scale");
+    double f = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !(f > 0) || f > 1) {
+      return Fail(Status::InvalidArgument("--scale must be a number in (0, 1]"), true);
+    }
+    size = static_cast<uint64_t>(std::llround(f * static_cast<double>(preset_bytes)));
+  }
+  if (flags.Has("size")) size = *size_flag;
+  if (size == 0) return Fail(Status::InvalidArgument("checkpoint size is 0"), true);
+  const uint32_t ranks = static_cast<uint32_t>(*ranks_flag);
+
+  auto opts = StoreOptionsFromFlags(flags);
+  if (!opts.ok()) return Fail(opts.status(), true);
+  opts->create_if_missing = true;
+  auto store = Store::Open(*flags.Get("store"), *opts);
+  if (!store.ok()) return Fail(store.status());
+  // Keep the benchmark from filling the disk: a file store checks free space.
+  {
+    std::string uri = *flags.Get("store");
+    std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
+    path = path.substr(0, path.find('?'));
+    struct statvfs vfs;
+    if (statvfs(path.c_str(), &vfs) == 0) {
+      uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      uint64_t cap = free_bytes / 5 / *checkpoints;
+      if (size > cap && !flags.Has("size")) size = cap;
+      if (size * *checkpoints > free_bytes) {
+        return Fail(Status::NoSpace("bench needs " + HumanBytes(size * *checkpoints) + ", the store has " +
+                                    HumanBytes(free_bytes) + " free"));
+      }
+    }
+  }
+  std::vector<uint64_t> rank_bytes = SplitSizes(size, ranks);
+  const std::string name = "sluice-bench-" + std::to_string(getpid());
+  const bool processes = mode == "processes";
+  if (!flags.Has("json")) {
+    std::fprintf(stderr, "bench: %s scaled to %s per checkpoint (preset %s), %u ranks as %s, %llu checkpoints, %s\n",
+                 preset->name, HumanBytes(size).c_str(), HumanBytes(preset_bytes).c_str(), ranks, mode.c_str(),
+                 static_cast<unsigned long long>(*checkpoints), (*store)->backend().caps().io_path.c_str());
+  }
+
+  struct Phase {
+    std::vector<double> seconds;  // slowest rank per checkpoint
+    std::vector<double> gibps;
+    double cpu = 0;
+    uint64_t bytes = 0;
+  } write, read;
+  bool failed = false;
+  double cpu0 = ProcessCpuSeconds();
+  for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
+    auto timings = RunRanks(ranks, processes, [&](uint32_t r) {
+      std::vector<uint64_t> sizes = SplitSizes(rank_bytes[r], *items);
+      return SaveRank(**store, name, c, r, ranks, sizes);
+    });
+    double slowest = 0;
+    for (const auto& t : timings) {
+      slowest = std::max(slowest, t.seconds);
+      failed |= t.failed != 0;
+      write.bytes += t.bytes;
+    }
+    write.seconds.push_back(slowest);
+    write.gibps.push_back(size / slowest / (1 << 30));
+  }
+  write.cpu = ProcessCpuSeconds() - cpu0;
+  bool dropped = false;
+  if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
+  cpu0 = ProcessCpuSeconds();
+  for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
+    auto timings = RunRanks(ranks, processes, [&](uint32_t r) { return ReadRank(**store, name, c, r); });
+    double slowest = 0;
+    for (const auto& t : timings) {
+      slowest = std::max(slowest, t.seconds);
+      failed |= t.failed != 0;
+      read.bytes += t.bytes;
+    }
+    read.seconds.push_back(slowest);
+    read.gibps.push_back(size / slowest / (1 << 30));
+  }
+  read.cpu = ProcessCpuSeconds() - cpu0;
+  if (!flags.Has("keep")) {
+    for (uint64_t c = 1; c <= *checkpoints; ++c) (void)(*store)->Remove({name, c});
+  }
+  if (failed) return kExitError;
+
+  const double wgib = write.bytes / double(1 << 30), rgib = read.bytes / double(1 << 30);
+  if (flags.Has("json")) {
+    Json j;
+    j.BeginObject()
+        .Key("preset").Str(preset->name).Key("ranks").UInt(ranks).Key("mode").Str(mode)
+        .Key("checkpoint_bytes").UInt(size).Key("checkpoints").UInt(*checkpoints)
+        .Key("io_path").Str((*store)->backend().caps().io_path)
+        .Key("caches_dropped").Bool(dropped);
+    for (auto* p : {&write, &read}) {
+      j.Key(p == &write ? "write" : "read").BeginObject()
+          .Key("median_gib_per_second").Num(Median(p->gibps))
+          .Key("best_gib_per_second").Num(*std::max_element(p->gibps.begin(), p->gibps.end()))
+          .Key("checkpoint_seconds").BeginArray();
+      for (double s : p->seconds) j.Num(s);
+      j.EndArray().Key("cpu_seconds_per_gib").Num(p->cpu / (p == &write ? wgib : rgib)).EndObject();
+    }
+    j.EndObject();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    for (auto* p : {&write, &read}) {
+      std::printf("%-5s  median %.2f GiB/s  best %.2f GiB/s  per checkpoint:", p == &write ? "write" : "read",
+                  Median(p->gibps), *std::max_element(p->gibps.begin(), p->gibps.end()));
+      for (double s : p->seconds) std::printf(" %.2fs", s);
+      std::printf("  CPU %.3f s/GiB\n", p->cpu / (p == &write ? wgib : rgib));
+    }
+    if (!dropped) std::printf("(page cache not dropped: reads %s)\n",
+                              (*store)->backend().caps().io_path.find("O_DIRECT") != std::string::npos
+                                  ? "use O_DIRECT anyway" : "may come from memory");
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli
