@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -40,6 +42,40 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t size) {
   b.data_ = static_cast<uint8_t*>(p);
   b.size_ = rounded;
   return b;
+}
+
+namespace {
+std::mutex pool_mu;
+std::multimap<size_t, AlignedBuffer>& PoolMap() {
+  static auto* m = new std::multimap<size_t, AlignedBuffer>();  // never destroyed: used at exit
+  return *m;
+}
+size_t pool_bytes = 0;  // GUARDED_BY(pool_mu)
+}  // namespace
+
+Result<AlignedBuffer> BufferPool::Take(size_t size) {
+  size_t rounded = static_cast<size_t>(AlignUp(size, AlignedBuffer::kAlignment));
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    auto& m = PoolMap();
+    auto it = m.find(rounded);
+    if (it != m.end()) {
+      AlignedBuffer b = std::move(it->second);
+      m.erase(it);
+      pool_bytes -= rounded;
+      return b;
+    }
+  }
+  return AlignedBuffer::Allocate(rounded);
+}
+
+void BufferPool::Give(AlignedBuffer buffer) {
+  if (buffer.size() == 0) return;
+  std::lock_guard<std::mutex> lock(pool_mu);
+  if (pool_bytes + buffer.size() > kMaxCachedBytes) return;  // freed on scope exit
+  pool_bytes += buffer.size();
+  size_t key = buffer.size();
+  PoolMap().emplace(key, std::move(buffer));
 }
 
 }  // namespace sluice

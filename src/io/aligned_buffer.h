@@ -36,6 +36,21 @@ class AlignedBuffer {
   size_t size_ = 0;
 };
 
+// A process-wide cache of idle AlignedBuffers, so that each checkpoint does
+// not pay page faults on fresh I/O buffers (about 0.3 s per GiB here). Holds
+// at most kMaxCachedBytes; beyond that buffers are freed.
+//
+// Thread-safety: thread-safe.
+class BufferPool {
+ public:
+  static constexpr size_t kMaxCachedBytes = 512ull << 20;
+  // A buffer of at least `size` bytes (exactly AlignUp(size)), reused if one
+  // is cached.
+  static Result<AlignedBuffer> Take(size_t size);
+  // Returns a buffer for reuse. REQUIRES: no I/O in flight on it.
+  static void Give(AlignedBuffer buffer);
+};
+
 inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 inline uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 

@@ -61,9 +61,11 @@ Status ReadChunks(Backend& backend, const std::string& object, const std::vector
     extents.push_back(e);
   }
 
+  // Round up so that buffers of nearby sizes are reused from the pool.
+  max_extent = AlignUp(max_extent, 1 << 20);
   const size_t depth = std::max<size_t>(1, std::min(obj->queue_depth(), extents.size()));
   for (size_t i = 0; i < depth; ++i) {
-    ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(static_cast<size_t>(max_extent)));
+    ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(static_cast<size_t>(max_extent)));
     buffers.push_back(std::move(b));
   }
   std::vector<size_t> free_buffers;
@@ -112,10 +114,11 @@ Status ReadChunks(Backend& backend, const std::string& object, const std::vector
     if (!stop.ok()) {
       // Wait out what is in flight before the buffers go away.
       while (obj->in_flight() > 0) (void)obj->Reap();
-      return stop;
+      break;
     }
   }
-  return Status::OK();
+  for (auto& b : buffers) BufferPool::Give(std::move(b));
+  return stop;
 }
 
 }  // namespace sluice

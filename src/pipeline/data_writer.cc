@@ -28,6 +28,9 @@ DataWriter::~DataWriter() {
       if (!object_->Reap().ok()) break;
     }
   }
+  if (object_ == nullptr || object_->in_flight() == 0) {
+    for (auto& b : buffers_) BufferPool::Give(std::move(b));
+  }
 }
 
 Status DataWriter::ReapOne() {
@@ -43,7 +46,7 @@ Status DataWriter::ReapOne() {
 
 Status DataWriter::GetFreeBuffer() {
   if (free_.empty() && buffers_.size() < object_->queue_depth()) {
-    ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(static_cast<size_t>(io_bytes_)));
+    ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(static_cast<size_t>(io_bytes_)));
     buffers_.push_back(std::move(b));
     free_.push_back(buffers_.size() - 1);
   }
@@ -146,6 +149,7 @@ Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRe
 Status DataWriter::Finish() {
   RETURN_IF_ERROR(error_);
   if (object_) RETURN_IF_ERROR(CloseObject());
+  for (auto& b : buffers_) BufferPool::Give(std::move(b));
   buffers_.clear();
   free_.clear();
   return Status::OK();
