@@ -5,7 +5,8 @@
 #   tests/crash_test.sh path/to/sluice
 #
 # Environment: CRASH_TRIALS (single-rank kill trials, default 25),
-# CRASH_MR_TRIALS (two-rank kill trials, default 4), CRASH_SEED (for $RANDOM).
+# CRASH_MR_TRIALS (two-rank kill trials, default 4), CRASH_GC_RACES (saves
+# racing a gc loop, default 100), CRASH_SEED (for $RANDOM).
 # Runs on a real filesystem in a fresh temporary directory (removed on exit).
 # Prints one "ok - ..." / "not ok - ..." line per check and last
 # "N passed, M failed"; exits 1 if any check failed, 2 on bad usage.
@@ -23,9 +24,11 @@ SEED=${CRASH_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$SEED
 
 W=$(mktemp -d /tmp/sluice-crash-test.XXXXXX) || exit 2
-BG_PIDS=""
 cleanup() {
-  for p in $BG_PIDS; do kill -9 "$p" 2>/dev/null; done
+  # Only this shell's own still-running jobs (never a recycled pid).
+  local p
+  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -111,7 +114,7 @@ check "base@1 and base@2 restore bit-exact before any crash (sha ${SHA1:0:12}, $
 killed=0; finished=0; committed_killed=0
 for i in $(seq 1 "$TRIALS"); do
   step=$((100 + i))
-  size=$(pick 256MiB 256MiB 512MiB 768MiB 128MiB 64MiB)
+  size=$(pick 256MiB 512MiB 768MiB 1GiB 128MiB)
   chunk=$(pick 4MiB 64KiB 1MiB 16MiB 256KiB)
   io=$(pick 4MiB 64KiB 1MiB 16MiB 256KiB 4KiB)
   items=$(pick 8 1 3 100 2000)
@@ -121,7 +124,7 @@ for i in $(seq 1 "$TRIALS"); do
   params="size $size items $items chunk $chunk io $io object $obj, kill at ${ms} ms"
   "$SLUICE" save --store "$S" --name crash --step $step --synthetic "$size" --items "$items" \
     --chunk-size "$chunk" --io-size "$io" --object-size "$obj" >/dev/null 2>"$W/save.err" &
-  pid=$!; BG_PIDS="$BG_PIDS $pid"
+  pid=$!
   sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null; src=$?
@@ -173,7 +176,7 @@ for j in $(seq 1 "$MR_TRIALS"); do
   for r in 0 1; do
     "$SLUICE" save --store "$S" --name mr --step $step --synthetic "$size" --world 2 --rank $r \
       --timeout 3s --chunk-size 1MiB >/dev/null 2>"$W/mr$r.err" &
-    p[$r]=$!; BG_PIDS="$BG_PIDS ${p[$r]}"
+    p[$r]=$!
   done
   sleep "$(printf '0.%03d' $((ms % 1000)))"
   case $victim in
@@ -207,7 +210,7 @@ done
 # manifest the crashed attempt left behind.
 "$SLUICE" save --store "$S" --name retry --step 1 --synthetic 8MiB --world 2 --rank 1 --timeout 30s \
   >/dev/null 2>&1 &
-pid=$!; BG_PIDS="$BG_PIDS $pid"
+pid=$!
 for _ in $(seq 50); do
   [ -n "$(find "$(stepdir retry 1)/manifest" -name '*.man' 2>/dev/null)" ] && break
   sleep 0.1
@@ -220,7 +223,7 @@ for r in 0 1; do
   [ $r -eq 1 ] && sleep 0.5
   "$SLUICE" save --store "$S" --name retry --step 1 --synthetic 64MiB --world 2 --rank $r \
     --timeout 30s >/dev/null 2>"$W/retry$r.err" &
-  p[$r]=$!; BG_PIDS="$BG_PIDS ${p[$r]}"
+  p[$r]=$!
 done
 wait_bounded "${p[0]}" 60 2>/dev/null; r0=$WRC
 wait_bounded "${p[1]}" 60 2>/dev/null; r1=$WRC
@@ -229,6 +232,32 @@ check "retry of a world-2 save whose rank 1 was killed after publishing: both ra
 sl ls --store "$S" --name retry --json
 check "the retried checkpoint holds this attempt's 2 x 64 MiB, not the crashed attempt's 8 MiB (bytes: $(pyj '[c["bytes"] for c in d]'))" \
   [ "$(pyj '[c["bytes"] for c in d]')" = "[134217728]" ]
+
+# ------------------------------------------ gc racing saves (separate store)
+# gc --help: a save running during gc --min-age 0 "then fails before
+# committing (it never commits a checkpoint with missing data)". Many small
+# committed steps make each gc pass long enough for the race to show.
+G=$W/gcstore
+for i in $(seq 1 100); do
+  "$SLUICE" save --store "$G" --name filler --step $i --synthetic 4K --items 1 >/dev/null 2>&1
+done
+( while :; do "$SLUICE" gc --store "$G" --min-age 0s >/dev/null 2>&1; sleep "0.0$((RANDOM % 10))"; done ) &
+gcpid=$!
+gc_ok=0; gc_failed=0; gc_bad=""; gc_odd=""
+for i in $(seq 1 "${CRASH_GC_RACES:-100}"); do
+  "$SLUICE" save --store "$G" --name z --step $i --synthetic 16MiB >/dev/null 2>&1
+  rc=$?
+  case $rc in
+    0) gc_ok=$((gc_ok + 1))
+       "$SLUICE" verify --store "$G" --name z --step $i >/dev/null 2>&1 || gc_bad="$gc_bad z@$i" ;;
+    1) gc_failed=$((gc_failed + 1)) ;;
+    *) gc_odd="$gc_odd z@$i:exit$rc" ;;
+  esac
+done
+kill "$gcpid" 2>/dev/null; wait "$gcpid" 2>/dev/null
+check "saves racing a gc loop exit 0 or 1 ($gc_ok committed, $gc_failed failed)${gc_odd:+:$gc_odd}" [ -z "$gc_odd" ]
+check "no save racing gc --min-age 0s commits a checkpoint that then fails verify${gc_bad:+ (damaged:$gc_bad)}" [ -z "$gc_bad" ]
+rm -rf "$G"
 
 # ------------------------------------------------------------- gc at the end
 sl gc --store "$S" --min-age 0s --json

@@ -6,7 +6,6 @@
 
 namespace sluice {
 namespace {
-constexpr std::string_view kCommitMagic = "SLUICECR";
 constexpr uint32_t kMaxWorld = 1'000'000;
 }  // namespace
 

@@ -15,6 +15,9 @@
 
 namespace sluice {
 
+// The record's magic: the first 8 bytes of its envelope (record_frame.h).
+constexpr std::string_view kCommitMagic = "SLUICECR";
+
 struct CommittedRank {
   uint32_t rank = 0;
   std::string manifest;       // object name

@@ -9,7 +9,6 @@
 
 namespace sluice {
 namespace {
-constexpr std::string_view kManifestMagic = "SLUICEMF";
 constexpr uint64_t kMaxChunkBytes = 1ull << 31;
 }  // namespace
 

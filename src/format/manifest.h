@@ -15,6 +15,9 @@
 
 namespace sluice {
 
+// The record's magic: the first 8 bytes of its envelope (record_frame.h).
+constexpr std::string_view kManifestMagic = "SLUICEMF";
+
 struct ChunkRef {
   uint32_t object = 0;   // index into Manifest::objects
   uint64_t offset = 0;   // byte offset in that object

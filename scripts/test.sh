@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds, and runs every test: the CTest suite in
+# a normal build and again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then the decoder fuzzers. .ci/run calls exactly this.
+#
+# Usage: scripts/test.sh          (FUZZ_SECONDS=N to change the fuzzing time)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+scripts/install-deps.sh
+
+jobs=$(nproc)
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+(cd build && ctest --output-on-failure --timeout 900)
+
+echo "== build (ASan + UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "== tests under ASan + UBSan"
+# The kill -9 trials are about the on-disk protocol, already run above; under
+# the sanitizers they would only be slower.
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   CRASH_TRIALS=5 ctest --output-on-failure --timeout 900)
+
+echo "== fuzzers"
+fuzz/run.sh "${FUZZ_SECONDS:-30}"
+echo "all test stages passed"
