@@ -31,6 +31,26 @@ std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
   return ManifestPrefix(name, step) + buf + std::string(writer) + ".man";
 }
 
+std::string WritersPrefix(std::string_view name, uint64_t step) {
+  return StepPrefix(name, step) + "writers/";
+}
+
+std::string WriterLockObject(std::string_view name, uint64_t step, std::string_view writer) {
+  return WritersPrefix(name, step) + std::string(writer) + ".lock";
+}
+
+std::string WriterOfObject(std::string_view rest) {
+  // manifest/rRRRRRR-<writer>.man, data/rRRRRRR-<writer>-SSSSSS.dat, writers/<writer>.lock
+  size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) return "";
+  std::string_view file = rest.substr(slash + 1);
+  if (rest.substr(0, slash) == "writers") return std::string(file.substr(0, file.find('.')));
+  if (file.size() < 8 || file[0] != 'r' || file[7] != '-') return "";
+  file.remove_prefix(8);
+  size_t end = file.find_first_of("-.");
+  return std::string(file.substr(0, end));
+}
+
 std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
                        std::string_view writer, uint32_t seq) {
   char buf[64];

@@ -2,6 +2,7 @@
 //   ckpt/<name>/<step, 20 digits>/COMMIT                         commit record
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
+//   ckpt/<name>/<step>/writers/<writer>.lock                    while a writer is active
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
 // an object. Steps are zero-padded so names sort by step.
 //
@@ -23,6 +24,10 @@ std::string CommitObject(std::string_view name, uint64_t step);
 std::string ManifestPrefix(std::string_view name, uint64_t step);  // ".../manifest/"
 std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
                            std::string_view writer);
+std::string WritersPrefix(std::string_view name, uint64_t step);   // ".../writers/"
+std::string WriterLockObject(std::string_view name, uint64_t step, std::string_view writer);
+// The writer id in a manifest, data or lock object name ("" if none).
+std::string WriterOfObject(std::string_view rest);
 std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
                        std::string_view writer, uint32_t seq);
 

@@ -10,6 +10,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "pipeline/checkpoint_reader.h"
+#include "pipeline/writer_registry.h"
 
 namespace sluice {
 namespace {
@@ -43,6 +44,19 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
   return steps;
 }
 
+// True if a writer of the step is (or may be) still running.
+bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step) {
+  auto locks = backend.List(WritersPrefix(name, step));
+  if (!locks.ok()) return true;  // cannot tell: assume so
+  for (const auto& o : *locks) {
+    auto parsed = ParseObjectName(o.name);
+    if (!parsed) continue;
+    auto state = WriterStateOf(backend, name, step, WriterOfObject(parsed->rest));
+    if (!state.ok() || *state == WriterState::kAlive) return true;
+  }
+  return false;
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -59,21 +73,19 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
     CheckpointInfo info;
     bool valid = false;
     if (s.has_commit) {
-      std::string commit = CommitObject(key.first, key.second);
-      auto bytes = backend.ReadSmall(commit);
-      if (bytes.ok()) {
-        auto rec = DecodeCommitRecord(*bytes, "commit record " + commit);
-        if (rec.ok() && rec->name == key.first && rec->step == key.second) {
-          info = InfoOf(*rec);
-          valid = true;
-        } else {
-          info.problem = rec.ok() ? "commit record names another checkpoint" : rec.status().message();
-        }
+      // Committed means the commit record and every manifest it names
+      // verify, the same test a restore applies.
+      auto loaded = LoadCheckpoint(backend, key.first, key.second);
+      if (loaded.ok()) {
+        info = InfoOf(loaded->commit);
+        valid = true;
       } else {
-        info.problem = bytes.status().ToString();
+        info.problem = loaded.status().message();
       }
     } else {
-      info.problem = "no commit record (save incomplete or interrupted)";
+      info.problem = AnyLiveWriter(backend, key.first, key.second)
+                         ? "save in progress (no commit record yet)"
+                         : "no commit record (save incomplete or interrupted)";
     }
     if (!valid) {
       if (!include_incomplete) continue;
@@ -91,12 +103,19 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
 
 Result<uint64_t> LatestStep(Backend& backend, std::string_view name) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
-  std::optional<uint64_t> best;
-  for (const auto& [key, s] : steps) {
-    if (s.has_commit && key.first == name) best = std::max(best.value_or(0), key.second);
+  // Highest step first; a damaged one is skipped, as ls does not list it.
+  Status first_problem;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (!it->second.has_commit || it->first.first != name) continue;
+    auto loaded = LoadCheckpoint(backend, name, it->first.second);
+    if (loaded.ok()) return it->first.second;
+    if (first_problem.ok()) first_problem = loaded.status();
   }
-  if (!best) return Status::NotFound("no committed checkpoint named '" + std::string(name) + "'");
-  return *best;
+  if (!first_problem.ok()) {
+    return Status::Corruption("no intact committed checkpoint named '" + std::string(name) +
+                              "': " + first_problem.message());
+  }
+  return Status::NotFound("no committed checkpoint named '" + std::string(name) + "'");
 }
 
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
@@ -124,9 +143,17 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
   GcReport report;
   for (const auto& [key, s] : steps) {
+    // A step with a running writer is left alone: its objects may be about
+    // to be committed. This is checked after the listing above, so any
+    // object listed there belongs to a writer that registered before it.
+    if (AnyLiveWriter(backend, key.first, key.second)) continue;
     std::unordered_set<std::string> live;
     bool keep_all = false;
-    if (s.has_commit) {
+    // Re-read after the writer check: a writer that finished in between has
+    // published its commit record by now.
+    bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
+                      StatusCode::kNotFound;
+    if (has_commit) {
       auto loaded = LoadCheckpoint(backend, key.first, key.second);
       if (loaded.ok()) {
         live.insert(CommitObject(key.first, key.second));

@@ -12,6 +12,7 @@
 #include "format/manifest.h"
 #include "io/crc32c.h"
 #include "pipeline/data_writer.h"
+#include "pipeline/writer_registry.h"
 
 namespace sluice {
 namespace {
@@ -44,23 +45,17 @@ std::string CheckpointLabel(const CheckpointId& id) {
 class Writer final : public CheckpointWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world)
+         uint32_t world, std::string writer_id)
       : backend_(backend),
         options_(options),
         id_(id),
         rank_(rank),
         world_(world),
-        writer_id_(NewWriterId()),
-        start_ms_(NowUnixMs()),
+        writer_id_(std::move(writer_id)),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
               options.object_bytes, options.io_bytes, options.chunk_bytes) {}
 
-  ~Writer() override {
-    // A writer that failed or was abandoned before publishing its manifest
-    // removes its own data objects; nobody can reference them. (After the
-    // manifest is published, rank 0 may still commit it: leave it to gc.)
-    if (!manifest_published_ && !cleaned_) RemoveOwnData();
-  }
+  ~Writer() override { Retire(); }
 
   void SetExpectedBytes(uint64_t total_bytes) override { data_.SetExpectedBytes(total_bytes); }
 
@@ -98,6 +93,11 @@ class Writer final : public CheckpointWriter {
     RETURN_IF_ERROR(sticky_);
     if (finished_) return Status::InvalidArgument("Commit called twice");
     finished_ = true;
+    // Whatever the outcome, this writer is done when Commit returns.
+    struct RetireOnReturn {
+      Writer* w;
+      ~RetireOnReturn() { w->Retire(); }
+    } retire{this};
     const std::string label = CheckpointLabel(id_);
     // Refuse early if someone already committed: no point publishing.
     if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
@@ -141,8 +141,20 @@ class Writer final : public CheckpointWriter {
     Manifest manifest;
   };
 
+  // Ends this writer's part: a writer that failed or was abandoned before
+  // publishing its manifest removes its own data objects (nobody can
+  // reference them; after the manifest is published rank 0 may still commit
+  // it, so that is left to gc). Then the writer lock goes: from here on gc
+  // may reclaim what of ours is not committed, and rank 0 ignores our
+  // manifest.
+  void Retire() {
+    if (retired_) return;
+    retired_ = true;
+    if (!manifest_published_) RemoveOwnData();
+    ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
+  }
+
   void RemoveOwnData() {
-    cleaned_ = true;
     auto listed = backend_.List(StepPrefix(id_.name, id_.step) + "data/");
     if (!listed.ok()) return;
     for (const auto& o : *listed) {
@@ -171,9 +183,6 @@ class Writer final : public CheckpointWriter {
     std::vector<std::optional<Candidate>> chosen(world_);
     chosen[0] = Candidate{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()), manifest_};
     std::unordered_set<std::string> rejected;  // manifests already judged not ours
-    // Manifests older than this cannot be from this save's ranks: ranks must
-    // start within the rank timeout of each other.
-    const int64_t oldest_ms = start_ms_ - static_cast<int64_t>(options_.rank_timeout_ms);
 
     auto gather = [&]() -> Result<bool> {
       ASSIGN_OR_RETURN(auto listed, backend_.List(ManifestPrefix(id_.name, id_.step)));
@@ -188,7 +197,16 @@ class Writer final : public CheckpointWriter {
         if (!bytes.ok()) continue;  // removed meanwhile
         auto m = DecodeManifest(*bytes, "manifest " + o.name);
         if (!m.ok() || m->world != world_ || m->rank != *rank || m->name != id_.name ||
-            m->step != id_.step || m->created_unix_ms < oldest_ms) {
+            m->step != id_.step) {
+          rejected.insert(o.name);
+          continue;
+        }
+        // Only a writer that is still there (waiting for this commit) is
+        // part of this save: a manifest whose writer crashed or gave up is a
+        // leftover of an earlier attempt.
+        auto state = WriterStateOf(backend_, id_.name, id_.step, m->writer_id);
+        if (!state.ok()) continue;  // ask again on the next poll
+        if (*state == WriterState::kGone) {
           rejected.insert(o.name);
           continue;
         }
@@ -245,11 +263,32 @@ class Writer final : public CheckpointWriter {
       rec.ranks.push_back(CommittedRank{r, c.object, c.bytes, c.crc, c.manifest.items.size(),
                                         c.manifest.TotalBytes()});
     }
-    Status st = backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), EncodeCommitRecord(rec));
+    const std::string commit = CommitObject(id_.name, id_.step);
+    Status st = backend_.PublishIfAbsent(commit, EncodeCommitRecord(rec));
     if (st.IsAlreadyExists()) {
       return Status::AlreadyExists(label + " was committed by another writer first");
     }
-    return st.WithContext(label + ": publish commit record");
+    RETURN_IF_ERROR(st.WithContext(label + ": publish commit record"));
+    // Close the window between the check above and the publish: if a
+    // concurrent rm or gc removed anything the commit names, withdraw it
+    // rather than leave a torn checkpoint visible.
+    ASSIGN_OR_RETURN(auto after, backend_.List(StepPrefix(id_.name, id_.step)));
+    std::map<std::string, uint64_t> now;
+    for (const auto& o : after) now[o.name] = o.size;
+    for (uint32_t r = 0; r < world_; ++r) {
+      bool whole = now.count(chosen[r]->object) > 0;
+      for (const auto& obj : chosen[r]->manifest.objects) {
+        auto it = now.find(obj.name);
+        whole = whole && it != now.end() && it->second >= obj.size;
+      }
+      if (!whole) {
+        (void)backend_.Remove(commit);
+        return Status::IOError(label + ": objects of rank " + std::to_string(r) +
+                               " were removed while committing (a concurrent rm or gc?); "
+                               "the commit was withdrawn");
+      }
+    }
+    return Status::OK();
   }
 
   Status WaitForCommit(const std::string& own_name) {
@@ -282,14 +321,13 @@ class Writer final : public CheckpointWriter {
   uint32_t rank_;
   uint32_t world_;
   std::string writer_id_;
-  int64_t start_ms_;
   DataWriter data_;
   Manifest manifest_;
   std::unordered_set<std::string> keys_;
   Status sticky_;
   bool finished_ = false;
   bool manifest_published_ = false;
-  bool cleaned_ = false;
+  bool retired_ = false;
 };
 
 }  // namespace
@@ -317,7 +355,11 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
   if (backend.ReadSmall(CommitObject(id.name, id.step)).ok()) {
     return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
   }
-  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world));
+  // Registered before anything is written, so that gc never mistakes this
+  // save's objects for garbage.
+  std::string writer_id = NewWriterId();
+  RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
+  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world, writer_id));
 }
 
 }  // namespace sluice

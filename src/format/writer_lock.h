@@ -1,0 +1,31 @@
+// WriterLock: the record a writer publishes under its step's "writers/"
+// prefix for as long as it may still commit or be committed. Garbage
+// collection leaves a step with a live writer alone, and rank 0 ignores
+// manifests whose writer is gone or known dead (a crashed earlier attempt).
+//
+// Thread-safety: values and pure functions.
+#ifndef SLUICE_FORMAT_WRITER_LOCK_H_
+#define SLUICE_FORMAT_WRITER_LOCK_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+constexpr std::string_view kWriterLockMagic = "SLUICEWL";
+
+struct WriterLock {
+  std::string host;  // gethostname() of the writer
+  uint32_t pid = 0;
+  int64_t start_unix_ms = 0;
+};
+
+std::string EncodeWriterLock(const WriterLock& lock);
+Result<WriterLock> DecodeWriterLock(std::string_view bytes, const std::string& what);
+
+}  // namespace sluice
+
+#endif  // SLUICE_FORMAT_WRITER_LOCK_H_

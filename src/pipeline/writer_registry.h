@@ -1,0 +1,41 @@
+// Writer locks: a writer publishes one for its step before writing anything
+// and removes it when it is done (committed, or failed and cleaned up). See
+// format/writer_lock.h for who reads them and why.
+//
+// Liveness: a lock from this host whose process is gone is dead. A lock from
+// another host cannot be checked; it counts as alive until it is older than
+// kUnknownWriterStaleMs.
+//
+// Thread-safety: thread-safe (no state of its own).
+#ifndef SLUICE_PIPELINE_WRITER_REGISTRY_H_
+#define SLUICE_PIPELINE_WRITER_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "format/writer_lock.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+
+constexpr int64_t kUnknownWriterStaleMs = 24ll * 3600 * 1000;
+
+Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
+                         std::string_view writer);
+// Best effort: a lock left behind is reclaimed by gc once its writer is dead.
+void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
+                       std::string_view writer);
+
+enum class WriterState { kAlive, kGone };
+
+// kGone if the lock is absent, unreadable garbage, from a dead process on
+// this host, or stale; kAlive otherwise. Errors other than NotFound are
+// returned (the caller must not guess).
+Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint64_t step,
+                                  std::string_view writer);
+WriterState StateOfLock(const WriterLock& lock);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_WRITER_REGISTRY_H_
