@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "item_sources.h"
@@ -61,11 +63,22 @@ Status MakeDirs(const std::string& dir) {
 }
 
 // Writes restored items to files; keeps at most a few open at once.
+//
+// Files are written with O_DIRECT where the filesystem takes it: buffered
+// writes cost about 2 s of kernel CPU per GiB on this kind of machine, which
+// would make restore CPU-bound. Chunks arrive at item offsets that are
+// multiples of the chunk size, so each one is copied into an aligned buffer
+// (memcpy is ~5x faster than the page cache path) and written in place; the
+// padded tail is trimmed with ftruncate. A file whose pieces do not line up
+// (a chunk size that is not a multiple of 4 KiB) drops back to buffered I/O.
 class FileWriterSink {
  public:
+  static constexpr size_t kAlign = 4096;
+
   explicit FileWriterSink(std::string root) : root_(std::move(root)) {}
   ~FileWriterSink() {
     for (auto& [k, f] : open_) ::close(f.fd);
+    std::free(bounce_);
   }
 
   Status Write(const ItemInfo& item, uint64_t offset, const void* data, size_t len) {
@@ -74,30 +87,44 @@ class FileWriterSink {
       std::string path = root_ + "/" + item.key;
       size_t slash = path.find_last_of('/');
       RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                      ModeFromMetadata(item.metadata) | 0200);
-      if (fd < 0) return Status::FromErrno(errno, "create " + path);
-      it = open_.emplace(item.key, Open{fd, 0, ModeFromMetadata(item.metadata)}).first;
-    }
-    const char* p = static_cast<const char*>(data);
-    size_t done = 0;
-    while (done < len) {
-      ssize_t n = ::pwrite(it->second.fd, p + done, len - done, static_cast<off_t>(offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status::FromErrno(errno, "write " + root_ + "/" + item.key);
+      const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+      const mode_t mode = ModeFromMetadata(item.metadata) | 0200;
+      bool direct = item.size > 0;
+      int fd = direct ? ::open(path.c_str(), flags | O_DIRECT, mode) : -1;
+      if (fd < 0) {
+        direct = false;
+        fd = ::open(path.c_str(), flags, mode);
       }
-      done += static_cast<size_t>(n);
+      if (fd < 0) return Status::FromErrno(errno, "create " + path);
+      it = open_.emplace(item.key, Open{fd, 0, ModeFromMetadata(item.metadata), direct}).first;
     }
-    it->second.written += len;
-    if (it->second.written == item.size) {
-      ::fchmod(it->second.fd, it->second.mode);
-      int rc = ::close(it->second.fd);
+    Open& f = it->second;
+    const std::string what = root_ + "/" + item.key;
+    const bool last = offset + len == item.size;
+    if (f.direct && (offset % kAlign != 0 || (len % kAlign != 0 && !last))) {
+      ::fcntl(f.fd, F_SETFL, ::fcntl(f.fd, F_GETFL) & ~O_DIRECT);
+      f.direct = false;
+    }
+    if (f.direct) {
+      size_t padded = (len + kAlign - 1) / kAlign * kAlign;
+      RETURN_IF_ERROR(Bounce(padded));
+      std::memcpy(bounce_, data, len);
+      std::memset(static_cast<char*>(bounce_) + len, 0, padded - len);
+      RETURN_IF_ERROR(PwriteAll(f.fd, bounce_, padded, offset, what));
+    } else {
+      RETURN_IF_ERROR(PwriteAll(f.fd, data, len, offset, what));
+    }
+    f.written += len;
+    bytes_ += len;
+    if (f.written == item.size) {
+      Status st;
+      if (::ftruncate(f.fd, static_cast<off_t>(item.size)) != 0) st = Status::FromErrno(errno, "truncate " + what);
+      ::fchmod(f.fd, f.mode);
+      if (::close(f.fd) != 0 && st.ok()) st = Status::FromErrno(errno, "close " + what);
       open_.erase(it);
-      if (rc != 0) return Status::FromErrno(errno, "close " + root_ + "/" + item.key);
+      RETURN_IF_ERROR(st);
       ++files_;
     }
-    bytes_ += len;
     return Status::OK();
   }
   uint64_t files() const { return files_; }
@@ -108,9 +135,39 @@ class FileWriterSink {
     int fd;
     uint64_t written;
     uint32_t mode;
+    bool direct;
   };
+
+  static Status PwriteAll(int fd, const void* data, size_t len, uint64_t offset, const std::string& what) {
+    const char* p = static_cast<const char*>(data);
+    size_t done = 0;
+    while (done < len) {
+      ssize_t n = ::pwrite(fd, p + done, len - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write " + what);
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+  Status Bounce(size_t size) {
+    if (size <= bounce_size_) return Status::OK();
+    std::free(bounce_);
+    bounce_ = nullptr;
+    bounce_size_ = 0;
+    if (posix_memalign(&bounce_, kAlign, size) != 0) {
+      return Status::IOError("cannot allocate a " + std::to_string(size) + "-byte restore buffer");
+    }
+    bounce_size_ = size;
+    return Status::OK();
+  }
+
   std::string root_;
   std::map<std::string, Open> open_;
+  void* bounce_ = nullptr;
+  size_t bounce_size_ = 0;
   uint64_t files_ = 0;
   uint64_t bytes_ = 0;
 };
