@@ -58,6 +58,9 @@ stepdir() { printf '%s/ckpt/%s/%020d' "$S" "$1" "$2"; }
 count_files() { find "$1" -type f -name "$2" 2>/dev/null | wc -l; }
 # modes DIR: "relative-path<TAB>octal mode" of every regular file, sorted.
 modes() { (cd "$1" && find . -type f -printf '%P\t%m\n' | LC_ALL=C sort); }
+# The same with setuid/setgid/sticky cleared: restore drops them on purpose.
+plain_modes() { (cd "$1" && find . -type f -printf '%P\t%m\n' | LC_ALL=C sort |
+  awk -F'\t' '{ m = $2; if (length(m) > 3) m = substr(m, length(m) - 2); print $1 "\t" m }'); }
 # flip FILE OFFSET: inverts one byte in place.
 flip() {
   python3 - "$1" "$2" <<'EOF'
@@ -110,16 +113,18 @@ check "save --json reports more chunks than files (3 MiB / 64 KiB)" \
 sl restore --store "$S" --name tree --step 1 --to "$W/r1" --json
 expect_ok "restore of the tree into a new directory"
 check "restored tree is bit-exact (diff -r)" diff -r "$W/tree" "$W/r1"
-check "restored tree preserves every file's permission bits (incl. setuid, 0444)" \
-  [ "$(modes "$W/tree")" = "$(modes "$W/r1")" ]
+check "restored tree preserves every file's rwx permission bits (incl. 0444)" \
+  [ "$(plain_modes "$W/tree")" = "$(modes "$W/r1")" ]
+check "restore drops the setuid bit of a saved 04755 file (restores 0755)" \
+  [ "$(stat -c %a "$W/r1/one-byte")" = 755 ]
 check "restore --json reports items=$NFILES bytes=$TREE_BYTES" \
   [ "$(pyj '(d["items"], d["bytes"])')" = "($NFILES, $TREE_BYTES)" ]
 
 sl save --store "file://$S" --name tree --step 2 --from "$W/tree"
 expect_ok "save with a file:// store URI and the default chunk size"
 sl restore --store "file://$S" --name tree --step 2 --to "$W/r2"
-check "default-chunk-size round trip is bit-exact with the same modes" \
-  bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/r2' && [ \"\$(cd '$W/tree' && find . -type f -printf '%P %m\n' | sort)\" = \"\$(cd '$W/r2' && find . -type f -printf '%P %m\n' | sort)\" ]"
+check "default-chunk-size round trip is bit-exact" bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/r2'"
+check "default-chunk-size round trip keeps the rwx modes" [ "$(plain_modes "$W/tree")" = "$(modes "$W/r2")" ]
 sl verify --store "$S" --name tree --step 1 --json
 check "verify of the tree checkpoint: exit 0, ok=true, no bad chunks" \
   [ "$RC" -eq 0 -a "$(pyj '(d["ok"], len(d["bad_chunks"]))')" = "(True, 0)" ]
@@ -494,6 +499,30 @@ sl ls --store "$S" --all --json --name lat
 check "rm --all-steps removes every step" [ "$RC" -eq 0 -a "$(pyj 'len(d)')" = "0" -a ! -e "$S/ckpt/lat" ]
 sl rm --store "$S" --name dmg-commit-random --step 2
 check "rm removes a step with a damaged commit record" [ "$RC" -eq 0 -a ! -e "$(stepdir dmg-commit-random 2)" ]
+
+
+# --- regressions from the code review ---------------------------------------
+sl save --store "$S" --name 'run..2' --step 1 --synthetic 64K
+expect_ok "a name containing '..' (but not equal to it) saves"
+sl restore --store "$S" --name 'run..2' --to "$W/dotdot"
+expect_ok "and restores"
+LATIN=$(printf 'caf\xe9')
+sl save --store "$S" --name "$LATIN" --step 1 --synthetic 4K
+expect_ok "a name with a non-UTF-8 byte saves"
+sl ls --store "$S" --json
+check "ls --json stays valid JSON with a non-UTF-8 name" [ "$(pyj 'any(c["name"] == "caf\u00e9" for c in d)')" = True ]
+sl gc --store "$S" --min-age 999999999999d
+expect_err "gc --min-age beyond 3650d is a usage error, not an overflow" 2
+sl ls --store "file://$S?qd=0"
+expect_err "a malformed store URI is a usage error" 2
+sl ls --store "s3://bucket/x"
+expect_err "an unknown store scheme is a usage error" 2
+# restore --force into a directory holding a symlink must not write through it
+mkdir -p "$W/elsewhere" "$W/trap"
+ln -s "$W/elsewhere" "$W/trap/sub"
+sl restore --store "$S" --name tree --step 1 --to "$W/trap" --force
+expect_err "restore --force refuses to write through a symlinked directory" 1
+check "nothing was written through the symlink" [ -z "$(ls -A "$W/elsewhere")" ]
 
 echo "# cli_test.sh took $(($(date +%s) - T0)) s, $SKIP skipped"
 echo "$PASS passed, $FAIL failed"

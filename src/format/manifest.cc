@@ -1,6 +1,7 @@
 #include "format/manifest.h"
 
 #include <string>
+#include <new>
 #include <unordered_set>
 
 #include "format/encoding.h"
@@ -48,7 +49,8 @@ std::string EncodeManifest(const Manifest& m) {
   return FrameRecord(kManifestMagic, e.buffer());
 }
 
-Result<Manifest> DecodeManifest(std::string_view bytes, const std::string& what) {
+namespace {
+Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& what) {
   ASSIGN_OR_RETURN(std::string_view body, UnframeRecord(bytes, kManifestMagic, what));
   Decoder d(body, what);
   Manifest m;
@@ -67,25 +69,28 @@ Result<Manifest> DecodeManifest(std::string_view bytes, const std::string& what)
   }
   uint64_t nobj;
   RETURN_IF_ERROR(d.Count(&nobj, 2, "object"));
-  m.objects.resize(static_cast<size_t>(nobj));
-  for (auto& o : m.objects) {
+  // Elements are appended as they parse rather than allocated from the
+  // count up front: memory follows the bytes actually present.
+  for (uint64_t i = 0; i < nobj; ++i) {
+    DataObjectRef o;
     RETURN_IF_ERROR(d.Bytes(&o.name, 1024, "object name"));
     RETURN_IF_ERROR(d.Varint(&o.size));
+    m.objects.push_back(std::move(o));
   }
   uint64_t nitems;
   RETURN_IF_ERROR(d.Count(&nitems, 4, "item"));
-  m.items.resize(static_cast<size_t>(nitems));
-  std::unordered_set<std::string_view> keys;
-  for (auto& it : m.items) {
+  std::unordered_set<std::string> keys;
+  for (uint64_t item_index = 0; item_index < nitems; ++item_index) {
+    ManifestItem it;
     RETURN_IF_ERROR(d.Bytes(&it.key, 4096, "item key"));
     RETURN_IF_ERROR(d.Bytes(&it.metadata, 1u << 24, "item metadata"));
     RETURN_IF_ERROR(d.Varint(&it.size));
     if (Status st = ValidateItemKey(it.key); !st.ok()) return d.Bad(st.message());
     uint64_t nchunks;
     RETURN_IF_ERROR(d.Count(&nchunks, 7, "chunk"));
-    it.chunks.resize(static_cast<size_t>(nchunks));
     uint64_t sum = 0;
-    for (auto& c : it.chunks) {
+    for (uint64_t ci = 0; ci < nchunks; ++ci) {
+      ChunkRef c;
       uint64_t obj, len;
       RETURN_IF_ERROR(d.Varint(&obj));
       RETURN_IF_ERROR(d.Varint(&c.offset));
@@ -99,12 +104,25 @@ Result<Manifest> DecodeManifest(std::string_view bytes, const std::string& what)
       c.length = static_cast<uint32_t>(len);
       if (sum > UINT64_MAX - len) return d.Bad("item '" + it.key + "': size overflows");
       sum += len;
+      it.chunks.push_back(c);
     }
     if (sum != it.size) return d.Bad("item '" + it.key + "': chunks hold " + std::to_string(sum) + " bytes, item says " + std::to_string(it.size));
     if (!keys.insert(it.key).second) return d.Bad("duplicate item key '" + it.key + "'");
+    m.items.push_back(std::move(it));
   }
   if (d.remaining() != 0) return d.Bad(std::to_string(d.remaining()) + " trailing bytes");
   return m;
+}
+}  // namespace
+
+Result<Manifest> DecodeManifest(std::string_view bytes, const std::string& what) {
+  try {
+    return DecodeManifestBody(bytes, what);
+  } catch (const std::bad_alloc&) {
+    // A crafted record with a valid crc can still describe more than memory
+    // holds; no exception crosses the API.
+    return Status::Corruption(what + ": too large to decode in memory");
+  }
 }
 
 }  // namespace sluice

@@ -25,7 +25,7 @@ class UringEngine final : public IoEngine {
     if (!initialized_) return;
     // Drain what is still in flight so the kernel never writes into freed
     // caller buffers after we return.
-    while (in_flight_ > 0) {
+    while (in_flight_ > 0 && poisoned_.ok()) {
       io_uring_cqe* cqe = nullptr;
       if (io_uring_wait_cqe(&ring_, &cqe) < 0) break;
       io_uring_cqe_seen(&ring_, cqe);
@@ -42,6 +42,7 @@ class UringEngine final : public IoEngine {
   }
 
   Status Submit(const IoRequest& req) override {
+    if (!poisoned_.ok()) return poisoned_;
     if (free_.empty()) return Status::InvalidArgument("io_uring queue full");
     unsigned slot = free_.back();
     free_.pop_back();
@@ -60,7 +61,14 @@ class UringEngine final : public IoEngine {
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_wait_cqe(&ring_, &cqe);
       if (rc == -EINTR) continue;
-      if (rc < 0) return Status::FromErrno(-rc, "io_uring_wait_cqe");
+      if (rc < 0) {
+        // The ring itself failed: no completion can be had. Count what was
+        // in flight as lost so callers' drain loops end; the destructor
+        // tears the ring down before their buffers are freed.
+        poisoned_ = Status::FromErrno(-rc, "io_uring_wait_cqe");
+        in_flight_ = 0;
+        return poisoned_;
+      }
       unsigned slot = static_cast<unsigned>(io_uring_cqe_get_data64(cqe));
       int res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
@@ -113,13 +121,21 @@ class UringEngine final : public IoEngine {
       io_uring_prep_read(sqe, s.req.fd, buf, len, s.req.offset + s.done);
     }
     io_uring_sqe_set_data64(sqe, slot);
-    int rc = io_uring_submit(&ring_);
-    if (rc < 0) return Status::FromErrno(-rc, "io_uring_submit");
-    return Status::OK();
+    for (;;) {
+      int rc = io_uring_submit(&ring_);
+      if (rc >= 0) return Status::OK();
+      if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) continue;
+      // The SQE stays in the ring, unsubmitted. Never enter the ring to
+      // submit again, or it would go out later against a buffer its owner
+      // has reused: the engine is done.
+      poisoned_ = Status::FromErrno(-rc, "io_uring_submit");
+      return poisoned_;
+    }
   }
 
   unsigned depth_;
   bool initialized_ = false;
+  Status poisoned_;  // set once the ring is unusable
   io_uring ring_{};
   std::vector<Slot> slots_;
   std::vector<unsigned> free_;

@@ -124,6 +124,12 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   if (listed.empty()) {
     return Status::NotFound("checkpoint " + id.name + "@" + std::to_string(id.step) + " not found");
   }
+  // A running save would fail or, worse, report success for a checkpoint
+  // removed under it.
+  if (AnyLiveWriter(backend, id.name, id.step)) {
+    return Status::Unavailable("checkpoint " + id.name + "@" + std::to_string(id.step) +
+                               " is being saved right now; not removing it");
+  }
   // The commit record goes first: from then on the checkpoint is invisible,
   // and an interruption leaves only garbage for gc.
   std::string commit = CommitObject(id.name, id.step);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "format/layout.h"
 #include "io/crc32c.h"
@@ -172,10 +173,12 @@ class Reader final : public CheckpointReader {
     report.items = items_.size();
     for (const auto& [key, tasks] : plan.per_object) {
       const std::string& object = loaded_.manifests[key.first].objects[key.second].name;
+      std::unordered_set<uint64_t> reported;
       Status st = ReadChunks(
           backend_, object, tasks, options_.io_bytes,
           [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
             const ChunkPlace& p = plan.places[t.user];
+            reported.insert(t.user);
             ++report.chunks;
             report.bytes += t.ref->length;
             if (data == nullptr) {
@@ -185,9 +188,12 @@ class Reader final : public CheckpointReader {
             return Status::OK();
           });
       if (!st.ok()) {
-        // The object could not be read at all: every chunk of it is bad.
+        // The object could not be read on: every chunk not yet judged is bad.
         for (const auto& t : tasks) {
+          if (reported.count(t.user)) continue;
           const ChunkPlace& p = plan.places[t.user];
+          ++report.chunks;
+          report.bytes += t.ref->length;
           report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object,
                                         t.ref->offset, t.ref->length, st.ToString()});
         }

@@ -115,8 +115,10 @@ class Writer final : public CheckpointWriter {
     manifest_.objects = data_.objects();
     std::string encoded = EncodeManifest(manifest_);
     std::string manifest_name = ManifestObject(id_.name, id_.step, rank_, writer_id_);
-    RETURN_IF_ERROR(backend_.PublishIfAbsent(manifest_name, encoded).WithContext(label));
+    // Set before publishing: a publish that fails late (the directory fsync)
+    // may still have made the manifest visible, and then our data must stay.
     manifest_published_ = true;
+    RETURN_IF_ERROR(backend_.PublishIfAbsent(manifest_name, encoded).WithContext(label));
 
     SaveStats stats;
     stats.bytes = manifest_.TotalBytes();

@@ -55,10 +55,12 @@ class DataWriter {
   size_t align_;
   uint64_t expected_remaining_ = 0;
 
+  // Buffers are declared before the object so the object (whose engine
+  // waits for writes in flight) is destroyed first.
+  std::vector<AlignedBuffer> buffers_;
   std::unique_ptr<WritableObject> object_;
   uint64_t object_size_ = 0;      // logical bytes appended to the current object
   uint64_t flushed_offset_ = 0;   // object offset where the current buffer begins
-  std::vector<AlignedBuffer> buffers_;
   std::vector<size_t> free_;      // indices of idle buffers
   int current_ = -1;              // buffer being filled
   size_t fill_ = 0;               // bytes in the current buffer

@@ -376,6 +376,29 @@ TEST_F(StoreTest, RemoveHidesThenDeletes) {
   EXPECT_TRUE(store_->backend().List(StepPrefix("x", 1))->empty());
 }
 
+TEST_F(StoreTest, RemoveAndGcLeaveARunningSaveAlone) {
+  Save("busy", 1, {{"a", "old"}});
+  auto w = store_->BeginCheckpoint({"busy", 2}, 0, 1);
+  ASSERT_TRUE(w.ok());
+  std::string d = Bytes(100000, 4);
+  ASSERT_TRUE((*w)->AddItem("a", "meta:a", d.data(), d.size()).ok());
+  // The writer is registered and alive (this process): rm refuses, gc spares.
+  EXPECT_EQ(store_->Remove({"busy", 2}).code(), StatusCode::kUnavailable);
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->objects_removed, 0u);
+  auto stats = (*w)->Commit();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(Load("busy", 2)["a"], d);
+  // Once done, the writer's lock is gone and rm works.
+  EXPECT_TRUE(store_->Remove({"busy", 2}).ok());
+}
+
+TEST_F(StoreTest, NamesWithDotsInsideAreFine) {
+  Save("run..2", 1, {{"a..b/c..", "x"}});
+  EXPECT_EQ(Load("run..2", 1)["a..b/c.."], "x");
+}
+
 TEST_F(StoreTest, GcSparesYoungObjects) {
   StoreOptions o;
   o.rank_timeout_ms = 50;

@@ -245,7 +245,7 @@ int CmdBench(int argc, char** argv) {
   if (!opts.ok()) return Fail(opts.status(), true);
   opts->create_if_missing = true;
   auto store = Store::Open(*flags.Get("store"), *opts);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   // Keep the benchmark from filling the disk: a file store checks free space.
   {
     std::string uri = *flags.Get("store");

@@ -30,7 +30,7 @@ int CmdGc(int argc, char** argv) {
   if (!min_age.ok()) return Fail(min_age.status().WithContext("--min-age"), true);
   if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   auto report = (*store)->CollectGarbage(*min_age);
   if (!report.ok()) return Fail(report.status());
   if (flags.Has("json")) {

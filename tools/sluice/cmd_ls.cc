@@ -40,7 +40,7 @@ int CmdLs(int argc, char** argv) {
   }
   if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   auto list = (*store)->List(name, flags.Has("all"));
   if (!list.ok()) return Fail(list.status());
   if (flags.Has("json")) {

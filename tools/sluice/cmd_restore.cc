@@ -51,6 +51,45 @@ bool DirIsEmpty(const std::string& dir, bool* exists) {
   return empty;
 }
 
+// Opens root/key for writing, making directories on the way, without
+// following a symlink anywhere below root: with --force, DIR may already hold
+// a symlink (say x -> /etc) that a key "x/passwd" must not write through.
+Result<int> OpenBeneath(const std::string& root, const std::string& key, int flags, mode_t mode) {
+  int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return Status::FromErrno(errno, "open " + root);
+  size_t start = 0;
+  for (;;) {
+    size_t slash = key.find('/', start);
+    std::string comp = key.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string so_far = root + "/" + key.substr(0, slash);
+    if (slash == std::string::npos) {
+      int fd = ::openat(dir, comp.c_str(), flags | O_NOFOLLOW, mode);
+      int err = errno;
+      ::close(dir);
+      if (fd < 0) {
+        return Status::FromErrno(err, err == ELOOP ? "refusing to write through symlink " + so_far
+                                                   : "create " + so_far);
+      }
+      return fd;
+    }
+    if (::mkdirat(dir, comp.c_str(), 0755) != 0 && errno != EEXIST) {
+      int err = errno;
+      ::close(dir);
+      return Status::FromErrno(err, "mkdir " + so_far);
+    }
+    int next = ::openat(dir, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int err = errno;
+    ::close(dir);
+    if (next < 0) {
+      return Status::FromErrno(err, (err == ELOOP || err == ENOTDIR)
+                                        ? "refusing to restore through " + so_far + " (not a plain directory)"
+                                        : "open directory " + so_far);
+    }
+    dir = next;
+    start = slash + 1;
+  }
+}
+
 Status MakeDirs(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
@@ -86,21 +125,20 @@ class FileWriterSink {
   Status Write(const ItemInfo& item, uint64_t offset, const void* data, size_t len) {
     auto it = open_.find(item.key);
     if (it == open_.end()) {
-      std::string path = root_ + "/" + item.key;
-      size_t slash = path.find_last_of('/');
-      RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
-      const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
-      const mode_t mode = ModeFromMetadata(item.metadata) | 0200;
+      const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+      // Only rwx bits: a checkpoint is data, and restoring setuid/setgid
+      // bits from it (often as root) is a way to plant privileged programs.
+      const mode_t mode = (ModeFromMetadata(item.metadata) & 0777) | 0200;
       // Small files go through the page cache: a synchronous O_DIRECT write
       // per tiny file costs a device round trip each.
       bool direct = item.size >= kDirectMinBytes;
-      int fd = direct ? ::open(path.c_str(), flags | O_DIRECT, mode) : -1;
-      if (fd < 0) {
-        direct = false;
-        fd = ::open(path.c_str(), flags, mode);
+      auto opened = OpenBeneath(root_, item.key, flags | (direct ? O_DIRECT : 0), mode);
+      if (!opened.ok() && direct && opened.status().code() == StatusCode::kInvalidArgument) {
+        direct = false;  // the filesystem refuses O_DIRECT
+        opened = OpenBeneath(root_, item.key, flags, mode);
       }
-      if (fd < 0) return Status::FromErrno(errno, "create " + path);
-      it = open_.emplace(item.key, Open{fd, 0, ModeFromMetadata(item.metadata), direct}).first;
+      if (!opened.ok()) return opened.status();
+      it = open_.emplace(item.key, Open{*opened, 0, ModeFromMetadata(item.metadata) & 0777, direct}).first;
     }
     Open& f = it->second;
     const std::string what = root_ + "/" + item.key;
@@ -204,7 +242,7 @@ int CmdRestore(int argc, char** argv) {
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   auto reader = (*store)->OpenCheckpoint(*name, *step);
   if (!reader.ok()) return Fail(reader.status());
   const CheckpointInfo& info = (*reader)->info();

@@ -31,7 +31,7 @@ int CmdRm(int argc, char** argv) {
   if (!step.ok()) return Fail(step.status(), true);
   if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   std::vector<uint64_t> steps;
   if (step->has_value()) {
     steps.push_back(**step);

@@ -91,7 +91,7 @@ int CmdSave(int argc, char** argv) {
   opts.rank_timeout_ms = *timeout;
   opts.create_if_missing = true;
   auto store = Store::Open(*flags.Get("store"), opts);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   CheckpointId id{*name, **step};
   auto writer = (*store)->BeginCheckpoint(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world));
   if (!writer.ok()) return Fail(writer.status());

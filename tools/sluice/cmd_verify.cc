@@ -29,7 +29,7 @@ int CmdVerify(int argc, char** argv) {
   if (!step.ok()) return Fail(step.status(), true);
   if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return FailStoreOpen(store.status());
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
   uint64_t resolved = 0;

@@ -124,12 +124,16 @@ Result<uint64_t> ParseDurationMs(const std::string& text) {
     return Status::InvalidArgument("duration '" + text + "' is not like 30s, 10m, 2h, 500ms");
   }
   uint64_t v = std::strtoull(num.c_str(), nullptr, 10);
-  if (unit == "ms") return v;
-  if (unit.empty() || unit == "s") return v * 1000;
-  if (unit == "m") return v * 60'000;
-  if (unit == "h") return v * 3'600'000;
-  if (unit == "d") return v * 86'400'000;
-  return Status::InvalidArgument("duration '" + text + "' is not like 30s, 10m, 2h, 500ms");
+  uint64_t unit_ms;
+  if (unit == "ms") unit_ms = 1;
+  else if (unit.empty() || unit == "s") unit_ms = 1000;
+  else if (unit == "m") unit_ms = 60'000;
+  else if (unit == "h") unit_ms = 3'600'000;
+  else if (unit == "d") unit_ms = 86'400'000;
+  else return Status::InvalidArgument("duration '" + text + "' is not like 30s, 10m, 2h, 500ms");
+  constexpr uint64_t kMaxMs = 3650ull * 86'400'000;  // ten years: "forever" for any purpose here
+  if (v > kMaxMs / unit_ms) return Status::InvalidArgument("duration '" + text + "' is longer than 3650d");
+  return v * unit_ms;
 }
 
 std::string HelpText(const CommandSpec& spec) {

@@ -23,6 +23,9 @@ constexpr int kExitUsage = 2;
 // kExitUsage for InvalidArgument raised while parsing flags (usage=true),
 // kExitError otherwise.
 int Fail(const Status& st, bool usage = false);
+// For a store that failed to open: a malformed URI (InvalidArgument) is a
+// usage error, anything else (missing, unreadable) an operational one.
+int FailStoreOpen(const Status& st);
 
 // Builds one JSON value. Keys and strings are escaped; non-UTF-8 bytes are
 // passed through as \u00XX of each byte so output stays valid JSON.

@@ -20,7 +20,7 @@ namespace sluice {
 namespace {
 
 constexpr size_t kDirectAlignment = 4096;
-constexpr uint64_t kMaxSmallObjectBytes = 1ull << 30;
+constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smaller
 
 // Closes an fd on scope exit unless released.
 class Fd {
@@ -210,10 +210,9 @@ class FileBackend final : public Backend {
                                                  uint64_t size_hint) override {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
-    RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
-    Fd fd(::open(path.c_str(), flags, 0644));
-    if (fd.get() < 0) return Status::FromErrno(errno, "create object " + name);
+    ASSIGN_OR_RETURN(int raw_fd, CreateFile(path, flags, "create object " + name));
+    Fd fd(raw_fd);
     if (size_hint > 0) {
       // Preallocation keeps the file's extents contiguous and makes ENOSPC
       // show up here, before any byte is written.
@@ -247,11 +246,11 @@ class FileBackend final : public Backend {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     std::string dir = ParentOf(path);
-    RETURN_IF_ERROR(MakeDirs(dir));
     std::string tmp = path + ".tmp." + RandomSuffix();
     {
-      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-      if (fd.get() < 0) return Status::FromErrno(errno, "create " + name + " (temporary)");
+      ASSIGN_OR_RETURN(int raw_fd, CreateFile(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                              "create " + name + " (temporary)"));
+      Fd fd(raw_fd);
       Status st = WriteAllFd(fd.get(), bytes.data(), bytes.size(), name + " (temporary)");
       if (st.ok() && ::fsync(fd.get()) != 0) st = Status::FromErrno(errno, "fsync " + name);
       if (!st.ok()) {
@@ -327,14 +326,35 @@ class FileBackend final : public Backend {
   }
 
  private:
+  // Object names map to paths under the root: no absolute names, no empty,
+  // "." or ".." components (a checkpoint named "run..2" is fine).
   Status CheckName(const std::string& name) const {
-    if (name.empty() || name.front() == '/' || name.find("..") != std::string::npos ||
-        name.find('\0') != std::string::npos) {
-      return Status::InvalidArgument("invalid object name '" + name + "'");
+    bool bad = name.empty() || name.front() == '/' || name.back() == '/' ||
+               name.find('\0') != std::string::npos;
+    size_t start = 0;
+    while (!bad && start <= name.size()) {
+      size_t slash = name.find('/', start);
+      std::string_view comp(name.data() + start, (slash == std::string::npos ? name.size() : slash) - start);
+      bad = comp.empty() || comp == "." || comp == "..";
+      if (slash == std::string::npos) break;
+      start = slash + 1;
     }
+    if (bad) return Status::InvalidArgument("invalid object name '" + name + "'");
     return Status::OK();
   }
   std::string PathOf(const std::string& name) const { return root_ + "/" + name; }
+
+  // open(O_CREAT) with its parent directories made first. Remove() prunes
+  // directories that become empty, so a concurrent gc can remove the parent
+  // between MakeDirs and open: then make it again.
+  static Result<int> CreateFile(const std::string& path, int flags, const std::string& what) {
+    for (int attempt = 0;; ++attempt) {
+      RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
+      int fd = ::open(path.c_str(), flags, 0644);
+      if (fd >= 0) return fd;
+      if (errno != ENOENT || attempt >= 5) return Status::FromErrno(errno, what);
+    }
+  }
 
   Status Walk(const std::string& rel_dir, std::vector<ObjectInfo>* out) {
     std::string dir = rel_dir.empty() ? root_ : root_ + "/" + rel_dir;
