@@ -45,6 +45,18 @@ struct CheckpointId {
   uint64_t step = 0;
 };
 
+// How one rank takes part in a save.
+struct SaveOptions {
+  // Identifies one launch of a multi-rank save. Rank 0 commits only
+  // manifests carrying the same attempt, so a re-launched job never mixes in
+  // ranks of an earlier, crashed launch. Leave empty for single-rank saves;
+  // multi-node launchers should pass one id per launch (e.g. the job id and
+  // restart count). Without it, rank 0 tells stale manifests apart only by
+  // their writer being gone, which it can check only for writers on its own
+  // host. At most 128 bytes.
+  std::string attempt;
+};
+
 // Validation shared by every entry point (and by the CLI before it touches
 // the store). Names: 1..255 bytes, no '/', no NUL or control characters, not
 // "." or "..". Item keys: relative '/'-separated paths, 1..4096 bytes, no
@@ -175,9 +187,8 @@ class Store {
 
   // Starts writing rank `rank` of `world` of (name, step). AlreadyExists if
   // that checkpoint is already committed.
-  virtual Result<std::unique_ptr<CheckpointWriter>> BeginCheckpoint(const CheckpointId& id,
-                                                                    uint32_t rank,
-                                                                    uint32_t world) = 0;
+  virtual Result<std::unique_ptr<CheckpointWriter>> BeginCheckpoint(
+      const CheckpointId& id, uint32_t rank, uint32_t world, const SaveOptions& save = {}) = 0;
 
   // Opens a committed checkpoint. `step` nullopt means the latest committed
   // step of `name`. NotFound if none; Corruption if its records are bad.

@@ -26,6 +26,7 @@ std::string EncodeManifest(const Manifest& m) {
   e.PutVarint(m.rank);
   e.PutVarint(m.world);
   e.PutBytes(m.writer_id);
+  e.PutBytes(m.attempt);
   e.PutVarint(static_cast<uint64_t>(m.created_unix_ms));
   e.PutVarint(m.chunk_bytes);
   e.PutVarint(m.objects.size());
@@ -60,6 +61,7 @@ Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& w
   RETURN_IF_ERROR(d.Varint32(&m.rank, "rank"));
   RETURN_IF_ERROR(d.Varint32(&m.world, "world"));
   RETURN_IF_ERROR(d.Bytes(&m.writer_id, 64, "writer id"));
+  RETURN_IF_ERROR(d.Bytes(&m.attempt, 128, "attempt"));
   RETURN_IF_ERROR(d.Varint(&created));
   m.created_unix_ms = static_cast<int64_t>(created);
   RETURN_IF_ERROR(d.Varint(&m.chunk_bytes));

@@ -43,6 +43,7 @@ struct Manifest {
   uint32_t rank = 0;
   uint32_t world = 1;
   std::string writer_id;
+  std::string attempt;   // SaveOptions::attempt
   int64_t created_unix_ms = 0;
   uint64_t chunk_bytes = 0;
   std::vector<DataObjectRef> objects;

@@ -45,8 +45,9 @@ std::string CheckpointLabel(const CheckpointId& id) {
 class Writer final : public CheckpointWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world, std::string writer_id)
+         uint32_t world, const SaveOptions& save, std::string writer_id)
       : backend_(backend),
+        save_(save),
         options_(options),
         id_(id),
         rank_(rank),
@@ -110,6 +111,7 @@ class Writer final : public CheckpointWriter {
     manifest_.rank = rank_;
     manifest_.world = world_;
     manifest_.writer_id = writer_id_;
+    manifest_.attempt = save_.attempt;
     manifest_.created_unix_ms = NowUnixMs();
     manifest_.chunk_bytes = options_.chunk_bytes;
     manifest_.objects = data_.objects();
@@ -199,7 +201,7 @@ class Writer final : public CheckpointWriter {
         if (!bytes.ok()) continue;  // removed meanwhile
         auto m = DecodeManifest(*bytes, "manifest " + o.name);
         if (!m.ok() || m->world != world_ || m->rank != *rank || m->name != id_.name ||
-            m->step != id_.step) {
+            m->step != id_.step || m->attempt != save_.attempt) {
           rejected.insert(o.name);
           continue;
         }
@@ -318,6 +320,7 @@ class Writer final : public CheckpointWriter {
   }
 
   Backend& backend_;
+  SaveOptions save_;
   StoreOptions options_;
   CheckpointId id_;
   uint32_t rank_;
@@ -337,8 +340,10 @@ class Writer final : public CheckpointWriter {
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,
                                                               const CheckpointId& id,
-                                                              uint32_t rank, uint32_t world) {
+                                                              uint32_t rank, uint32_t world,
+                                                              const SaveOptions& save) {
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
+  if (save.attempt.size() > 128) return Status::InvalidArgument("save attempt id longer than 128 bytes");
   if (world == 0 || world > 1'000'000) {
     return Status::InvalidArgument("world size " + std::to_string(world) + " outside 1..1000000");
   }
@@ -361,7 +366,7 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
   // save's objects for garbage.
   std::string writer_id = NewWriterId();
   RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world, writer_id));
+  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world, save, writer_id));
 }
 
 }  // namespace sluice

@@ -14,7 +14,8 @@ namespace sluice {
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,
                                                               const CheckpointId& id,
-                                                              uint32_t rank, uint32_t world);
+                                                              uint32_t rank, uint32_t world,
+                                                              const SaveOptions& save);
 
 }  // namespace sluice
 

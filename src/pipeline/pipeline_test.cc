@@ -394,6 +394,46 @@ TEST_F(StoreTest, RemoveAndGcLeaveARunningSaveAlone) {
   EXPECT_TRUE(store_->Remove({"busy", 2}).ok());
 }
 
+TEST_F(StoreTest, RankZeroNeverMixesInAnotherAttemptsRank) {
+  StoreOptions o;
+  o.rank_timeout_ms = 3000;
+  Reopen(o);
+  const std::string old_data = Bytes(20000, 1), new_data = Bytes(30000, 2);
+  // An earlier launch's rank 1, still alive and waiting for a commit.
+  Status old_rank1;
+  std::thread stale([&] {
+    auto w = store_->BeginCheckpoint({"attempts", 1}, 1, 2, SaveOptions{"launch-1"});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddItem("r1", "meta:r1", old_data.data(), old_data.size()).ok());
+    old_rank1 = (*w)->Commit().status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Status new_rank0, new_rank1;
+  std::thread r0([&] {
+    auto w = store_->BeginCheckpoint({"attempts", 1}, 0, 2, SaveOptions{"launch-2"});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddItem("r0", "meta:r0", "zero", 4).ok());
+    new_rank0 = (*w)->Commit().status();
+  });
+  // The new rank 1 arrives well after rank 0 started gathering.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::thread r1([&] {
+    auto w = store_->BeginCheckpoint({"attempts", 1}, 1, 2, SaveOptions{"launch-2"});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddItem("r1", "meta:r1", new_data.data(), new_data.size()).ok());
+    new_rank1 = (*w)->Commit().status();
+  });
+  r0.join();
+  r1.join();
+  stale.join();
+  EXPECT_TRUE(new_rank0.ok()) << new_rank0.ToString();
+  EXPECT_TRUE(new_rank1.ok()) << new_rank1.ToString();
+  EXPECT_FALSE(old_rank1.ok()) << "the stale rank must learn it was not committed";
+  auto loaded = Load("attempts", 1);
+  EXPECT_EQ(loaded["r1"], new_data);
+  EXPECT_EQ(loaded["r0"], "zero");
+}
+
 TEST_F(StoreTest, NamesWithDotsInsideAreFine) {
   Save("run..2", 1, {{"a..b/c..", "x"}});
   EXPECT_EQ(Load("run..2", 1)["a..b/c.."], "x");

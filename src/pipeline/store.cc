@@ -16,11 +16,12 @@ class StoreImpl final : public Store {
   Backend& backend() override { return *backend_; }
 
   Result<std::unique_ptr<CheckpointWriter>> BeginCheckpoint(const CheckpointId& id, uint32_t rank,
-                                                            uint32_t world) override {
+                                                            uint32_t world,
+                                                            const SaveOptions& save) override {
     if (!backend_->caps().atomic_publish_if_absent) {
       return Status::NotSupported("store " + backend_->uri() + " cannot publish atomically");
     }
-    return NewCheckpointWriter(*backend_, options_, id, rank, world);
+    return NewCheckpointWriter(*backend_, options_, id, rank, world, save);
   }
 
   Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,

@@ -1,6 +1,7 @@
 // sluice save: a directory tree or synthetic data -> checkpoint NAME@STEP.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "item_sources.h"
 #include "output.h"
@@ -28,6 +29,8 @@ CommandSpec SaveSpec() {
       {"rank", "R", "this process's rank (default 0)"},
       {"world", "W", "number of ranks saving this checkpoint together (default 1)"},
       {"timeout", "DURATION", "how long ranks wait for each other (default 10m)"},
+      {"attempt", "ID", "with --world: id of this launch, the same on every rank (default\n"
+                        "                            $SLUICE_ATTEMPT, else none)"},
       {"json", "", "print the result as one JSON object"},
   });
   s.details =
@@ -35,7 +38,9 @@ CommandSpec SaveSpec() {
       "must differ across ranks). Rank 0 commits once every rank has published its\n"
       "manifest; a rank that never arrives leaves the checkpoint uncommitted and\n"
       "every waiting rank fails after --timeout. Ranks must start within --timeout\n"
-      "of each other.";
+      "of each other. A manifest left by a crashed earlier launch is ignored when its\n"
+      "writer is known to be gone (same host) or carries another --attempt: launchers\n"
+      "spanning several hosts should pass --attempt (e.g. $SLURM_JOB_ID.$SLURM_RESTART_COUNT).";
   return s;
 }
 
@@ -93,7 +98,13 @@ int CmdSave(int argc, char** argv) {
   auto store = Store::Open(*flags.Get("store"), opts);
   if (!store.ok()) return FailStoreOpen(store.status());
   CheckpointId id{*name, **step};
-  auto writer = (*store)->BeginCheckpoint(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world));
+  SaveOptions save;
+  if (auto a = flags.Get("attempt")) {
+    save.attempt = *a;
+  } else if (const char* env = std::getenv("SLUICE_ATTEMPT")) {
+    save.attempt = env;
+  }
+  auto writer = (*store)->BeginCheckpoint(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world), save);
   if (!writer.ok()) return Fail(writer.status());
   (*writer)->SetExpectedBytes(total);
 
