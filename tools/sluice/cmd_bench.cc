@@ -276,39 +276,32 @@ int CmdBench(int argc, char** argv) {
     std::vector<double> gibps;
     double cpu = 0;
     uint64_t bytes = 0;
-  } write, read;
+  };
+  Phase write, read;
   bool failed = false;
-  double cpu0 = ProcessCpuSeconds();
-  for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
-    auto timings = RunRanks(ranks, processes, [&](uint32_t r) {
-      std::vector<uint64_t> sizes = SplitSizes(rank_bytes[r], *items);
-      return SaveRank(**store, name, c, r, ranks, sizes);
-    });
-    double slowest = 0;
-    for (const auto& t : timings) {
-      slowest = std::max(slowest, t.seconds);
-      failed |= t.failed != 0;
-      write.bytes += t.bytes;
+  // One phase: every checkpoint in turn, all ranks together; the
+  // checkpoint's time is its slowest rank's.
+  auto run_phase = [&](Phase* phase, auto rank_fn) {
+    const double cpu0 = ProcessCpuSeconds();
+    for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
+      auto timings = RunRanks(ranks, processes, [&](uint32_t r) { return rank_fn(c, r); });
+      double slowest = 0;
+      for (const auto& t : timings) {
+        slowest = std::max(slowest, t.seconds);
+        failed |= t.failed != 0;
+        phase->bytes += t.bytes;
+      }
+      phase->seconds.push_back(slowest);
+      phase->gibps.push_back(size / slowest / (1 << 30));
     }
-    write.seconds.push_back(slowest);
-    write.gibps.push_back(size / slowest / (1 << 30));
-  }
-  write.cpu = ProcessCpuSeconds() - cpu0;
+    phase->cpu = ProcessCpuSeconds() - cpu0;
+  };
+  run_phase(&write, [&](uint64_t c, uint32_t r) {
+    return SaveRank(**store, name, c, r, ranks, SplitSizes(rank_bytes[r], *items));
+  });
   bool dropped = false;
   if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
-  cpu0 = ProcessCpuSeconds();
-  for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
-    auto timings = RunRanks(ranks, processes, [&](uint32_t r) { return ReadRank(**store, name, c, r); });
-    double slowest = 0;
-    for (const auto& t : timings) {
-      slowest = std::max(slowest, t.seconds);
-      failed |= t.failed != 0;
-      read.bytes += t.bytes;
-    }
-    read.seconds.push_back(slowest);
-    read.gibps.push_back(size / slowest / (1 << 30));
-  }
-  read.cpu = ProcessCpuSeconds() - cpu0;
+  run_phase(&read, [&](uint64_t c, uint32_t r) { return ReadRank(**store, name, c, r); });
   if (!flags.Has("keep")) {
     for (uint64_t c = 1; c <= *checkpoints; ++c) (void)(*store)->Remove({name, c});
   }

@@ -133,62 +133,74 @@ Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query)
   return o;
 }
 
-class FileWritable final : public WritableObject {
+// The asynchronous I/O both object kinds share: one fd, one engine, errors
+// named after the object.
+class FileObjectIo {
  public:
-  FileWritable(std::string path, std::string name, int fd, std::unique_ptr<IoEngine> engine)
-      : path_(std::move(path)), name_(std::move(name)), fd_(fd), engine_(std::move(engine)) {}
+  FileObjectIo(std::string name, int fd, std::unique_ptr<IoEngine> engine)
+      : name_(std::move(name)), fd_(fd), engine_(std::move(engine)) {}
 
-  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
-    IoRequest r{fd_.get(), true, offset, const_cast<void*>(data), len, tag};
-    return engine_->Submit(r).WithContext(name_);
+  Status Start(bool write, uint64_t offset, void* buf, size_t len, uint64_t tag) {
+    return engine_->Submit(IoRequest{fd_.get(), write, offset, buf, len, tag}).WithContext(name_);
   }
-  Result<IoCompletion> Reap() override {
+  Result<IoCompletion> Reap() {
     ASSIGN_OR_RETURN(IoCompletion c, engine_->Reap());
     c.status = c.status.WithContext("object " + name_);
     return c;
   }
-  size_t in_flight() const override { return engine_->in_flight(); }
-  size_t queue_depth() const override { return engine_->queue_depth(); }
-
-  Status Finish(uint64_t final_size) override {
-    if (engine_->in_flight() != 0) return Status::InvalidArgument("Finish with I/O in flight");
-    if (::ftruncate(fd_.get(), static_cast<off_t>(final_size)) != 0) {
-      return Status::FromErrno(errno, "truncate " + name_);
-    }
-    if (::fdatasync(fd_.get()) != 0) return Status::FromErrno(errno, "fdatasync " + name_);
-    return FsyncDir(ParentOf(path_));
-  }
+  size_t in_flight() const { return engine_->in_flight(); }
+  size_t queue_depth() const { return engine_->queue_depth(); }
+  int fd() const { return fd_.get(); }
+  const std::string& name() const { return name_; }
 
  private:
-  std::string path_;
   std::string name_;
   Fd fd_;
   std::unique_ptr<IoEngine> engine_;
 };
 
+class FileWritable final : public WritableObject {
+ public:
+  FileWritable(std::string path, std::string name, int fd, std::unique_ptr<IoEngine> engine)
+      : path_(std::move(path)), io_(std::move(name), fd, std::move(engine)) {}
+
+  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
+    return io_.Start(true, offset, const_cast<void*>(data), len, tag);
+  }
+  Result<IoCompletion> Reap() override { return io_.Reap(); }
+  size_t in_flight() const override { return io_.in_flight(); }
+  size_t queue_depth() const override { return io_.queue_depth(); }
+
+  Status Finish(uint64_t final_size) override {
+    if (io_.in_flight() != 0) return Status::InvalidArgument("Finish with I/O in flight");
+    if (::ftruncate(io_.fd(), static_cast<off_t>(final_size)) != 0) {
+      return Status::FromErrno(errno, "truncate " + io_.name());
+    }
+    if (::fdatasync(io_.fd()) != 0) return Status::FromErrno(errno, "fdatasync " + io_.name());
+    return FsyncDir(ParentOf(path_));
+  }
+
+ private:
+  std::string path_;
+  FileObjectIo io_;
+};
+
 class FileReadable final : public ReadableObject {
  public:
   FileReadable(std::string name, int fd, uint64_t size, std::unique_ptr<IoEngine> engine)
-      : name_(std::move(name)), fd_(fd), size_(size), engine_(std::move(engine)) {}
+      : io_(std::move(name), fd, std::move(engine)), size_(size) {}
 
   uint64_t size() const override { return size_; }
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
-    IoRequest r{fd_.get(), false, offset, buf, len, tag};
-    return engine_->Submit(r).WithContext(name_);
+    return io_.Start(false, offset, buf, len, tag);
   }
-  Result<IoCompletion> Reap() override {
-    ASSIGN_OR_RETURN(IoCompletion c, engine_->Reap());
-    c.status = c.status.WithContext("object " + name_);
-    return c;
-  }
-  size_t in_flight() const override { return engine_->in_flight(); }
-  size_t queue_depth() const override { return engine_->queue_depth(); }
+  Result<IoCompletion> Reap() override { return io_.Reap(); }
+  size_t in_flight() const override { return io_.in_flight(); }
+  size_t queue_depth() const override { return io_.queue_depth(); }
 
  private:
-  std::string name_;
-  Fd fd_;
+  FileObjectIo io_;
   uint64_t size_;
-  std::unique_ptr<IoEngine> engine_;
 };
 
 class FileBackend final : public Backend {
