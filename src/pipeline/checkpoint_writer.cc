@@ -166,11 +166,14 @@ class Writer final : public CheckpointWriter {
     }
   }
 
-  // Polls with a growing interval until `done()` or the rank timeout.
+  // Polls with a growing interval until `done()` or the rank timeout. The
+  // interval stays short (at most 50 ms): every rank's save time includes
+  // the wait for the last rank, and a long sleep past that moment would be
+  // pure added stall. A listing of one step's manifests is cheap.
   template <typename F>
   Status Poll(F done, const std::string& what_on_timeout) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.rank_timeout_ms);
-    auto interval = std::chrono::milliseconds(20);
+    auto interval = std::chrono::microseconds(1000);
     for (;;) {
       ASSIGN_OR_RETURN(bool finished, done());
       if (finished) return Status::OK();
@@ -178,7 +181,7 @@ class Writer final : public CheckpointWriter {
         return Status::Unavailable(what_on_timeout);
       }
       std::this_thread::sleep_for(interval);
-      interval = std::min(interval * 2, std::chrono::milliseconds(500));
+      interval = std::min(interval * 3 / 2, std::chrono::microseconds(50'000));
     }
   }
 
