@@ -44,6 +44,22 @@ CommandSpec SaveSpec() {
   return s;
 }
 
+// Counts bytes into the progress line as the writer pulls them, so that one
+// big file shows progress too.
+class CountingSource final : public ItemSource {
+ public:
+  CountingSource(ItemSource& inner, Progress& progress) : inner_(inner), progress_(progress) {}
+  Result<size_t> Read(void* buf, size_t len) override {
+    ASSIGN_OR_RETURN(size_t n, inner_.Read(buf, len));
+    progress_.Add(n);
+    return n;
+  }
+
+ private:
+  ItemSource& inner_;
+  Progress& progress_;
+};
+
 }  // namespace
 
 int CmdSave(int argc, char** argv) {
@@ -113,19 +129,19 @@ int CmdSave(int argc, char** argv) {
     for (const auto& f : files) {
       auto src = FileSource::Open(f);
       if (!src.ok()) return Fail(src.status());
-      Status st = (*writer)->AddItem(f.key, FileMetadata(f.mode), f.size, **src);
+      CountingSource counted(**src, progress);
+      Status st = (*writer)->AddItem(f.key, FileMetadata(f.mode), f.size, counted);
       if (st.ok()) st = (*src)->Close();
       if (!st.ok()) return Fail(st);
-      progress.Add(f.size);
     }
   } else {
     char key[64];
     for (size_t i = 0; i < synthetic_sizes.size(); ++i) {
       snprintf(key, sizeof key, "synthetic/rank%llu/item-%06zu", static_cast<unsigned long long>(*rank), i);
       SyntheticSource src(*rank * 1'000'003 + i, synthetic_sizes[i]);
-      Status st = (*writer)->AddItem(key, "", synthetic_sizes[i], src);
+      CountingSource counted(src, progress);
+      Status st = (*writer)->AddItem(key, "", synthetic_sizes[i], counted);
       if (!st.ok()) return Fail(st);
-      progress.Add(synthetic_sizes[i]);
     }
   }
   auto stats = (*writer)->Commit();
