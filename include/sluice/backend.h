@@ -124,7 +124,9 @@ class Backend {
   // so that garbage collection can see them.
   virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
 
-  // Removes an object. NotFound if absent.
+  // Removes an object, durably: once it returns OK the object stays gone
+  // across a crash or power loss (removing a commit record must not be
+  // undone after the data it named is gone). NotFound if absent.
   virtual Status Remove(const std::string& name) = 0;
 };
 

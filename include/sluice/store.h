@@ -181,6 +181,10 @@ class Store {
   // exist, unless options.create_if_missing.
   static Result<std::unique_ptr<Store>> Open(const std::string& uri,
                                              const StoreOptions& options = {});
+  // The same over a backend the caller built (a driver not in OpenBackend,
+  // or a wrapper around one, e.g. for fault injection in tests).
+  static std::unique_ptr<Store> Open(std::unique_ptr<Backend> backend,
+                                     const StoreOptions& options = {});
   virtual ~Store() = default;
 
   virtual Backend& backend() = 0;

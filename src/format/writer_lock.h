@@ -18,8 +18,10 @@ namespace sluice {
 constexpr std::string_view kWriterLockMagic = "SLUICEWL";
 
 struct WriterLock {
-  std::string host;  // gethostname() of the writer
+  std::string host;        // gethostname() of the writer
+  std::string boot_id;     // the host's boot id: a lock from an earlier boot is dead
   uint32_t pid = 0;
+  uint64_t pid_start = 0;  // the process's start time (clock ticks since boot): defeats pid reuse
   int64_t start_unix_ms = 0;
 };
 

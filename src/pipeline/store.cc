@@ -66,6 +66,10 @@ class StoreImpl final : public Store {
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& uri, const StoreOptions& options) {
   ASSIGN_OR_RETURN(auto backend, OpenBackend(uri, options.create_if_missing));
+  return Open(std::move(backend), options);
+}
+
+std::unique_ptr<Store> Store::Open(std::unique_ptr<Backend> backend, const StoreOptions& options) {
   return std::unique_ptr<Store>(new StoreImpl(std::move(backend), options));
 }
 

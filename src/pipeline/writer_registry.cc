@@ -5,6 +5,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "format/layout.h"
 
@@ -17,6 +20,29 @@ std::string HostName() {
   return buf;
 }
 
+std::string BootId() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
+// Field 22 of /proc/<pid>/stat (after the parenthesised command name, which
+// may itself hold spaces); 0 if the process does not exist.
+uint64_t ProcessStartTicks(uint32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -27,7 +53,8 @@ int64_t NowUnixMs() {
 
 Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer) {
-  WriterLock lock{HostName(), static_cast<uint32_t>(getpid()), NowUnixMs()};
+  const auto pid = static_cast<uint32_t>(getpid());
+  WriterLock lock{HostName(), BootId(), pid, ProcessStartTicks(pid), NowUnixMs()};
   return backend.PublishIfAbsent(WriterLockObject(name, step, writer), EncodeWriterLock(lock))
       .WithContext("register writer");
 }
@@ -39,8 +66,12 @@ void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
 
 WriterState StateOfLock(const WriterLock& lock) {
   if (!lock.host.empty() && lock.host == HostName()) {
-    if (::kill(static_cast<pid_t>(lock.pid), 0) == 0 || errno == EPERM) return WriterState::kAlive;
-    return WriterState::kGone;
+    // Same host: the writer is alive only in this boot, as the very process
+    // that wrote the lock (not another that reused its pid).
+    if (lock.boot_id != BootId()) return WriterState::kGone;
+    if (::kill(static_cast<pid_t>(lock.pid), 0) != 0 && errno != EPERM) return WriterState::kGone;
+    if (lock.pid_start != 0 && ProcessStartTicks(lock.pid) != lock.pid_start) return WriterState::kGone;
+    return WriterState::kAlive;
   }
   return NowUnixMs() - lock.start_unix_ms > kUnknownWriterStaleMs ? WriterState::kGone
                                                                   : WriterState::kAlive;

@@ -2,9 +2,10 @@
 // and removes it when it is done (committed, or failed and cleaned up). See
 // format/writer_lock.h for who reads them and why.
 //
-// Liveness: a lock from this host whose process is gone is dead. A lock from
-// another host cannot be checked; it counts as alive until it is older than
-// kUnknownWriterStaleMs.
+// Liveness: a lock from this host is dead if it is from an earlier boot, or
+// its process is gone (or the pid now belongs to a younger process). A lock
+// from another host cannot be checked; it counts as alive until it is older
+// than kUnknownWriterStaleMs.
 //
 // Thread-safety: thread-safe (no state of its own).
 #ifndef SLUICE_PIPELINE_WRITER_REGISTRY_H_

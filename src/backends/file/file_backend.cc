@@ -331,6 +331,8 @@ class FileBackend final : public Backend {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     if (::unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove object " + name);
+    // An unlink is durable only once its directory is synced.
+    RETURN_IF_ERROR(FsyncDir(ParentOf(path)));
     // Prune directories left empty, up to (not including) the root.
     std::string dir = ParentOf(path);
     while (dir.size() > root_.size() && ::rmdir(dir.c_str()) == 0) dir = ParentOf(dir);
