@@ -49,6 +49,19 @@ int64_t NowUnixMs() {
       .count();
 }
 
+WriterState StateOfLock(const WriterLock& lock) {
+  if (!lock.host.empty() && lock.host == HostName()) {
+    // Same host: the writer is alive only in this boot, as the very process
+    // that wrote the lock (not another that reused its pid).
+    if (lock.boot_id != BootId()) return WriterState::kGone;
+    if (::kill(static_cast<pid_t>(lock.pid), 0) != 0 && errno != EPERM) return WriterState::kGone;
+    if (lock.pid_start != 0 && ProcessStartTicks(lock.pid) != lock.pid_start) return WriterState::kGone;
+    return WriterState::kAlive;
+  }
+  return NowUnixMs() - lock.start_unix_ms > kUnknownWriterStaleMs ? WriterState::kGone
+                                                                  : WriterState::kAlive;
+}
+
 }  // namespace
 
 Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
@@ -62,19 +75,6 @@ Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
 void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
                        std::string_view writer) {
   (void)backend.Remove(WriterLockObject(name, step, writer));
-}
-
-WriterState StateOfLock(const WriterLock& lock) {
-  if (!lock.host.empty() && lock.host == HostName()) {
-    // Same host: the writer is alive only in this boot, as the very process
-    // that wrote the lock (not another that reused its pid).
-    if (lock.boot_id != BootId()) return WriterState::kGone;
-    if (::kill(static_cast<pid_t>(lock.pid), 0) != 0 && errno != EPERM) return WriterState::kGone;
-    if (lock.pid_start != 0 && ProcessStartTicks(lock.pid) != lock.pid_start) return WriterState::kGone;
-    return WriterState::kAlive;
-  }
-  return NowUnixMs() - lock.start_unix_ms > kUnknownWriterStaleMs ? WriterState::kGone
-                                                                  : WriterState::kAlive;
 }
 
 Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint64_t step,

@@ -35,7 +35,6 @@ enum class WriterState { kAlive, kGone };
 // returned (the caller must not guess).
 Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint64_t step,
                                   std::string_view writer);
-WriterState StateOfLock(const WriterLock& lock);
 
 }  // namespace sluice
 

@@ -43,7 +43,7 @@ Result<Flags> Flags::Parse(const CommandSpec& spec, int argc, char** argv, int f
       }
       value = argv[++i];
     }
-    if (!fs->repeatable && f.values_.count(name)) {
+    if (f.values_.count(name)) {
       return Status::InvalidArgument(spec.name + ": --" + name + " given twice");
     }
     f.values_.emplace(name, *value);
@@ -55,13 +55,6 @@ std::optional<std::string> Flags::Get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
   return it->second;
-}
-
-std::vector<std::string> Flags::GetAll(const std::string& name) const {
-  std::vector<std::string> out;
-  auto [b, e] = values_.equal_range(name);
-  for (auto it = b; it != e; ++it) out.push_back(it->second);
-  return out;
 }
 
 Result<std::string> Flags::Require(const std::string& name) const {

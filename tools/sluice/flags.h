@@ -18,7 +18,6 @@ struct FlagSpec {
   std::string name;        // without dashes
   std::string value_name;  // empty: boolean flag
   std::string help;
-  bool repeatable = false;
 };
 
 struct CommandSpec {
@@ -36,15 +35,13 @@ class Flags {
 
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::optional<std::string> Get(const std::string& name) const;
-  std::vector<std::string> GetAll(const std::string& name) const;
   // Required string flag; InvalidArgument "--name is required" if absent.
   Result<std::string> Require(const std::string& name) const;
   Result<uint64_t> GetU64(const std::string& name, uint64_t dflt) const;
   Result<uint64_t> GetSize(const std::string& name, uint64_t dflt) const;
-  bool GetBool(const std::string& name) const { return Has(name); }
 
  private:
-  std::multimap<std::string, std::string> values_;
+  std::map<std::string, std::string> values_;
 };
 
 std::string HelpText(const CommandSpec& spec);
