@@ -523,6 +523,17 @@ ln -s "$W/elsewhere" "$W/trap/sub"
 sl restore --store "$S" --name tree --step 1 --to "$W/trap" --force
 expect_err "restore --force refuses to write through a symlinked directory" 1
 check "nothing was written through the symlink" [ -z "$(ls -A "$W/elsewhere")" ]
+# a restore stopped by a bad chunk leaves no half-written file under a real name
+mkdir -p "$W/two"
+head -c 1048576 /dev/urandom > "$W/two/a"
+head -c 1048576 /dev/urandom > "$W/two/b"
+sl save --store "$S" --name halfway --step 1 --from "$W/two" --chunk-size 64KiB
+flip "$(ls "$(stepdir halfway 1)"/data/*.dat)" 1600000
+sl restore --store "$S" --name halfway --to "$W/halfway"
+expect_err "restore with a bad chunk in the second file fails" 1
+check "the first, complete file was restored bit-exact" cmp -s "$W/two/a" "$W/halfway/a"
+check "the file with the bad chunk was not left half-written" [ ! -e "$W/halfway/b" ]
+check "no temporary files are left behind" [ -z "$(find "$W/halfway" -name '.sluice-restore.*')" ]
 
 echo "# cli_test.sh took $(($(date +%s) - T0)) s, $SKIP skipped"
 echo "$PASS passed, $FAIL failed"

@@ -51,27 +51,17 @@ bool DirIsEmpty(const std::string& dir, bool* exists) {
   return empty;
 }
 
-// Opens root/key for writing, making directories on the way, without
-// following a symlink anywhere below root: with --force, DIR may already hold
-// a symlink (say x -> /etc) that a key "x/passwd" must not write through.
-Result<int> OpenBeneath(const std::string& root, const std::string& key, int flags, mode_t mode) {
+// Opens the directory that will hold root/key, making directories on the
+// way, without following a symlink anywhere below root: with --force, DIR may
+// already hold a symlink (say x -> /etc) that a key "x/passwd" must not write
+// through. Returns the directory's fd; the key's last component is the file.
+Result<int> OpenParentBeneath(const std::string& root, const std::string& key) {
   int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return Status::FromErrno(errno, "open " + root);
   size_t start = 0;
-  for (;;) {
-    size_t slash = key.find('/', start);
-    std::string comp = key.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+  for (size_t slash; (slash = key.find('/', start)) != std::string::npos; start = slash + 1) {
+    std::string comp = key.substr(start, slash - start);
     std::string so_far = root + "/" + key.substr(0, slash);
-    if (slash == std::string::npos) {
-      int fd = ::openat(dir, comp.c_str(), flags | O_NOFOLLOW, mode);
-      int err = errno;
-      ::close(dir);
-      if (fd < 0) {
-        return Status::FromErrno(err, err == ELOOP ? "refusing to write through symlink " + so_far
-                                                   : "create " + so_far);
-      }
-      return fd;
-    }
     if (::mkdirat(dir, comp.c_str(), 0755) != 0 && errno != EEXIST) {
       int err = errno;
       ::close(dir);
@@ -86,8 +76,13 @@ Result<int> OpenBeneath(const std::string& root, const std::string& key, int fla
                                         : "open directory " + so_far);
     }
     dir = next;
-    start = slash + 1;
   }
+  return dir;
+}
+
+std::string BaseName(const std::string& key) {
+  size_t slash = key.find_last_of('/');
+  return slash == std::string::npos ? key : key.substr(slash + 1);
 }
 
 Status MakeDirs(const std::string& dir) {
@@ -111,6 +106,11 @@ Status MakeDirs(const std::string& dir) {
 // padded tail is trimmed with ftruncate. A file whose pieces do not line up
 // (a chunk size that is not a multiple of 4 KiB) drops back to buffered I/O,
 // and so do files under 1 MiB.
+//
+// Each file is written under a temporary name in its directory and renamed
+// into place once all of its bytes are in and verified, so a restore that
+// fails (or is killed) never leaves a half-written file under a real name;
+// with --force, an existing file is replaced only by a complete one.
 class FileWriterSink {
  public:
   static constexpr size_t kAlign = 4096;
@@ -118,27 +118,37 @@ class FileWriterSink {
 
   explicit FileWriterSink(std::string root) : root_(std::move(root)) {}
   ~FileWriterSink() {
-    for (auto& [k, f] : open_) ::close(f.fd);
+    for (auto& [k, f] : open_) {
+      ::close(f.fd);
+      ::unlinkat(f.dir_fd, f.tmp.c_str(), 0);
+      ::close(f.dir_fd);
+    }
     std::free(bounce_);
   }
 
   Status Write(const ItemInfo& item, uint64_t offset, const void* data, size_t len) {
     auto it = open_.find(item.key);
     if (it == open_.end()) {
-      const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+      const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
       // Only rwx bits: a checkpoint is data, and restoring setuid/setgid
       // bits from it (often as root) is a way to plant privileged programs.
       const mode_t mode = (ModeFromMetadata(item.metadata) & 0777) | 0200;
+      ASSIGN_OR_RETURN(int dir_fd, OpenParentBeneath(root_, item.key));
+      std::string tmp = ".sluice-restore." + std::to_string(::getpid()) + "." + std::to_string(++temp_seq_);
       // Small files go through the page cache: a synchronous O_DIRECT write
       // per tiny file costs a device round trip each.
       bool direct = item.size >= kDirectMinBytes;
-      auto opened = OpenBeneath(root_, item.key, flags | (direct ? O_DIRECT : 0), mode);
-      if (!opened.ok() && direct && opened.status().code() == StatusCode::kInvalidArgument) {
+      int fd = ::openat(dir_fd, tmp.c_str(), flags | (direct ? O_DIRECT : 0), mode);
+      if (fd < 0 && direct && errno == EINVAL) {
         direct = false;  // the filesystem refuses O_DIRECT
-        opened = OpenBeneath(root_, item.key, flags, mode);
+        fd = ::openat(dir_fd, tmp.c_str(), flags, mode);
       }
-      if (!opened.ok()) return opened.status();
-      it = open_.emplace(item.key, Open{*opened, 0, ModeFromMetadata(item.metadata) & 0777, direct}).first;
+      if (fd < 0) {
+        Status st = Status::FromErrno(errno, "create a temporary file for " + root_ + "/" + item.key);
+        ::close(dir_fd);
+        return st;
+      }
+      it = open_.emplace(item.key, Open{fd, dir_fd, tmp, 0, ModeFromMetadata(item.metadata) & 0777, direct}).first;
     }
     Open& f = it->second;
     const std::string what = root_ + "/" + item.key;
@@ -163,6 +173,11 @@ class FileWriterSink {
       if (::ftruncate(f.fd, static_cast<off_t>(item.size)) != 0) st = Status::FromErrno(errno, "truncate " + what);
       ::fchmod(f.fd, f.mode);
       if (::close(f.fd) != 0 && st.ok()) st = Status::FromErrno(errno, "close " + what);
+      if (st.ok() && ::renameat(f.dir_fd, f.tmp.c_str(), f.dir_fd, BaseName(item.key).c_str()) != 0) {
+        st = Status::FromErrno(errno, "rename into place " + what);
+      }
+      if (!st.ok()) ::unlinkat(f.dir_fd, f.tmp.c_str(), 0);
+      ::close(f.dir_fd);
       open_.erase(it);
       RETURN_IF_ERROR(st);
       ++files_;
@@ -175,6 +190,8 @@ class FileWriterSink {
  private:
   struct Open {
     int fd;
+    int dir_fd;
+    std::string tmp;  // temporary name in dir_fd until complete
     uint64_t written;
     uint32_t mode;
     bool direct;
@@ -212,6 +229,7 @@ class FileWriterSink {
   size_t bounce_size_ = 0;
   uint64_t files_ = 0;
   uint64_t bytes_ = 0;
+  uint64_t temp_seq_ = 0;
 };
 
 }  // namespace
