@@ -25,7 +25,10 @@ CommandSpec RestoreSpec() {
   s.summary =
       "Recreates the files of a committed checkpoint under DIR, bit-exact, checking\n"
       "every chunk's crc32c. A bad chunk stops the restore with an error naming the\n"
-      "item, chunk, data object and offset.";
+      "item, chunk, data object and offset. Each file is written under a temporary\n"
+      "name and renamed into place once complete, so a failed restore leaves no\n"
+      "half-written file. Symlinks in DIR are never followed; files get their saved\n"
+      "rwx bits (setuid, setgid and sticky bits are not restored).";
   s.flags = StoreFlagSpecs(false);
   s.flags.insert(s.flags.end(), {
       {"name", "NAME", "checkpoint name"},
