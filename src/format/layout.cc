@@ -31,6 +31,22 @@ std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
   return ManifestPrefix(name, step) + buf + std::string(writer) + ".man";
 }
 
+std::string DrainNotePrefix(std::string_view name, uint64_t step) {
+  return StepPrefix(name, step) + "drain/";
+}
+
+std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri) {
+  // FNV-1a 64: a stable, short, filesystem-safe name for any URI.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : tier_uri) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return DrainNotePrefix(name, step) + hex + ".note";
+}
+
 std::string WritersPrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "writers/";
 }

@@ -3,6 +3,7 @@
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
 //   ckpt/<name>/<step>/writers/<writer>.lock                    while a writer is active
+//   ckpt/<name>/<step>/drain/<tier, 16 hex digits>.note         why a drain to a later tier failed
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
 // an object. Steps are zero-padded so names sort by step.
 //
@@ -24,6 +25,9 @@ std::string CommitObject(std::string_view name, uint64_t step);
 std::string ManifestPrefix(std::string_view name, uint64_t step);  // ".../manifest/"
 std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
                            std::string_view writer);
+std::string DrainNotePrefix(std::string_view name, uint64_t step);  // ".../drain/"
+// The note about draining to the tier at `tier_uri` (named by a hash of it).
+std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri);
 std::string WritersPrefix(std::string_view name, uint64_t step);   // ".../writers/"
 std::string WriterLockObject(std::string_view name, uint64_t step, std::string_view writer);
 // The writer id in a manifest, data or lock object name ("" if none).

@@ -44,7 +44,8 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
   return steps;
 }
 
-// True if a writer of the step is (or may be) still running.
+}  // namespace
+
 bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step) {
   auto locks = backend.List(WritersPrefix(name, step));
   if (!locks.ok()) return true;  // cannot tell: assume so
@@ -56,6 +57,8 @@ bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step) {
   }
   return false;
 }
+
+namespace {
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -174,8 +177,11 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
       }
     }
     if (keep_all) continue;
+    const std::string notes = DrainNotePrefix(key.first, key.second);
     for (const auto& o : s.objects) {
       if (live.count(o.name) || o.mtime_unix_ms > cutoff) continue;
+      // A committed step's drain notes say why a later tier lacks it.
+      if (has_commit && o.name.rfind(notes, 0) == 0) continue;
       Status st = backend.Remove(o.name);
       if (!st.ok() && !st.IsNotFound()) return st;
       if (st.ok()) {

@@ -5,6 +5,7 @@
 #define SLUICE_PIPELINE_CATALOG_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,9 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
                                                     bool include_incomplete);
 // The highest committed step of `name`; NotFound if none.
 Result<uint64_t> LatestStep(Backend& backend, std::string_view name);
+// True if a writer (a save, or a drain into this store) of the step is, or
+// may be, still running.
+bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step);
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id);
 Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms);
 

@@ -86,8 +86,9 @@ namespace {
 
 class Reader final : public CheckpointReader {
  public:
-  Reader(Backend& backend, const StoreOptions& options, LoadedCheckpoint loaded)
-      : backend_(backend), options_(options), loaded_(std::move(loaded)) {
+  Reader(Backend& backend, const StoreOptions& options, LoadedCheckpoint loaded,
+         BadChunkHandler on_bad = nullptr)
+      : backend_(backend), options_(options), loaded_(std::move(loaded)), on_bad_(std::move(on_bad)) {
     info_ = InfoOf(loaded_.commit);
     for (uint32_t r = 0; r < loaded_.manifests.size(); ++r) {
       for (const auto& it : loaded_.manifests[r].items) {
@@ -138,7 +139,11 @@ class Reader final : public CheckpointReader {
           backend_, object, group, options_.io_bytes,
           [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
             const ChunkPlace& p = places[t.user];
-            if (data == nullptr) return BadChunkStatus(p, object, *t.ref, problem);
+            std::vector<uint8_t> recovered;
+            if (data == nullptr) {
+              RETURN_IF_ERROR(Recover(p, object, *t.ref, problem, &recovered));
+              data = recovered.data();
+            }
             uint64_t from = std::max(offset, p.item_offset);
             uint64_t to = std::min(offset + len, p.item_offset + t.ref->length);
             std::memcpy(dst + (from - offset), data + (from - p.item_offset), to - from);
@@ -160,7 +165,11 @@ class Reader final : public CheckpointReader {
           backend_, object, tasks, options_.io_bytes,
           [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
             const ChunkPlace& p = plan.places[t.user];
-            if (data == nullptr) return BadChunkStatus(p, object, *t.ref, problem);
+            std::vector<uint8_t> recovered;
+            if (data == nullptr) {
+              RETURN_IF_ERROR(Recover(p, object, *t.ref, problem, &recovered));
+              data = recovered.data();
+            }
             return sink(*p.item, p.item_offset, data, t.ref->length);
           }));
     }
@@ -229,6 +238,17 @@ class Reader final : public CheckpointReader {
     return plan;
   }
 
+  // A bad chunk: served from elsewhere by on_bad_, or the Corruption error.
+  Status Recover(const ChunkPlace& p, const std::string& object, const ChunkRef& ref,
+                 const std::string& problem, std::vector<uint8_t>* out) const {
+    Status bad = BadChunkStatus(p, object, ref, problem);
+    if (!on_bad_) return bad;
+    out->resize(ref.length);
+    Status st = on_bad_(*p.item, p.chunk_index, p.item_offset, ref.length, object, problem, out->data());
+    if (!st.ok()) return Status::Corruption(bad.message() + "; no other copy: " + st.message());
+    return Status::OK();
+  }
+
   Status BadChunkStatus(const ChunkPlace& p, const std::string& object, const ChunkRef& ref,
                         const std::string& problem) const {
     return Status::Corruption(Label(info_.name, info_.step) + ": item '" + p.item->key +
@@ -245,14 +265,17 @@ class Reader final : public CheckpointReader {
   std::vector<ItemInfo> items_;
   std::vector<const ManifestItem*> mitems_;
   std::unordered_map<std::string, size_t> by_key_;
+  BadChunkHandler on_bad_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<CheckpointReader>> NewCheckpointReader(Backend& backend,
                                                               const StoreOptions& options,
-                                                              LoadedCheckpoint loaded) {
-  return std::unique_ptr<CheckpointReader>(new Reader(backend, options, std::move(loaded)));
+                                                              LoadedCheckpoint loaded,
+                                                              BadChunkHandler on_bad) {
+  return std::unique_ptr<CheckpointReader>(
+      new Reader(backend, options, std::move(loaded), std::move(on_bad)));
 }
 
 Result<VerifyReport> VerifyCheckpoint(Backend& backend, const StoreOptions& options,

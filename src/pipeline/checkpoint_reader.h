@@ -4,6 +4,7 @@
 #define SLUICE_PIPELINE_CHECKPOINT_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +24,19 @@ struct LoadedCheckpoint {
 
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step);
 
+// Called for a chunk that is missing or fails its checksum: fills `out`
+// with the chunk's `length` bytes (item bytes from `item_offset`) from
+// elsewhere, or returns an error. `object` and `problem` say what was wrong.
+using BadChunkHandler =
+    std::function<Status(const ItemInfo& item, uint64_t chunk_index, uint64_t item_offset,
+                         uint64_t length, const std::string& object, const std::string& problem,
+                         uint8_t* out)>;
+
+// `on_bad` (optional) lets reads recover bad chunks instead of failing.
 Result<std::unique_ptr<CheckpointReader>> NewCheckpointReader(Backend& backend,
                                                               const StoreOptions& options,
-                                                              LoadedCheckpoint loaded);
+                                                              LoadedCheckpoint loaded,
+                                                              BadChunkHandler on_bad = nullptr);
 
 // Reads every chunk and returns the bad ones (never stops at the first).
 Result<VerifyReport> VerifyCheckpoint(Backend& backend, const StoreOptions& options,

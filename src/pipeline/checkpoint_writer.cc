@@ -42,7 +42,7 @@ std::string CheckpointLabel(const CheckpointId& id) {
   return "checkpoint " + id.name + "@" + std::to_string(id.step);
 }
 
-class Writer final : public CheckpointWriter {
+class Writer final : public RankWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
          uint32_t world, const SaveOptions& save, std::string writer_id)
@@ -105,7 +105,35 @@ class Writer final : public CheckpointWriter {
       return Status::AlreadyExists(label + " is already committed");
     }
     RETURN_IF_ERROR(data_.Finish().WithContext(label));
+    manifest_.objects = data_.objects();
+    return PublishAndCommit();
+  }
 
+  std::string DataObjectName(uint32_t seq) const override {
+    return DataObject(id_.name, id_.step, rank_, writer_id_, seq);
+  }
+
+  Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
+                                  std::vector<DataObjectRef> objects) override {
+    RETURN_IF_ERROR(sticky_);
+    if (finished_) return Status::InvalidArgument("Commit called twice");
+    if (!manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
+    finished_ = true;
+    struct RetireOnReturn {
+      Writer* w;
+      ~RetireOnReturn() { w->Retire(); }
+    } retire{this};
+    if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
+      return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+    }
+    manifest_.items = std::move(items);
+    manifest_.objects = std::move(objects);
+    return PublishAndCommit();
+  }
+
+ private:
+  Result<SaveStats> PublishAndCommit() {
+    const std::string label = CheckpointLabel(id_);
     manifest_.name = id_.name;
     manifest_.step = id_.step;
     manifest_.rank = rank_;
@@ -114,7 +142,6 @@ class Writer final : public CheckpointWriter {
     manifest_.attempt = save_.attempt;
     manifest_.created_unix_ms = NowUnixMs();
     manifest_.chunk_bytes = options_.chunk_bytes;
-    manifest_.objects = data_.objects();
     std::string encoded = EncodeManifest(manifest_);
     std::string manifest_name = ManifestObject(id_.name, id_.step, rank_, writer_id_);
     // Set before publishing: a publish that fails late (the directory fsync)
@@ -137,7 +164,6 @@ class Writer final : public CheckpointWriter {
     return stats;
   }
 
- private:
   struct Candidate {
     std::string object;
     uint64_t bytes = 0;
@@ -345,6 +371,16 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const CheckpointId& id,
                                                               uint32_t rank, uint32_t world,
                                                               const SaveOptions& save) {
+  ASSIGN_OR_RETURN(auto w, NewRankWriter(backend, options, id, rank, world, save));
+  return std::unique_ptr<CheckpointWriter>(std::move(w));
+}
+
+Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
+                                                  const CheckpointId& id, uint32_t rank,
+                                                  uint32_t world, const SaveOptions& save) {
+  if (!backend.caps().atomic_publish_if_absent) {
+    return Status::NotSupported("store " + backend.uri() + " cannot publish atomically");
+  }
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
   if (save.attempt.size() > 128) return Status::InvalidArgument("save attempt id longer than 128 bytes");
   if (world == 0 || world > 1'000'000) {
@@ -369,7 +405,7 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
   // save's objects for garbage.
   std::string writer_id = NewWriterId();
   RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<CheckpointWriter>(new Writer(backend, options, id, rank, world, save, writer_id));
+  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id));
 }
 
 }  // namespace sluice

@@ -6,10 +6,30 @@
 #define SLUICE_PIPELINE_CHECKPOINT_WRITER_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "format/manifest.h"
 #include "sluice/store.h"
 
 namespace sluice {
+
+// A CheckpointWriter that can also commit data objects written by someone
+// else (the staged pipeline writes tier 0 straight from its staging arena).
+class RankWriter : public CheckpointWriter {
+ public:
+  // The name of this writer's seq-th data object.
+  virtual std::string DataObjectName(uint32_t seq) const = 0;
+  // Commit() for data already written and durable in `objects` (named by
+  // DataObjectName), described by `items` (keys validated by the caller,
+  // unique). Not to be mixed with AddItem.
+  virtual Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
+                                          std::vector<DataObjectRef> objects) = 0;
+};
+
+Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
+                                                  const CheckpointId& id, uint32_t rank,
+                                                  uint32_t world, const SaveOptions& save);
 
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,

@@ -1,0 +1,210 @@
+// Pipeline: stall-free, tiered saves.
+//
+// A save has two phases. Snapshot() copies the caller's bytes into a staging
+// arena in host memory (allocated and faulted once, reused by every save) and
+// returns: from then on the caller may change its buffers, and the time
+// Snapshot() blocked is the checkpoint stall. In the background the pipeline
+// then writes the staged bytes straight to tier 0 (O_DIRECT from staging, no
+// second copy), commits there, and drains the committed checkpoint to each
+// later tier in turn, committing on each separately. A SaveHandle reports
+// durability per tier. A synchronous save is the same path followed by Wait().
+//
+// Tiers are stores, fastest first (e.g. local NVMe, then Ceph). Every write
+// into a tier by the background (tier-0 writes after a snapshot, drains)
+// passes that tier's token bucket, so it never takes more than its cap.
+// Restores read the fastest tier holding a committed copy and fall back to
+// the next tier for a chunk that is missing or fails its checksum, then
+// repair the bad copy from the good one.
+//
+// Retention: each tier keeps its newest keep_last committed steps of a name;
+// older ones are removed, except that a step is never removed from a tier
+// while no later tier holds a committed copy of it (the last tier's
+// keep_last is final).
+//
+// A checkpoint larger than the staging arena is streamed: Snapshot() copies
+// in as the tier-0 writer frees staging, so the stall grows toward the
+// write time, but memory stays bounded by the arena.
+//
+// Thread-safety: a Pipeline may be shared by threads; a PendingCheckpoint
+// belongs to one thread; a SaveHandle may be waited on from any thread.
+#ifndef SLUICE_PIPELINE_H_
+#define SLUICE_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+#include "sluice/store.h"
+
+namespace sluice {
+
+struct TierOptions {
+  std::string uri;
+  // Cap for background writes into this tier, in bytes per second; 0 means
+  // no cap. Realized over any 10 s window within a few percent.
+  uint64_t rate_bytes_per_sec = 0;
+  // At most this many background writes in flight into this tier; 0 means
+  // the backend's queue depth.
+  uint32_t max_concurrent_io = 0;
+  // Committed steps of each name kept on this tier; 0 keeps all.
+  uint32_t keep_last = 0;
+};
+
+enum class BusyPolicy {
+  kWait,    // a new save waits until an earlier one is durable everywhere
+  kRefuse,  // a new save fails with Unavailable
+};
+
+struct PipelineOptions {
+  std::vector<TierOptions> tiers;  // fastest first; at least one
+  // Layout of data written to tier 0 (and copied verbatim to later tiers).
+  // object_bytes is clamped to the smallest max_object_bytes of all tiers, so
+  // any tier can hold a copy.
+  StoreOptions store;
+  // Staging arena in bytes: allocated once when the pipeline opens and kept.
+  // At least one I/O buffer (store.io_bytes); at most 80% of physical memory.
+  uint64_t staging_bytes = 1ull << 30;
+  // mlock the arena (needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK).
+  bool lock_staging = false;
+  // Ask for transparent huge pages (fewer page faults and TLB misses).
+  bool huge_pages = true;
+  // Threads copying into staging during Snapshot(), the caller's included.
+  uint32_t copy_threads = 2;
+  // Saves that are not yet durable on every tier, at most.
+  uint32_t max_in_flight = 2;
+  BusyPolicy when_busy = BusyPolicy::kWait;
+  // Drain checkpoints that earlier runs left un-drained (committed on a tier
+  // but missing on a later one) in the background once the pipeline opens.
+  bool resume_drains = true;
+  // First retry of a failed drain after this long, doubling up to the max.
+  uint64_t retry_initial_ms = 1000;
+  uint64_t retry_max_ms = 60'000;
+};
+
+enum class TierState {
+  kPending,    // not started yet (waiting for an earlier tier, or queued)
+  kWriting,    // being written or drained right now
+  kCommitted,  // committed: durable and visible on this tier
+  kFailed,     // the last attempt failed; it will be retried (see error)
+  kSkipped,    // this rank does not write this tier (a later tier of rank != 0)
+};
+
+const char* TierStateName(TierState state);
+
+struct TierProgress {
+  std::string uri;
+  TierState state = TierState::kPending;
+  // Seconds from the start of Snapshot() to the commit on this tier.
+  double durable_seconds = 0;
+  uint64_t bytes_written = 0;
+  uint32_t attempts = 0;
+  Status error;  // why the last attempt failed
+};
+
+class SaveHandle {
+ public:
+  virtual ~SaveHandle() = default;
+  // Seconds Snapshot() blocked.
+  virtual double stall_seconds() const = 0;
+  // True once every tier is committed, or the save failed for good.
+  virtual bool done() const = 0;
+  // Waits until tier `tier` is committed (or the save failed for good: the
+  // tier-0 write failed, or the pipeline closed). Failed drains are retried
+  // with backoff meanwhile, so this may wait for long if a tier is down.
+  virtual Status WaitTier(size_t tier) = 0;
+  // Waits for every tier.
+  virtual Status Wait() = 0;
+  virtual std::vector<TierProgress> progress() const = 0;
+  virtual const CheckpointId& id() const = 0;
+};
+
+// One rank's save being assembled.
+class PendingCheckpoint {
+ public:
+  virtual ~PendingCheckpoint() = default;
+  // A view of the caller's bytes: they are read during Snapshot() and must
+  // not change until it returns. InvalidArgument on a bad or duplicate key.
+  virtual Status AddItem(std::string_view key, std::string_view metadata, const void* data,
+                         uint64_t size) = 0;
+  // Bytes pulled from `source` during Snapshot(); `source` must live until
+  // Snapshot() returns.
+  virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                         ItemSource& source) = 0;
+  // Copies every item into staging and hands the checkpoint to the
+  // background. Once it returns OK the caller's buffers are free again.
+  virtual Result<std::shared_ptr<SaveHandle>> Snapshot() = 0;
+};
+
+// A checkpoint's state on one tier, as `sluice ls` shows it.
+struct TierCopy {
+  std::string uri;
+  // "committed", "draining" (a drain is running), "pending" (an earlier tier
+  // has it, this one not yet), "failed" (the last drain failed: reason),
+  // "absent" (no earlier tier has it, or retention removed it).
+  std::string state;
+  std::string reason;
+};
+
+struct TieredCheckpointInfo {
+  CheckpointInfo info;  // from the fastest tier holding a committed copy
+  std::vector<TierCopy> tiers;
+};
+
+struct DrainReport {
+  uint64_t checkpoints_drained = 0;
+  uint64_t bytes = 0;
+  uint64_t checkpoints_removed = 0;  // by retention
+  std::vector<std::string> failures;  // one line per checkpoint that did not drain
+};
+
+// What a tiered read had to do besides reading the fastest tier.
+struct ReadRecovery {
+  // One line per chunk served from a later tier: item, chunk, bad tier, why.
+  std::vector<std::string> fallbacks;
+  // One line per object rewritten on a faster tier from a good copy.
+  std::vector<std::string> repairs;
+};
+
+class Pipeline {
+ public:
+  static Result<std::unique_ptr<Pipeline>> Open(const PipelineOptions& options);
+  // The same over stores the caller opened (options.tiers[i].uri is then
+  // ignored; its other fields still apply), e.g. wrapped for fault injection.
+  static Result<std::unique_ptr<Pipeline>> Open(const PipelineOptions& options,
+                                                std::vector<std::unique_ptr<Store>> tiers);
+  // Waits for the tier-0 writes of snapshotted saves; drains not finished
+  // are left for the next pipeline or `sluice drain` (nothing committed is
+  // lost: the earlier tier keeps its copy).
+  virtual ~Pipeline() = default;
+
+  virtual size_t tier_count() const = 0;
+  virtual Store& tier(size_t index) = 0;
+
+  // Starts rank `rank` of `world` of (name, step). Waits or fails
+  // (when_busy) while max_in_flight saves are not yet durable everywhere.
+  virtual Result<std::unique_ptr<PendingCheckpoint>> Begin(const CheckpointId& id, uint32_t rank,
+                                                           uint32_t world,
+                                                           const SaveOptions& save = {}) = 0;
+
+  // Drains every checkpoint committed on a tier but missing on a later one,
+  // and applies retention; returns when done (or each failed once).
+  virtual Result<DrainReport> Drain(std::string_view name) = 0;
+
+  // Every checkpoint found on any tier, with its state on each tier.
+  virtual Result<std::vector<TieredCheckpointInfo>> List(std::string_view name) = 0;
+
+  // Opens the fastest committed copy. Reads through the returned reader fall
+  // back to later tiers chunk by chunk, and repair the faster copy;
+  // `recovery` (optional, must outlive the reader) records what happened.
+  virtual Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
+                                                                   std::optional<uint64_t> step,
+                                                                   ReadRecovery* recovery) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_H_

@@ -1,0 +1,58 @@
+#include "io/token_bucket.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace sluice {
+
+TokenBucket::TokenBucket(uint64_t rate_bytes_per_sec, uint64_t burst_bytes, uint32_t max_concurrent)
+    : rate_(rate_bytes_per_sec),
+      burst_(static_cast<double>(std::max<uint64_t>(burst_bytes, 1))),
+      max_concurrent_(max_concurrent),
+      last_(Clock::now()) {}
+
+void TokenBucket::Refill(Clock::time_point now) {
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  tokens_ = std::min(burst_, tokens_ + elapsed * static_cast<double>(rate_));
+}
+
+void TokenBucket::Acquire(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (max_concurrent_ > 0) {
+    slot_freed_.wait(lock, [&] { return in_use_ < max_concurrent_; });
+  }
+  ++in_use_;
+  if (rate_ > 0) {
+    // A request is granted when the bucket holds its bytes, or is full for
+    // one bigger than the burst (then it goes into debt).
+    const double need = std::min(static_cast<double>(bytes), burst_);
+    for (;;) {
+      Refill(Clock::now());
+      if (tokens_ >= need) break;
+      double wait_s = (need - tokens_) / static_cast<double>(rate_);
+      // Sleep without the lock so other flows' Release() is not held up;
+      // the wait is recomputed after, since others may have taken tokens.
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::max(wait_s, 0.0001)));
+      lock.lock();
+    }
+    tokens_ -= static_cast<double>(bytes);
+  }
+  granted_ += bytes;
+}
+
+void TokenBucket::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_use_ > 0) --in_use_;
+  }
+  slot_freed_.notify_one();
+}
+
+uint64_t TokenBucket::granted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return granted_;
+}
+
+}  // namespace sluice

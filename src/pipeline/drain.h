@@ -1,0 +1,71 @@
+// Draining: copying a committed checkpoint from one tier to another,
+// verbatim (same object names, bytes and records), verifying every chunk on
+// the way, and committing it there with the same atomic publish a save uses.
+// Plus what `ls` shows about it (drain notes) and retention.
+//
+// A drain registers a writer lock in the destination step first, so gc and
+// rm there leave it alone and a second drainer of the same step backs off. A
+// killed drain leaves only uncommitted objects, which the next drain
+// overwrites and gc removes.
+//
+// Thread-safety: free functions; callers serialize per (tier, step).
+#ifndef SLUICE_PIPELINE_DRAIN_H_
+#define SLUICE_PIPELINE_DRAIN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "io/token_bucket.h"
+#include "sluice/backend.h"
+#include "sluice/store.h"
+
+namespace sluice {
+
+struct CopyControl {
+  TokenBucket* bucket = nullptr;            // paces writes into the destination (optional)
+  const std::atomic<bool>* stop = nullptr;  // abandon when it turns true (optional)
+  std::atomic<uint64_t>* written = nullptr; // bytes written, as they complete (optional)
+  uint64_t io_bytes = 4ull << 20;
+};
+
+// Copies object `name` (`size` bytes) from `src` to `dst`, replacing any
+// object of that name there, and checks `chunks` (sorted by offset) against
+// their crc32c as they pass. Corruption names the bad chunk's offset.
+Status CopyObject(Backend& src, Backend& dst, const std::string& name, uint64_t size,
+                  const std::vector<ChunkRef>& chunks, const CopyControl& control);
+
+// The chunks of every data object of a manifest, sorted by offset.
+std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m);
+
+// Drains (name, step) from `src` to `dst`. OK if it is committed on `dst`
+// afterwards (also when it already was). Unavailable if another live writer
+// or drainer holds the destination step.
+Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
+                       const CopyControl& control);
+
+// Drain notes: kept in the source tier's step, one per destination tier.
+void WriteDrainNote(Backend& src, const std::string& name, uint64_t step,
+                    const std::string& dst_uri, const std::string& reason);
+void ClearDrainNote(Backend& src, const std::string& name, uint64_t step, const std::string& dst_uri);
+// The reason recorded for `dst_uri`, empty if none.
+std::string ReadDrainNote(Backend& src, const std::string& name, uint64_t step,
+                          const std::string& dst_uri);
+
+// Retention and drain planning for one name, from which steps each tier
+// holds committed. keep_last[k] == 0 keeps all.
+struct TierPlan {
+  std::set<uint64_t> keep;      // steps tier k should hold
+  std::set<uint64_t> to_drain;  // in keep, not yet committed on tier k
+  std::set<uint64_t> to_remove; // committed on k, outside keep, safe to remove
+};
+std::vector<TierPlan> PlanTiers(const std::vector<std::set<uint64_t>>& committed,
+                                const std::vector<uint32_t>& keep_last);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_DRAIN_H_

@@ -1,0 +1,932 @@
+// Pipeline: the staged, tiered save path (see include/sluice/pipeline.h).
+//
+// Threads: the caller's thread (and copy_threads - 1 pool threads) copy into
+// staging during Snapshot(); one writer thread writes staged images to tier
+// 0 and commits them, in order; one drainer thread drains committed
+// checkpoints to later tiers, retrying failures with backoff, and applies
+// retention.
+#include "sluice/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_set>
+
+#include "format/layout.h"
+#include "io/aligned_buffer.h"
+#include "io/token_bucket.h"
+#include "pipeline/catalog.h"
+#include "pipeline/checkpoint_reader.h"
+#include "pipeline/checkpoint_writer.h"
+#include "pipeline/drain.h"
+#include "pipeline/staged_image.h"
+#include "pipeline/staging_arena.h"
+
+namespace sluice {
+
+const char* TierStateName(TierState state) {
+  switch (state) {
+    case TierState::kPending: return "pending";
+    case TierState::kWriting: return "writing";
+    case TierState::kCommitted: return "committed";
+    case TierState::kFailed: return "failed";
+    case TierState::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Label(const CheckpointId& id) {
+  return "checkpoint " + id.name + "@" + std::to_string(id.step);
+}
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class HandleImpl final : public SaveHandle {
+ public:
+  HandleImpl(CheckpointId id, const std::vector<std::string>& uris, std::function<void()> on_done)
+      : id_(std::move(id)), on_done_(std::move(on_done)) {
+    for (const auto& u : uris) {
+      TierProgress p;
+      p.uri = u;
+      tiers_.push_back(std::move(p));
+    }
+    start_ = Clock::now();
+  }
+
+  double stall_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stall_;
+  }
+  bool done() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return DoneLocked();
+  }
+  Status WaitTier(size_t tier) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (tier >= tiers_.size()) {
+      return Status::InvalidArgument("no tier " + std::to_string(tier) + " (there are " +
+                                     std::to_string(tiers_.size()) + ")");
+    }
+    cv_.wait(lock, [&] { return Settled(tier) || !final_.ok(); });
+    if (Settled(tier)) return Status::OK();
+    return final_;
+  }
+  Status Wait() override {
+    for (size_t k = 0; k < tiers_.size(); ++k) RETURN_IF_ERROR(WaitTier(k));
+    return Status::OK();
+  }
+  std::vector<TierProgress> progress() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto out = tiers_;
+    for (size_t k = 0; k < out.size(); ++k) out[k].bytes_written = written_[k].load();
+    return out;
+  }
+  const CheckpointId& id() const override { return id_; }
+
+  // --- used by the pipeline
+  Clock::time_point start() const { return start_; }
+  std::atomic<uint64_t>* written(size_t k) { return &written_[k]; }
+  void SetStall(double s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stall_ = s;
+  }
+  void SetState(size_t k, TierState state, Status error = Status::OK()) {
+    bool now_done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool was_done = DoneLocked();
+      TierProgress& t = tiers_[k];
+      t.state = state;
+      if (state == TierState::kWriting) ++t.attempts;
+      if (state == TierState::kCommitted) t.durable_seconds = SecondsSince(start_);
+      if (!error.ok()) t.error = error;
+      if (state == TierState::kCommitted) t.error = Status::OK();
+      now_done = !was_done && DoneLocked();
+    }
+    cv_.notify_all();
+    if (now_done) Finished();
+  }
+  // The save cannot go on (its tier-0 write failed, or the pipeline closed).
+  void FailForGood(const Status& why) {
+    bool now_done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      bool was_done = DoneLocked();
+      if (final_.ok()) final_ = why;
+      now_done = !was_done && DoneLocked();
+    }
+    cv_.notify_all();
+    if (now_done) Finished();
+  }
+
+ private:
+  bool Settled(size_t k) const {
+    return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped;
+  }
+  bool DoneLocked() const {
+    if (!final_.ok()) return true;
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      if (!Settled(k)) return false;
+    }
+    return true;
+  }
+  void Finished() {
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      f = std::move(on_done_);
+      on_done_ = nullptr;
+    }
+    if (f) f();
+  }
+
+  const CheckpointId id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TierProgress> tiers_;
+  std::atomic<uint64_t> written_[16] = {};
+  double stall_ = 0;
+  Status final_;
+  Clock::time_point start_;
+  std::function<void()> on_done_;
+};
+
+class PipelineImpl;
+
+class PendingImpl final : public PendingCheckpoint {
+ public:
+  PendingImpl(PipelineImpl* p, std::unique_ptr<RankWriter> writer, CheckpointId id, uint32_t rank)
+      : p_(p), writer_(std::move(writer)), id_(std::move(id)), rank_(rank) {}
+  ~PendingImpl() override;
+
+  Status AddItem(std::string_view key, std::string_view metadata, const void* data,
+                 uint64_t size) override {
+    RETURN_IF_ERROR(CheckItem(key, metadata));
+    if (data == nullptr && size > 0) return Status::InvalidArgument("item '" + std::string(key) + "': null data");
+    StagedItem it;
+    it.key = std::string(key);
+    it.metadata = std::string(metadata);
+    it.size = size;
+    it.data = static_cast<const uint8_t*>(data);
+    items_.push_back(std::move(it));
+    return Status::OK();
+  }
+  Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                 ItemSource& source) override {
+    RETURN_IF_ERROR(CheckItem(key, metadata));
+    StagedItem it;
+    it.key = std::string(key);
+    it.metadata = std::string(metadata);
+    it.size = size;
+    it.source = &source;
+    items_.push_back(std::move(it));
+    return Status::OK();
+  }
+  Result<std::shared_ptr<SaveHandle>> Snapshot() override;
+
+ private:
+  Status CheckItem(std::string_view key, std::string_view metadata) {
+    if (snapshotted_) return Status::InvalidArgument("AddItem after Snapshot");
+    RETURN_IF_ERROR(ValidateItemKey(key));
+    if (metadata.size() > (1u << 24)) {
+      return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
+    }
+    if (!keys_.insert(std::string(key)).second) {
+      return Status::InvalidArgument("duplicate item key '" + std::string(key) + "'");
+    }
+    return Status::OK();
+  }
+
+  PipelineImpl* p_;
+  std::unique_ptr<RankWriter> writer_;
+  CheckpointId id_;
+  uint32_t rank_;
+  std::vector<StagedItem> items_;
+  std::unordered_set<std::string> keys_;
+  bool snapshotted_ = false;
+};
+
+struct WriteJob {
+  std::shared_ptr<StagedImage> image;
+  std::unique_ptr<RankWriter> writer;
+  std::shared_ptr<HandleImpl> handle;
+  uint32_t rank = 0;
+};
+
+struct DrainJob {
+  std::string name;
+  uint64_t step = 0;
+  size_t dst = 0;
+  std::shared_ptr<HandleImpl> handle;  // null for drains resumed from an earlier run
+  uint32_t attempts = 0;
+  Clock::time_point not_before;
+};
+
+class PipelineImpl final : public Pipeline {
+ public:
+  PipelineImpl(const PipelineOptions& options, std::vector<std::unique_ptr<Store>> stores)
+      : opts_(options), stores_(std::move(stores)) {}
+
+  Status Init() {
+    if (stores_.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
+    if (stores_.size() > 16) return Status::InvalidArgument("at most 16 tiers");
+    opts_.tiers.resize(stores_.size());
+    for (size_t k = 0; k < stores_.size(); ++k) {
+      Backend& b = stores_[k]->backend();
+      opts_.tiers[k].uri = b.uri();
+      opts_.store.object_bytes = std::min(opts_.store.object_bytes, b.caps().max_object_bytes);
+      // A burst of one I/O, or 50 ms at the cap, whichever is larger: small
+      // enough that a 10 s window stays within ~1% of the cap.
+      const auto& t = opts_.tiers[k];
+      uint64_t burst = std::max<uint64_t>(opts_.store.io_bytes, t.rate_bytes_per_sec / 20);
+      buckets_.push_back(std::make_unique<TokenBucket>(t.rate_bytes_per_sec, burst, t.max_concurrent_io));
+    }
+    for (size_t i = 0; i < opts_.tiers.size(); ++i) {
+      for (size_t j = i + 1; j < opts_.tiers.size(); ++j) {
+        if (opts_.tiers[i].uri == opts_.tiers[j].uri) {
+          return Status::InvalidArgument("tier " + std::to_string(j) + " (" + opts_.tiers[j].uri +
+                                         ") is the same store as tier " + std::to_string(i));
+        }
+      }
+    }
+    if (opts_.store.chunk_bytes == 0 || opts_.store.chunk_bytes > (256ull << 20)) {
+      return Status::InvalidArgument("chunk size outside 1 byte..256 MiB");
+    }
+    if (opts_.store.io_bytes < 4096 || opts_.store.io_bytes > (256ull << 20)) {
+      return Status::InvalidArgument("I/O size outside 4 KiB..256 MiB");
+    }
+    if (opts_.copy_threads == 0 || opts_.copy_threads > 256) {
+      return Status::InvalidArgument("copy threads " + std::to_string(opts_.copy_threads) + " outside 1..256");
+    }
+    if (opts_.max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
+    align_ = std::max<size_t>(stores_[0]->backend().caps().io_alignment, 1);
+    uint64_t slab = AlignUp(opts_.store.io_bytes, std::max<uint64_t>(4096, align_));
+    ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab, opts_.lock_staging,
+                                                  opts_.huge_pages));
+    pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
+    writer_thread_ = std::thread([this] { WriterLoop(); });
+    drainer_thread_ = std::thread([this] { DrainerLoop(); });
+    return Status::OK();
+  }
+
+  ~PipelineImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    work_cv_.notify_all();
+    writer_thread_.join();  // finishes every queued tier-0 write first
+    stop_drains_ = true;
+    drain_cv_.notify_all();
+    drainer_thread_.join();
+    std::deque<DrainJob> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(drains_);
+    }
+    for (auto& j : left) {
+      if (j.handle) {
+        j.handle->FailForGood(Status::Unavailable(
+            Label({j.name, j.step}) + ": the pipeline closed before tier " + std::to_string(j.dst) +
+            " (" + opts_.tiers[j.dst].uri + ") committed it; `sluice drain` finishes it"));
+      }
+    }
+  }
+
+  size_t tier_count() const override { return stores_.size(); }
+  Store& tier(size_t index) override { return *stores_.at(index); }
+
+  Result<std::unique_ptr<PendingCheckpoint>> Begin(const CheckpointId& id, uint32_t rank,
+                                                   uint32_t world, const SaveOptions& save) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (active_ >= opts_.max_in_flight) {
+        if (opts_.when_busy == BusyPolicy::kRefuse) {
+          return Status::Unavailable(Label(id) + ": " + std::to_string(active_) +
+                                     " earlier save(s) are not yet durable on every tier "
+                                     "(max in flight " + std::to_string(opts_.max_in_flight) + ")");
+        }
+        slot_cv_.wait(lock, [&] { return active_ < opts_.max_in_flight; });
+      }
+      ++active_;
+    }
+    auto w = NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
+    if (!w.ok()) {
+      SaveEnded();
+      return w.status();
+    }
+    return std::unique_ptr<PendingCheckpoint>(new PendingImpl(this, std::move(w).value(), id, rank));
+  }
+
+  Result<DrainReport> Drain(std::string_view name) override {
+    if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
+    DrainReport report;
+    ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(name));
+    for (const auto& n : names) {
+      auto plans = Plan(n);
+      for (size_t k = 1; k < stores_.size(); ++k) {
+        for (uint64_t step : plans[k].to_drain) {
+          std::atomic<uint64_t> bytes{0};
+          Status st = DrainOnce(n, step, k, &bytes);
+          if (st.ok()) {
+            ++report.checkpoints_drained;
+            report.bytes += bytes.load();
+          } else {
+            report.failures.push_back(st.ToString());
+          }
+        }
+      }
+      report.checkpoints_removed += ApplyRetention(n);
+    }
+    return report;
+  }
+
+  Result<std::vector<TieredCheckpointInfo>> List(std::string_view name) override {
+    if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
+    const size_t n = stores_.size();
+    std::vector<std::map<std::pair<std::string, uint64_t>, CheckpointInfo>> per_tier(n);
+    std::vector<Status> tier_error(n);
+    std::set<std::pair<std::string, uint64_t>> all;
+    for (size_t k = 0; k < n; ++k) {
+      auto listed = stores_[k]->List(name, false);
+      if (!listed.ok()) {
+        tier_error[k] = listed.status();
+        continue;
+      }
+      for (auto& info : *listed) {
+        all.insert({info.name, info.step});
+        per_tier[k][{info.name, info.step}] = std::move(info);
+      }
+    }
+    // Steps a tier is not meant to hold (retention) are "absent", not pending.
+    std::map<std::string, std::vector<TierPlan>> plans;
+    std::vector<TieredCheckpointInfo> out;
+    for (const auto& key : all) {
+      if (!plans.count(key.first)) {
+        std::vector<std::set<uint64_t>> committed(n);
+        for (size_t k = 0; k < n; ++k) {
+          for (const auto& [kk, info] : per_tier[k]) {
+            if (kk.first == key.first) committed[k].insert(kk.second);
+          }
+        }
+        plans[key.first] = PlanTiers(committed, KeepLast());
+      }
+      TieredCheckpointInfo t;
+      int source = -1;
+      for (size_t k = 0; k < n; ++k) {
+        TierCopy c;
+        c.uri = opts_.tiers[k].uri;
+        auto it = per_tier[k].find(key);
+        if (it != per_tier[k].end()) {
+          c.state = "committed";
+          if (source < 0) {
+            source = static_cast<int>(k);
+            t.info = it->second;
+          }
+        } else if (!tier_error[k].ok()) {
+          c.state = source >= 0 ? "failed" : "absent";
+          c.reason = "cannot list the tier: " + tier_error[k].ToString();
+        } else if (source < 0) {
+          c.state = "absent";
+        } else if (!plans[key.first][k].keep.count(key.second)) {
+          c.state = "absent";
+          c.reason = "beyond keep-last " + std::to_string(opts_.tiers[k].keep_last);
+        } else if (AnyLiveWriter(stores_[k]->backend(), key.first, key.second)) {
+          c.state = "draining";
+        } else {
+          std::string reason = ReadDrainNote(stores_[source]->backend(), key.first, key.second, c.uri);
+          c.state = reason.empty() ? "pending" : "failed";
+          c.reason = reason;
+        }
+        t.tiers.push_back(std::move(c));
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
+                                                           std::optional<uint64_t> step,
+                                                           ReadRecovery* recovery) override;
+
+  // --- used by PendingImpl
+  StagingArena& arena() { return *arena_; }
+  const PipelineOptions& options() const { return opts_; }
+  size_t align() const { return align_; }
+  std::vector<std::string> Uris() const {
+    std::vector<std::string> u;
+    for (const auto& t : opts_.tiers) u.push_back(t.uri);
+    return u;
+  }
+  std::mutex& snapshot_mu() { return snapshot_mu_; }
+  CopyPool& pool() { return *pool_; }
+
+  void SaveEnded() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --active_;
+    }
+    slot_cv_.notify_all();
+  }
+
+  void Enqueue(WriteJob job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writes_.push_back(std::move(job));
+    }
+    work_cv_.notify_all();
+  }
+
+ private:
+  std::vector<uint32_t> KeepLast() const {
+    std::vector<uint32_t> k;
+    for (const auto& t : opts_.tiers) k.push_back(t.keep_last);
+    return k;
+  }
+
+  Result<std::set<std::string>> NamesOnAnyTier(std::string_view name) {
+    std::set<std::string> names;
+    if (!name.empty()) {
+      names.insert(std::string(name));
+      return names;
+    }
+    Status first;
+    for (auto& s : stores_) {
+      auto listed = s->List("", false);
+      if (!listed.ok()) {
+        if (first.ok()) first = listed.status();
+        continue;
+      }
+      for (const auto& i : *listed) names.insert(i.name);
+    }
+    if (names.empty() && !first.ok()) return first;
+    return names;
+  }
+
+  // Which steps of `name` each tier holds committed; a tier that cannot be
+  // listed counts as holding nothing (so nothing is removed on its account).
+  std::vector<TierPlan> Plan(const std::string& name) {
+    std::vector<std::set<uint64_t>> committed(stores_.size());
+    for (size_t k = 0; k < stores_.size(); ++k) {
+      auto listed = stores_[k]->List(name, false);
+      if (!listed.ok()) continue;
+      for (const auto& i : *listed) committed[k].insert(i.step);
+    }
+    return PlanTiers(committed, KeepLast());
+  }
+
+  uint64_t ApplyRetention(const std::string& name) {
+    std::lock_guard<std::mutex> lock(retention_mu_);
+    uint64_t removed = 0;
+    auto plans = Plan(name);
+    for (size_t k = 0; k < stores_.size(); ++k) {
+      for (uint64_t step : plans[k].to_remove) {
+        if (stores_[k]->Remove({name, step}).ok()) ++removed;
+      }
+    }
+    return removed;
+  }
+
+  // One attempt at draining (name, step) into tier `dst` from the fastest
+  // tier that has it committed.
+  Status DrainOnce(const std::string& name, uint64_t step, size_t dst, std::atomic<uint64_t>* bytes) {
+    const std::string label = Label({name, step});
+    int src = -1;
+    Status why;
+    for (size_t j = 0; j < dst; ++j) {
+      auto loaded = LoadCheckpoint(stores_[j]->backend(), name, step);
+      if (loaded.ok()) {
+        src = static_cast<int>(j);
+        break;
+      }
+      if (why.ok()) why = loaded.status();
+    }
+    if (src < 0) {
+      return Status::NotFound(label + ": no earlier tier holds a committed copy to drain to tier " +
+                              std::to_string(dst) + (why.ok() ? "" : ": " + why.message()));
+    }
+    CopyControl control;
+    control.bucket = buckets_[dst].get();
+    control.stop = &stop_drains_;
+    control.written = bytes;
+    control.io_bytes = opts_.store.io_bytes;
+    Backend& s = stores_[src]->backend();
+    Status st = DrainCheckpoint(s, stores_[dst]->backend(), name, step, control);
+    if (st.ok()) {
+      ClearDrainNote(s, name, step, opts_.tiers[dst].uri);
+    } else if (!stop_drains_) {
+      WriteDrainNote(s, name, step, opts_.tiers[dst].uri, st.ToString());
+    }
+    return st;
+  }
+
+  void WriterLoop() {
+    for (;;) {
+      WriteJob job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return closing_ || !writes_.empty(); });
+        if (writes_.empty()) return;  // closing, nothing left
+        job = std::move(writes_.front());
+        writes_.pop_front();
+      }
+      const CheckpointId id = job.handle->id();
+      job.handle->SetState(0, TierState::kWriting);
+      auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
+                                             job.handle->written(0));
+      job.writer.reset();  // retires the writer: its lock goes, failed data is removed
+      job.image.reset();
+      if (!stats.ok()) {
+        Status why = stats.status().WithContext("tier 0 (" + opts_.tiers[0].uri + ")");
+        job.handle->SetState(0, TierState::kFailed, why);
+        job.handle->FailForGood(why);
+        continue;
+      }
+      job.handle->SetState(0, TierState::kCommitted);
+      if (job.rank != 0) {
+        // Rank 0 drains the whole checkpoint; other ranks are done.
+        for (size_t k = 1; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
+        continue;
+      }
+      if (stores_.size() == 1) {
+        ApplyRetention(id.name);
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t k = 1; k < stores_.size(); ++k) {
+          drains_.push_back(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now()});
+        }
+      }
+      drain_cv_.notify_all();
+    }
+  }
+
+  void ResumeDrains() {
+    auto names = NamesOnAnyTier("");
+    if (!names.ok()) return;
+    for (const auto& n : *names) {
+      if (stop_drains_) return;
+      auto plans = Plan(n);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t k = 1; k < stores_.size(); ++k) {
+        for (uint64_t step : plans[k].to_drain) {
+          bool queued = false;
+          for (const auto& j : drains_) queued = queued || (j.name == n && j.step == step && j.dst == k);
+          if (!queued) drains_.push_back(DrainJob{n, step, k, nullptr, 0, Clock::now()});
+        }
+      }
+    }
+  }
+
+  void DrainerLoop() {
+    if (opts_.resume_drains && stores_.size() > 1) ResumeDrains();
+    for (;;) {
+      DrainJob job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+          if (stop_drains_) return;
+          auto ready = drains_.end();
+          auto earliest = Clock::time_point::max();
+          for (auto it = drains_.begin(); it != drains_.end(); ++it) {
+            if (it->not_before <= Clock::now()) {
+              ready = it;
+              break;
+            }
+            earliest = std::min(earliest, it->not_before);
+          }
+          if (ready != drains_.end()) {
+            job = std::move(*ready);
+            drains_.erase(ready);
+            break;
+          }
+          if (earliest == Clock::time_point::max()) {
+            drain_cv_.wait(lock);
+          } else {
+            drain_cv_.wait_until(lock, earliest);
+          }
+        }
+      }
+      if (job.handle) job.handle->SetState(job.dst, TierState::kWriting);
+      Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
+      if (st.ok()) {
+        if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
+        ApplyRetention(job.name);
+        continue;
+      }
+      if (stop_drains_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        drains_.push_back(std::move(job));  // reported as unfinished by the destructor
+        return;
+      }
+      if (st.code() == StatusCode::kNotFound && !job.handle) continue;  // gone meanwhile
+      ++job.attempts;
+      uint64_t backoff = opts_.retry_initial_ms;
+      for (uint32_t i = 1; i < job.attempts && backoff < opts_.retry_max_ms; ++i) backoff *= 2;
+      backoff = std::min(backoff, opts_.retry_max_ms);
+      if (job.handle) {
+        job.handle->SetState(job.dst, TierState::kFailed,
+                             st.WithContext("attempt " + std::to_string(job.attempts) + ", retrying in " +
+                                            std::to_string(backoff / 1000.0).substr(0, 4) + " s"));
+      }
+      job.not_before = Clock::now() + std::chrono::milliseconds(backoff);
+      std::lock_guard<std::mutex> lock(mu_);
+      drains_.push_back(std::move(job));
+    }
+  }
+
+  PipelineOptions opts_;
+  std::vector<std::unique_ptr<Store>> stores_;
+  std::vector<std::unique_ptr<TokenBucket>> buckets_;
+  std::unique_ptr<StagingArena> arena_;
+  std::unique_ptr<CopyPool> pool_;
+  size_t align_ = 1;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, drain_cv_, slot_cv_;
+  std::deque<WriteJob> writes_;
+  std::deque<DrainJob> drains_;
+  uint32_t active_ = 0;
+  bool closing_ = false;
+  std::atomic<bool> stop_drains_{false};
+  std::mutex snapshot_mu_;
+  std::mutex retention_mu_;
+  std::thread writer_thread_, drainer_thread_;
+};
+
+PendingImpl::~PendingImpl() {
+  // Dropped without a snapshot: the save never started.
+  if (!snapshotted_) {
+    writer_.reset();
+    p_->SaveEnded();
+  }
+}
+
+Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
+  if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
+  snapshotted_ = true;
+  PipelineImpl* p = p_;
+  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), [p] { p->SaveEnded(); });
+  std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
+  std::shared_ptr<StagedImage> image =
+      StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
+                        p->options().store.object_bytes, p->align(), p->arena());
+  // The writer starts at once: an image larger than the arena streams.
+  p->Enqueue(WriteJob{image, std::move(writer_), handle, rank_});
+  Status copied = image->CopyIn(p->pool());
+  handle->SetStall(SecondsSince(handle->start()));
+  if (!copied.ok()) return copied.WithContext(Label(id_));
+  return std::shared_ptr<SaveHandle>(handle);
+}
+
+// A reader over the fastest committed copy that serves bad chunks from later
+// tiers and then rewrites the bad objects from the good copy.
+class TieredReader final : public CheckpointReader {
+ public:
+  TieredReader(std::vector<Store*> tiers, size_t primary, const std::string& name, uint64_t step,
+               const StoreOptions& options, ReadRecovery* recovery)
+      : tiers_(std::move(tiers)), primary_(primary), name_(name), step_(step), options_(options),
+        recovery_(recovery) {}
+
+  Status Init(LoadedCheckpoint loaded) {
+    for (const auto& m : loaded.manifests) {
+      auto chunks = ChunksPerObject(m);
+      for (size_t o = 0; o < m.objects.size(); ++o) {
+        objects_[m.objects[o].name] = {m.objects[o].size, chunks[o]};
+      }
+    }
+    ASSIGN_OR_RETURN(reader_, NewCheckpointReader(
+                                  tiers_[primary_]->backend(), options_, std::move(loaded),
+                                  [this](const ItemInfo& item, uint64_t chunk, uint64_t item_offset,
+                                         uint64_t length, const std::string& object,
+                                         const std::string& problem, uint8_t* out) {
+                                    return Recover(item, chunk, item_offset, length, object, problem, out);
+                                  }));
+    return Status::OK();
+  }
+
+  const CheckpointInfo& info() const override { return reader_->info(); }
+  const std::vector<ItemInfo>& items() const override { return reader_->items(); }
+  Status ReadRange(std::string_view key, uint64_t offset, void* out, uint64_t len) override {
+    Status st = reader_->ReadRange(key, offset, out, len);
+    Repair();
+    return st;
+  }
+  Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) override {
+    Status st = reader_->ReadAll(rank, sink);
+    Repair();
+    return st;
+  }
+
+ private:
+  Status Recover(const ItemInfo& item, uint64_t chunk, uint64_t item_offset, uint64_t length,
+                 const std::string& object, const std::string& problem, uint8_t* out) {
+    Status last = Status::NotFound("no later tier holds a committed copy");
+    for (size_t j = primary_ + 1; j < tiers_.size(); ++j) {
+      if (!others_.count(j)) {
+        auto r = tiers_[j]->OpenCheckpoint(name_, step_);
+        if (!r.ok()) {
+          others_[j] = nullptr;
+          last = r.status();
+        } else {
+          others_[j] = std::move(r).value();
+        }
+      }
+      if (others_[j] == nullptr) continue;
+      Status st = others_[j]->ReadRange(item.key, item_offset, out, length);
+      if (!st.ok()) {
+        last = st;
+        continue;
+      }
+      if (recovery_ != nullptr) {
+        recovery_->fallbacks.push_back(
+            "item '" + item.key + "' chunk " + std::to_string(chunk) + ": " + problem + " in " +
+            object + " on tier " + std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() +
+            "); read from tier " + std::to_string(j) + " (" + tiers_[j]->backend().uri() + ")");
+      }
+      if (!to_repair_.count(object)) to_repair_[object] = j;
+      return Status::OK();
+    }
+    return last;
+  }
+
+  void Repair() {
+    for (const auto& [object, good] : to_repair_) {
+      auto it = objects_.find(object);
+      if (it == objects_.end()) continue;
+      CopyControl control;  // a foreground repair: not throttled
+      control.io_bytes = options_.io_bytes;
+      Status st = CopyObject(tiers_[good]->backend(), tiers_[primary_]->backend(), object,
+                             it->second.first, it->second.second, control);
+      if (recovery_ != nullptr) {
+        recovery_->repairs.push_back(
+            (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +
+            std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() + ") from tier " +
+            std::to_string(good) + (st.ok() ? "" : ": " + st.ToString()));
+      }
+    }
+    to_repair_.clear();
+  }
+
+  std::vector<Store*> tiers_;
+  size_t primary_;
+  std::string name_;
+  uint64_t step_;
+  StoreOptions options_;
+  ReadRecovery* recovery_;
+  std::unique_ptr<CheckpointReader> reader_;
+  std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
+  std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
+  std::map<std::string, std::pair<uint64_t, std::vector<ChunkRef>>> objects_;
+};
+
+Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name,
+                                                                       std::optional<uint64_t> step,
+                                                                       ReadRecovery* recovery) {
+  RETURN_IF_ERROR(ValidateCheckpointName(name));
+  const std::string n(name);
+  Status first;
+  if (!step) {
+    // The newest step committed anywhere.
+    std::optional<uint64_t> best;
+    for (auto& s : stores_) {
+      auto latest = LatestStep(s->backend(), n);
+      if (latest.ok()) {
+        best = best ? std::max(*best, *latest) : *latest;
+      } else if (first.ok() || first.IsNotFound()) {
+        first = latest.status();
+      }
+    }
+    if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
+    step = best;
+  }
+  std::vector<Store*> tiers;
+  for (auto& s : stores_) tiers.push_back(s.get());
+  for (size_t k = 0; k < stores_.size(); ++k) {
+    auto loaded = LoadCheckpoint(stores_[k]->backend(), n, *step);
+    if (!loaded.ok()) {
+      if (!loaded.status().IsNotFound() && recovery != nullptr) {
+        recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + opts_.tiers[k].uri +
+                                      "): " + loaded.status().ToString() + "; trying the next tier");
+      }
+      if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
+      continue;
+    }
+    auto reader = std::make_unique<TieredReader>(tiers, k, n, *step, opts_.store, recovery);
+    RETURN_IF_ERROR(reader->Init(std::move(loaded).value()));
+    return std::unique_ptr<CheckpointReader>(std::move(reader));
+  }
+  return first;
+}
+
+// A later tier that could not be opened yet (a cluster down, a mount
+// missing): every call retries the open, at most once a second, so saves
+// proceed on tier 0 and the drain to this tier retries until it is back.
+// Until it opens, its caps are the conservative ones of the smallest
+// backend (128 MiB objects), so data laid out meanwhile fits any tier.
+class DeferredBackend final : public Backend {
+ public:
+  DeferredBackend(std::string uri, bool create, Status first_error)
+      : uri_(std::move(uri)), create_(create), error_(std::move(first_error)) {
+    fallback_caps_.io_alignment = 4096;
+    fallback_caps_.max_object_bytes = 128ull << 20;
+    fallback_caps_.atomic_publish_if_absent = true;
+    fallback_caps_.io_path = "not open yet";
+    last_try_ = Clock::now();
+  }
+  const BackendCaps& caps() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_ ? inner_->caps() : fallback_caps_;
+  }
+  const std::string& uri() const override { return uri_; }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Create(name, hint);
+  }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Open(name);
+  }
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->PublishIfAbsent(name, bytes);
+  }
+  Result<std::string> ReadSmall(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->ReadSmall(name);
+  }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->List(prefix);
+  }
+  Status Remove(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Remove(name);
+  }
+
+ private:
+  Result<Backend*> Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (inner_) return inner_.get();
+    if (Clock::now() - last_try_ >= std::chrono::seconds(1)) {
+      last_try_ = Clock::now();
+      auto b = OpenBackend(uri_, create_);
+      if (b.ok()) {
+        inner_ = std::move(b).value();
+        return inner_.get();
+      }
+      error_ = b.status();
+    }
+    return Status::Unavailable("store " + uri_ + " is not available: " + error_.ToString());
+  }
+
+  const std::string uri_;
+  const bool create_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Backend> inner_;
+  Status error_;
+  BackendCaps fallback_caps_;
+  Clock::time_point last_try_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
+  if (options.tiers.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
+  std::vector<std::unique_ptr<Store>> stores;
+  for (size_t k = 0; k < options.tiers.size(); ++k) {
+    auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);
+    if (!b.ok()) {
+      // Tier 0 is where saves land: it must be there. A bad URI is a bad
+      // URI on any tier.
+      if (k == 0 || b.status().code() == StatusCode::kInvalidArgument) {
+        return b.status().WithContext("tier " + std::to_string(k));
+      }
+      b = std::unique_ptr<Backend>(new DeferredBackend(options.tiers[k].uri,
+                                                       options.store.create_if_missing, b.status()));
+    }
+    stores.push_back(Store::Open(std::move(b).value(), options.store));
+  }
+  return Open(options, std::move(stores));
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options,
+                                                 std::vector<std::unique_ptr<Store>> tiers) {
+  auto p = std::make_unique<PipelineImpl>(options, std::move(tiers));
+  RETURN_IF_ERROR(p->Init());
+  return std::unique_ptr<Pipeline>(std::move(p));
+}
+
+}  // namespace sluice

@@ -1,0 +1,390 @@
+#include "pipeline/staged_image.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/aligned_buffer.h"
+#include "io/crc32c.h"
+
+namespace sluice {
+namespace {
+
+// Copy into staging with non-temporal stores: the staged bytes are next read
+// by the disk's DMA and one checksum pass, not by this core, so filling the
+// cache with them only evicts the caller's working set. On this kind of
+// machine it is also ~1.7x faster than memcpy on one thread.
+__attribute__((target("avx2"))) void StreamCopyAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t head = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
+  head = std::min(head, n);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+  _mm_sfence();
+}
+
+void CopyToStaging(uint8_t* dst, const uint8_t* src, size_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && n >= (64u << 10)) {
+    StreamCopyAvx2(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+// Memory items are cut into pieces of this size so that every copy thread
+// gets work even when one item dominates.
+constexpr uint64_t kCopyPieceBytes = 16ull << 20;
+
+}  // namespace
+
+CopyPool::CopyPool(uint32_t threads) {
+  for (uint32_t i = 1; i < std::max<uint32_t>(threads, 1); ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+CopyPool::~CopyPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void CopyPool::Drain() {
+  for (;;) {
+    size_t i = next_.fetch_add(1);
+    if (i >= count_) return;
+    (*task_)(i);
+  }
+}
+
+void CopyPool::WorkerLoop() {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    ++active_;
+    lock.unlock();
+    Drain();
+    lock.lock();
+    if (--active_ == 0) done_cv_.notify_all();
+  }
+}
+
+void CopyPool::Run(size_t count, const std::function<void(size_t)>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    task_ = &task;
+    count_ = count;
+    next_ = 0;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  Drain();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Workers that woke late find no task left and leave at once; wait for the
+  // ones still copying.
+  done_cv_.wait(lock, [&] { return active_ == 0; });
+  task_ = nullptr;
+}
+
+std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, uint64_t chunk_bytes,
+                                               uint64_t object_bytes, size_t align,
+                                               StagingArena& arena) {
+  std::unique_ptr<StagedImage> img(new StagedImage(arena));
+  const uint64_t S = arena.slab_bytes();
+  object_bytes = std::max(object_bytes, chunk_bytes);
+  img->align_ = std::max<size_t>(align, 1);
+  img->items_ = std::move(items);
+  img->chunks_.resize(img->items_.size());
+  uint64_t next_slab = 0;
+  auto close_object = [&] {
+    if (!img->objects_.empty()) next_slab += (img->objects_.back().size + S - 1) / S;
+  };
+  for (uint32_t i = 0; i < img->items_.size(); ++i) {
+    const StagedItem& item = img->items_[i];
+    img->total_bytes_ += item.size;
+    uint64_t remaining = item.size;
+    uint64_t item_off = 0;
+    const size_t first_unit = img->units_.size();
+    while (remaining > 0) {
+      uint64_t clen = std::min(chunk_bytes, remaining);
+      if (img->objects_.empty() || img->objects_.back().size + clen > object_bytes) {
+        close_object();
+        img->objects_.push_back(ObjectPlan{next_slab, 0});
+      }
+      ObjectPlan& obj = img->objects_.back();
+      uint32_t obj_index = static_cast<uint32_t>(img->objects_.size() - 1);
+      img->order_.push_back(ChunkPlan{i, static_cast<uint32_t>(img->chunks_[i].size())});
+      img->chunks_[i].push_back(ChunkRef{obj_index, obj.size, static_cast<uint32_t>(clen), 0});
+      uint64_t pos = obj.first_slab * S + obj.size;
+      if (img->units_.size() > first_unit && img->units_.back().image_pos + img->units_.back().len == pos) {
+        img->units_.back().len += clen;
+      } else {
+        img->units_.push_back(CopyUnit{i, item_off, pos, clen, false});
+      }
+      obj.size += clen;
+      item_off += clen;
+      remaining -= clen;
+    }
+    if (item.source != nullptr) {
+      // One task for the whole item: a source is read front to back.
+      if (img->units_.size() > first_unit) img->tasks_.push_back({first_unit, img->units_.size()});
+      continue;
+    }
+    // Split memory runs into pieces, each its own task.
+    std::vector<CopyUnit> runs(img->units_.begin() + static_cast<long>(first_unit), img->units_.end());
+    img->units_.resize(first_unit);
+    for (const CopyUnit& r : runs) {
+      uint64_t done = 0;
+      while (done < r.len) {
+        uint64_t n = std::min(kCopyPieceBytes, r.len - done);
+        img->units_.push_back(CopyUnit{i, r.item_offset + done, r.image_pos + done, n, false});
+        img->tasks_.push_back({img->units_.size() - 1, img->units_.size()});
+        done += n;
+      }
+    }
+  }
+  close_object();
+  img->slab_count_ = next_slab;
+  img->unfilled_.reset(new std::atomic<uint64_t>[img->slab_count_]);
+  for (const auto& o : img->objects_) {
+    uint64_t slabs = (o.size + S - 1) / S;
+    for (uint64_t j = 0; j < slabs; ++j) {
+      img->unfilled_[o.first_slab + j].store(std::min(S, o.size - j * S));
+    }
+  }
+  img->first_seq_ = arena.Reserve(img->slab_count_);
+  return img;
+}
+
+void StagedImage::Fail(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.load()) {
+      failed_.store(true, std::memory_order_release);
+      if (copy_status_.ok()) copy_status_ = why;
+    }
+  }
+  filled_cv_.notify_all();
+  arena_.Kick();
+}
+
+void StagedImage::SlabFilled(uint64_t slab, uint64_t bytes) {
+  if (unfilled_[slab].fetch_sub(bytes, std::memory_order_acq_rel) == bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    filled_cv_.notify_all();
+  }
+}
+
+Status StagedImage::CopyUnitIn(const CopyUnit& u) {
+  const uint64_t S = arena_.slab_bytes();
+  const StagedItem& item = items_[u.item];
+  uint64_t pos = u.image_pos;
+  uint64_t item_off = u.item_offset;
+  uint64_t left = u.len;
+  while (left > 0) {
+    uint64_t slab = pos / S;
+    uint64_t in = pos % S;
+    uint64_t n = std::min(left, S - in);
+    uint64_t seq = first_seq_ + slab;
+    if (!arena_.WaitWritable(seq, [this] { return Abandoned(); })) {
+      return Status::Unavailable("snapshot abandoned");
+    }
+    uint8_t* dst = arena_.SlabOf(seq) + in;
+    if (item.data != nullptr) {
+      CopyToStaging(dst, item.data + item_off, static_cast<size_t>(n));
+    } else {
+      uint64_t got = 0;
+      while (got < n) {
+        ASSIGN_OR_RETURN(size_t r, item.source->Read(dst + got, static_cast<size_t>(n - got)));
+        if (r == 0 || r > n - got) {
+          return Status::InvalidArgument("item '" + item.key + "': its source delivered " +
+                                         std::to_string(item_off + got) + " bytes, " +
+                                         std::to_string(item.size) + " were declared");
+        }
+        got += r;
+      }
+    }
+    SlabFilled(slab, n);
+    pos += n;
+    item_off += n;
+    left -= n;
+  }
+  return Status::OK();
+}
+
+Status StagedImage::CopyIn(CopyPool& pool) {
+  pool.Run(tasks_.size(), [this](size_t t) {
+    for (size_t u = tasks_[t].first; u < tasks_[t].second; ++u) {
+      if (Abandoned()) return;
+      Status st = CopyUnitIn(units_[u]);
+      if (!st.ok()) {
+        Fail(st.WithContext("snapshot item '" + items_[units_[u].item].key + "'"));
+        return;
+      }
+    }
+  });
+  Status result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    copy_finished_ = true;
+    result = copy_status_;
+  }
+  filled_cv_.notify_all();
+  // The caller's buffers and sources are not touched after this.
+  for (auto& it : items_) {
+    it.data = nullptr;
+    it.source = nullptr;
+  }
+  return result;
+}
+
+bool StagedImage::WaitSlabFilled(uint64_t slab) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (unfilled_[slab].load(std::memory_order_acquire) == 0) return true;
+    if (copy_finished_ || failed_.load()) return false;
+    filled_cv_.wait(lock);
+  }
+}
+
+Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backend,
+                                              TokenBucket* bucket, std::atomic<uint64_t>* written) {
+  const uint64_t S = arena_.slab_bytes();
+  std::vector<bool> released(slab_count_, false);
+  Status error;
+  std::unique_ptr<WritableObject> obj;
+  std::vector<DataObjectRef> refs;
+
+  auto reap_one = [&]() {
+    auto c = obj->Reap();
+    if (!c.ok()) {
+      if (error.ok()) error = c.status();
+      return false;
+    }
+    uint64_t slab = c->tag - first_seq_;
+    released[slab] = true;
+    arena_.Release(c->tag);
+    if (bucket != nullptr) bucket->Release();
+    if (!c->status.ok() && error.ok()) error = c->status;
+    if (c->status.ok() && written != nullptr) written->fetch_add(c->bytes);
+    return true;
+  };
+
+  size_t next_chunk = 0;      // cursor into order_
+  uint32_t chunk_done = 0;    // bytes of that chunk already checksummed
+  for (size_t o = 0; o < objects_.size() && error.ok(); ++o) {
+    const ObjectPlan& plan = objects_[o];
+    std::string name = writer.DataObjectName(static_cast<uint32_t>(o));
+    auto created = backend.Create(name, AlignUp(plan.size, align_));
+    if (!created.ok()) {
+      error = created.status();
+      break;
+    }
+    obj = std::move(created).value();
+    refs.push_back(DataObjectRef{name, plan.size});
+    size_t depth = obj->queue_depth();
+    if (bucket != nullptr && bucket->max_concurrent() > 0) {
+      depth = std::min<size_t>(depth, bucket->max_concurrent());
+    }
+    uint64_t slabs = (plan.size + S - 1) / S;
+    for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
+      uint64_t slab = plan.first_slab + j;
+      if (!WaitSlabFilled(slab)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error = copy_status_.ok() ? Status::Unavailable("snapshot did not complete") : copy_status_;
+        break;
+      }
+      uint8_t* p = arena_.SlabOf(first_seq_ + slab);
+      uint64_t logical = std::min(S, plan.size - j * S);
+      // Checksum the chunks (or the parts of them) this slab holds.
+      const uint64_t begin = slab * S, end = begin + logical;
+      while (next_chunk < order_.size()) {
+        ChunkRef& ref = chunks_[order_[next_chunk].item][order_[next_chunk].chunk];
+        uint64_t cpos = objects_[ref.object].first_slab * S + ref.offset + chunk_done;
+        if (cpos >= end) break;
+        uint64_t n = std::min<uint64_t>(ref.length - chunk_done, end - cpos);
+        ref.crc32c = Crc32cExtend(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
+        chunk_done += static_cast<uint32_t>(n);
+        if (chunk_done == ref.length) {
+          ++next_chunk;
+          chunk_done = 0;
+        }
+      }
+      size_t len = static_cast<size_t>(logical);
+      if (j + 1 == slabs) {
+        len = static_cast<size_t>(AlignUp(logical, align_));
+        std::memset(p + logical, 0, len - logical);
+      }
+      while (obj->in_flight() >= depth) {
+        if (!reap_one()) break;
+      }
+      if (!error.ok()) break;
+      if (bucket != nullptr) bucket->Acquire(len);
+      Status st = obj->StartWrite(j * S, p, len, first_seq_ + slab);
+      if (!st.ok()) {
+        if (bucket != nullptr) bucket->Release();
+        error = st;
+      }
+    }
+    while (obj->in_flight() > 0) {
+      if (!reap_one()) break;
+    }
+    if (error.ok()) error = obj->Finish(plan.size);
+    if (obj->in_flight() == 0) obj.reset();
+  }
+
+  if (!error.ok()) {
+    Fail(error);
+    // Stop the copy, then hand every slab not yet released back to the arena
+    // (the copy threads may still be inside one until CopyIn returns).
+    std::unique_lock<std::mutex> lock(mu_);
+    filled_cv_.wait(lock, [&] { return copy_finished_; });
+    lock.unlock();
+    if (obj == nullptr || obj->in_flight() == 0) {
+      for (uint64_t s = 0; s < slab_count_; ++s) {
+        if (!released[s]) arena_.Release(first_seq_ + s);
+      }
+    }
+    // A writer that cannot reap its own writes leaves those slabs pinned:
+    // reusing them would let the kernel write into bytes of the next image.
+    return error;
+  }
+  for (uint64_t s = 0; s < slab_count_; ++s) {
+    if (!released[s]) arena_.Release(first_seq_ + s);
+  }
+  // The copy must have finished too (every slab was filled).
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    filled_cv_.wait(lock, [&] { return copy_finished_; });
+  }
+  std::vector<ManifestItem> items;
+  items.reserve(items_.size());
+  for (size_t i = 0; i < items_.size(); ++i) {
+    items.push_back(ManifestItem{std::move(items_[i].key), std::move(items_[i].metadata),
+                                 items_[i].size, std::move(chunks_[i])});
+  }
+  return writer.CommitWritten(std::move(items), std::move(refs));
+}
+
+}  // namespace sluice

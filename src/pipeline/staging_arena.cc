@@ -1,0 +1,101 @@
+#include "pipeline/staging_arena.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sluice {
+namespace {
+
+constexpr uint64_t kHugePage = 2ull << 20;
+
+std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
+
+Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint64_t slab_bytes,
+                                                           bool lock, bool huge_pages) {
+  if (slab_bytes == 0 || slab_bytes % 4096 != 0) {
+    return Status::InvalidArgument("staging slab size " + std::to_string(slab_bytes) +
+                                   " is not a positive multiple of 4096");
+  }
+  if (bytes < slab_bytes) {
+    return Status::InvalidArgument("staging budget of " + std::to_string(bytes) +
+                                   " bytes is smaller than one I/O buffer (" + Mib(slab_bytes) +
+                                   ")");
+  }
+  const uint64_t phys = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (phys > 0 && bytes > phys / 10 * 8) {
+    return Status::InvalidArgument("staging budget of " + Mib(bytes) +
+                                   " is over 80% of this machine's " + Mib(phys) + " of memory");
+  }
+  std::unique_ptr<StagingArena> a(new StagingArena());
+  a->slab_bytes_ = slab_bytes;
+  a->slab_count_ = bytes / slab_bytes;
+  const uint64_t usable = a->slab_count_ * slab_bytes;
+  // Over-map by one huge page so the arena can start on a huge-page
+  // boundary, which THP needs to back it with 2 MiB pages.
+  a->map_bytes_ = static_cast<size_t>(usable + (huge_pages ? kHugePage : 0));
+  void* p = mmap(nullptr, a->map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    a->map_bytes_ = 0;
+    return Status::FromErrno(errno, "allocate staging arena of " + Mib(usable));
+  }
+  a->map_ = static_cast<uint8_t*>(p);
+  a->base_ = a->map_;
+  if (huge_pages) {
+    uintptr_t u = reinterpret_cast<uintptr_t>(a->map_);
+    a->base_ = reinterpret_cast<uint8_t*>((u + kHugePage - 1) / kHugePage * kHugePage);
+    a->huge_ = madvise(a->base_, usable, MADV_HUGEPAGE) == 0;
+  }
+  // Fault every page in now, once; the kernel may refuse populate on old
+  // kernels, then touch each page by hand.
+#ifdef MADV_POPULATE_WRITE
+  bool populated = madvise(a->base_, usable, MADV_POPULATE_WRITE) == 0;
+#else
+  bool populated = false;
+#endif
+  if (!populated) {
+    for (uint64_t off = 0; off < usable; off += 4096) a->base_[off] = 0;
+  }
+  if (lock) {
+    if (mlock(a->base_, usable) != 0) {
+      return Status::FromErrno(errno, "lock the " + Mib(usable) +
+                                          " staging arena in memory (mlock; needs "
+                                          "CAP_IPC_LOCK or a higher RLIMIT_MEMLOCK)");
+    }
+    a->locked_ = true;
+  }
+  a->released_.assign(a->slab_count_, -1);
+  return a;
+}
+
+StagingArena::~StagingArena() {
+  if (map_ != nullptr) munmap(map_, map_bytes_);
+}
+
+uint64_t StagingArena::Reserve(uint64_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t first = next_seq_;
+  next_seq_ += count;
+  return first;
+}
+
+void StagingArena::Release(uint64_t seq) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t& r = released_[seq % slab_count_];
+    r = std::max(r, static_cast<int64_t>(seq));
+  }
+  released_cv_.notify_all();
+}
+
+void StagingArena::Kick() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  released_cv_.notify_all();
+}
+
+}  // namespace sluice
