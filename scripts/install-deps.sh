@@ -14,6 +14,8 @@ packages=(
   xfsprogs btrfs-progs               # loop-mounted XFS and btrfs in the filesystem tests
   python3                            # bench/run_bench.sh and tests parse JSON with it
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
+  librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
+  ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
 )
 missing=()
 for p in "${packages[@]}"; do

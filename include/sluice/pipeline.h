@@ -25,6 +25,10 @@
 // in as the tier-0 writer frees staging, so the stall grows toward the
 // write time, but memory stays bounded by the arena.
 //
+// Each rank of a multi-rank save uses its own Pipeline (normally its own
+// process): one pipeline's tier-0 writes run in order, so two ranks of one
+// checkpoint in one pipeline would wait on each other.
+//
 // Thread-safety: a Pipeline may be shared by threads; a PendingCheckpoint
 // belongs to one thread; a SaveHandle may be waited on from any thread.
 #ifndef SLUICE_PIPELINE_H_
@@ -55,7 +59,7 @@ struct TierOptions {
 };
 
 enum class BusyPolicy {
-  kWait,    // a new save waits until an earlier one is durable everywhere
+  kWait,    // a new save waits until an earlier one is committed on tier 0
   kRefuse,  // a new save fails with Unavailable
 };
 
@@ -74,7 +78,9 @@ struct PipelineOptions {
   bool huge_pages = true;
   // Threads copying into staging during Snapshot(), the caller's included.
   uint32_t copy_threads = 2;
-  // Saves that are not yet durable on every tier, at most.
+  // Saves begun but not yet committed on tier 0 (holding staging), at most.
+  // Drains to later tiers do not count: they read tier 0, so a slow or
+  // absent later tier never blocks the next save.
   uint32_t max_in_flight = 2;
   BusyPolicy when_busy = BusyPolicy::kWait;
   // Drain checkpoints that earlier runs left un-drained (committed on a tier
@@ -185,7 +191,7 @@ class Pipeline {
   virtual Store& tier(size_t index) = 0;
 
   // Starts rank `rank` of `world` of (name, step). Waits or fails
-  // (when_busy) while max_in_flight saves are not yet durable everywhere.
+  // (when_busy) while max_in_flight saves are not yet committed on tier 0.
   virtual Result<std::unique_ptr<PendingCheckpoint>> Begin(const CheckpointId& id, uint32_t rank,
                                                            uint32_t world,
                                                            const SaveOptions& save = {}) = 0;

@@ -4,7 +4,10 @@
 //
 // Extra file-store roots (e.g. XFS and btrfs mounts made by
 // tests/filesystems_test.sh) come from SLUICE_CONFORMANCE_ROOTS, a
-// ':'-separated list of directories.
+// ':'-separated list of directories. A RADOS store comes from
+// SLUICE_RADOS_URI (rados://POOL/PREFIX?conf=...&id=..., as printed by
+// scripts/ceph-dev-cluster env; tests/ceph_test.sh sets it): each test then
+// works under its own random sub-prefix of PREFIX, and removes what it made.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
@@ -18,6 +21,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,16 +37,17 @@ struct BackendConfig {
   std::string label;
   std::string root;    // directory for file stores
   std::string query;   // URI options
+  std::string uri;     // other stores: a full URI; each test gets its own sub-prefix
 };
 
 std::vector<BackendConfig> BackendUris() {
   std::vector<BackendConfig> out;
   const char* tmp = std::getenv("SLUICE_TEST_DIR");
   std::string base = tmp ? tmp : "/tmp";
-  out.push_back({"file_auto", base, ""});
-  out.push_back({"file_threads", base, "io=threads"});
-  out.push_back({"file_buffered", base, "direct=off"});
-  out.push_back({"file_threads_buffered", base, "io=threads&direct=off&qd=3"});
+  out.push_back({"file_auto", base, "", ""});
+  out.push_back({"file_threads", base, "io=threads", ""});
+  out.push_back({"file_buffered", base, "direct=off", ""});
+  out.push_back({"file_threads_buffered", base, "io=threads&direct=off&qd=3", ""});
   if (const char* roots = std::getenv("SLUICE_CONFORMANCE_ROOTS")) {
     std::string s = roots;
     size_t pos = 0;
@@ -51,20 +56,44 @@ std::vector<BackendConfig> BackendUris() {
       size_t colon = s.find(':', pos);
       std::string r = s.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
       if (!r.empty()) {
-        out.push_back({"root" + std::to_string(n) + "_auto", r, ""});
-        out.push_back({"root" + std::to_string(n) + "_threads", r, "io=threads"});
+        out.push_back({"root" + std::to_string(n) + "_auto", r, "", ""});
+        out.push_back({"root" + std::to_string(n) + "_threads", r, "io=threads", ""});
         ++n;
       }
       if (colon == std::string::npos) break;
       pos = colon + 1;
     }
   }
+  if (const char* rados = std::getenv("SLUICE_RADOS_URI"); rados != nullptr && *rados != '\0') {
+    std::string uri = rados;
+    out.push_back({"rados", "", "", uri});
+    // Few writes in flight: completions come back in whatever order.
+    out.push_back({"rados_qd2", "", "", uri + (uri.find('?') == std::string::npos ? "?" : "&") + "qd=2"});
+  }
   return out;
+}
+
+// `uri` with "/<unique>" appended to its location (before any '?').
+std::string WithUniquePrefix(const std::string& uri) {
+  static std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
+  char unique[32];
+  snprintf(unique, sizeof unique, "conf-%016llx", static_cast<unsigned long long>(rng()));
+  size_t q = uri.find('?');
+  std::string location = uri.substr(0, q);
+  while (!location.empty() && location.back() == '/') location.pop_back();
+  return location + "/" + unique + (q == std::string::npos ? "" : uri.substr(q));
 }
 
 class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
  protected:
   void SetUp() override {
+    if (!GetParam().uri.empty()) {
+      uri_ = WithUniquePrefix(GetParam().uri);
+      auto b = OpenBackend(uri_, true);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      backend_ = std::move(b).value();
+      return;
+    }
     std::string tmpl = GetParam().root + "/sluice-conf-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
@@ -76,6 +105,15 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     backend_ = std::move(b).value();
   }
   void TearDown() override {
+    if (!GetParam().uri.empty()) {
+      if (backend_) {
+        auto left = backend_->List("");
+        ASSERT_TRUE(left.ok()) << left.status().ToString();
+        for (const auto& o : *left) EXPECT_TRUE(backend_->Remove(o.name).ok()) << o.name;
+      }
+      backend_.reset();
+      return;
+    }
     backend_.reset();
     std::string cmd = "rm -rf '" + dir_ + "'";
     (void)std::system(cmd.c_str());
@@ -349,6 +387,21 @@ TEST(OpenBackend, RejectsBadUris) {
   EXPECT_EQ(OpenBackend("file:///tmp?color=blue", false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(OpenBackend("/definitely/not/here/sluice", false).status().IsNotFound());
   EXPECT_EQ(OpenBackend("/etc/passwd", false).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Options are checked before any monitor is contacted, so no cluster is needed.
+TEST(OpenBackend, RadosUriOptionsAreValidatedFirst) {
+  auto probe = OpenBackend("rados://pool/p?colour=blue", false);
+  if (probe.status().code() == StatusCode::kNotSupported) GTEST_SKIP() << probe.status().ToString();
+  EXPECT_EQ(probe.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(probe.status().message().find("'colour'"), std::string::npos) << probe.status().ToString();
+  EXPECT_EQ(OpenBackend("rados:///prefix", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("rados://pool/p?qd=0", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("rados://pool/p?qd=many", false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenBackend("rados://pool/a//b", false).status().code(), StatusCode::kInvalidArgument);
+  auto no_conf = OpenBackend("rados://pool/p?conf=/definitely/not/here.conf", false);
+  EXPECT_TRUE(no_conf.status().IsNotFound()) << no_conf.status().ToString();
+  EXPECT_NE(no_conf.status().message().find("/definitely/not/here.conf"), std::string::npos);
 }
 
 }  // namespace

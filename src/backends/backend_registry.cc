@@ -2,6 +2,9 @@
 #include <string>
 
 #include "backends/file/file_backend.h"
+#ifdef SLUICE_HAVE_RADOS
+#include "backends/rados/rados_backend.h"
+#endif
 #include "sluice/backend.h"
 
 namespace sluice {
@@ -24,8 +27,17 @@ Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create
     if (rest.empty()) return Status::InvalidArgument("store URI '" + uri + "' has no path");
     return OpenFileBackend(uri, rest, query, create_if_missing);
   }
+  if (scheme == "rados") {
+#ifdef SLUICE_HAVE_RADOS
+    return OpenRadosBackend(uri, rest, query, create_if_missing);
+#else
+    return Status::NotSupported("store URI '" + uri +
+                                "': this sluice was built without RADOS support (needs librados-dev "
+                                "and libradospp-dev at build time)");
+#endif
+  }
   return Status::InvalidArgument("store URI '" + uri + "': unknown scheme '" + scheme +
-                                 "' (supported: file://, or a plain path)");
+                                 "' (supported: file://, rados://, or a plain path)");
 }
 
 }  // namespace sluice

@@ -182,6 +182,10 @@ Status CopyObject(Backend& src, Backend& dst, const std::string& name, uint64_t 
     if (!c.ok()) break;
   }
   while (out->in_flight() > 0) {
+    if (error.ok()) {
+      reap_write();
+      continue;
+    }
     auto c = out->Reap();
     if (!c.ok()) break;
     if (control.bucket != nullptr) control.bucket->Release();
@@ -318,12 +322,18 @@ std::vector<TierPlan> PlanTiers(const std::vector<std::set<uint64_t>>& committed
     for (uint64_t s : p.keep) {
       if (k > 0 && !committed[k].count(s)) p.to_drain.insert(s);
     }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    TierPlan& p = plans[k];
     for (uint64_t s : committed[k]) {
       if (p.keep.count(s)) continue;
-      // Never the only copy: a step leaves a tier only once a later tier has
-      // it (the last tier's keep_last is final).
-      bool later = k + 1 == n;
-      for (size_t j = k + 1; j < n && !later; ++j) later = committed[j].count(s) > 0;
+      // Never the only copy: a step leaves a tier once a later tier has it,
+      // or once no later tier's retention wants it either (the last tier's
+      // keep_last is final).
+      bool later = true;
+      for (size_t j = k + 1; j < n; ++j) {
+        if (plans[j].keep.count(s) && !committed[j].count(s)) later = false;
+      }
       if (later) p.to_remove.insert(s);
     }
   }

@@ -114,8 +114,10 @@ class HandleImpl final : public SaveHandle {
       if (state == TierState::kCommitted) t.error = Status::OK();
       now_done = !was_done && DoneLocked();
     }
-    cv_.notify_all();
+    // The pipeline's in-flight count drops before any waiter wakes, so a
+    // waiter may start its next save at once.
     if (now_done) Finished();
+    cv_.notify_all();
   }
   // The save cannot go on (its tier-0 write failed, or the pipeline closed).
   void FailForGood(const Status& why) {
@@ -126,8 +128,10 @@ class HandleImpl final : public SaveHandle {
       if (final_.ok()) final_ = why;
       now_done = !was_done && DoneLocked();
     }
-    cv_.notify_all();
+    // The pipeline's in-flight count drops before any waiter wakes, so a
+    // waiter may start its next save at once.
     if (now_done) Finished();
+    cv_.notify_all();
   }
 
  private:
@@ -286,10 +290,13 @@ class PipelineImpl final : public Pipeline {
       closing_ = true;
     }
     work_cv_.notify_all();
-    writer_thread_.join();  // finishes every queued tier-0 write first
+    if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
     stop_drains_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // a drainer between check and wait sees the flag
+    }
     drain_cv_.notify_all();
-    drainer_thread_.join();
+    if (drainer_thread_.joinable()) drainer_thread_.join();
     std::deque<DrainJob> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -320,6 +327,7 @@ class PipelineImpl final : public Pipeline {
         slot_cv_.wait(lock, [&] { return active_ < opts_.max_in_flight; });
       }
       ++active_;
+      own_saves_.insert({id.name, id.step});
     }
     auto w = NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
     if (!w.ok()) {
@@ -475,12 +483,15 @@ class PipelineImpl final : public Pipeline {
   }
 
   // Which steps of `name` each tier holds committed; a tier that cannot be
-  // listed counts as holding nothing (so nothing is removed on its account).
-  std::vector<TierPlan> Plan(const std::string& name) {
+  // listed counts as holding nothing, and sets *unreachable.
+  std::vector<TierPlan> Plan(const std::string& name, bool* unreachable = nullptr) {
     std::vector<std::set<uint64_t>> committed(stores_.size());
     for (size_t k = 0; k < stores_.size(); ++k) {
       auto listed = stores_[k]->List(name, false);
-      if (!listed.ok()) continue;
+      if (!listed.ok()) {
+        if (unreachable != nullptr) *unreachable = true;
+        continue;
+      }
       for (const auto& i : *listed) committed[k].insert(i.step);
     }
     return PlanTiers(committed, KeepLast());
@@ -489,7 +500,11 @@ class PipelineImpl final : public Pipeline {
   uint64_t ApplyRetention(const std::string& name) {
     std::lock_guard<std::mutex> lock(retention_mu_);
     uint64_t removed = 0;
-    auto plans = Plan(name);
+    // While any tier cannot be listed, what it holds is unknown: remove
+    // nothing anywhere.
+    bool unreachable = false;
+    auto plans = Plan(name, &unreachable);
+    if (unreachable) return 0;
     for (size_t k = 0; k < stores_.size(); ++k) {
       for (uint64_t step : plans[k].to_remove) {
         if (stores_[k]->Remove({name, step}).ok()) ++removed;
@@ -547,6 +562,10 @@ class PipelineImpl final : public Pipeline {
                                              job.handle->written(0));
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       job.image.reset();
+      // Staging is free again: the next save may start. Drains to later
+      // tiers read tier 0, not staging, so a slow or absent later tier never
+      // holds up training (retention keeps tier 0's copies meanwhile).
+      SaveEnded();
       if (!stats.ok()) {
         Status why = stats.status().WithContext("tier 0 (" + opts_.tiers[0].uri + ")");
         job.handle->SetState(0, TierState::kFailed, why);
@@ -582,6 +601,8 @@ class PipelineImpl final : public Pipeline {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t k = 1; k < stores_.size(); ++k) {
         for (uint64_t step : plans[k].to_drain) {
+          // This pipeline's own saves drain through their handles.
+          if (own_saves_.count({n, step})) continue;
           bool queued = false;
           for (const auto& j : drains_) queued = queued || (j.name == n && j.step == step && j.dst == k);
           if (!queued) drains_.push_back(DrainJob{n, step, k, nullptr, 0, Clock::now()});
@@ -659,6 +680,7 @@ class PipelineImpl final : public Pipeline {
   std::deque<WriteJob> writes_;
   std::deque<DrainJob> drains_;
   uint32_t active_ = 0;
+  std::set<std::pair<std::string, uint64_t>> own_saves_;
   bool closing_ = false;
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
@@ -678,7 +700,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
   snapshotted_ = true;
   PipelineImpl* p = p_;
-  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), [p] { p->SaveEnded(); });
+  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), nullptr);
   std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
   std::shared_ptr<StagedImage> image =
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,

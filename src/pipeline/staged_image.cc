@@ -310,6 +310,13 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     uint64_t slabs = (plan.size + S - 1) / S;
     for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
       uint64_t slab = plan.first_slab + j;
+      // Reap finished writes while the copy catches up: a snapshot larger
+      // than the arena is waiting for exactly those slabs.
+      while (unfilled_[slab].load(std::memory_order_acquire) != 0 && obj->in_flight() > 0 &&
+             error.ok()) {
+        if (!reap_one()) break;
+      }
+      if (!error.ok()) break;
       if (!WaitSlabFilled(slab)) {
         std::lock_guard<std::mutex> lock(mu_);
         error = copy_status_.ok() ? Status::Unavailable("snapshot did not complete") : copy_status_;

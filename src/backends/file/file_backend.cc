@@ -323,6 +323,14 @@ class FileBackend final : public Backend {
       return Status::InvalidArgument("list prefix '" + prefix + "' must end in '/'");
     }
     std::vector<ObjectInfo> out;
+    // A missing prefix directory lists as empty, but a missing root means
+    // the store is gone: callers (retention, gc) must not read that as "holds
+    // nothing".
+    struct stat st;
+    if (::stat(root_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::Unavailable("list " + uri_ + ": the store directory " + root_ +
+                                 " no longer exists (removed or unmounted?)");
+    }
     RETURN_IF_ERROR(Walk(prefix, &out));
     return out;
   }
@@ -361,8 +369,17 @@ class FileBackend final : public Backend {
   // open(O_CREAT) with its parent directories made first. Remove() prunes
   // directories that become empty, so a concurrent gc can remove the parent
   // between MakeDirs and open: then make it again.
-  static Result<int> CreateFile(const std::string& path, int flags, const std::string& what) {
+  // Directories are made below the store's root only: a root that vanished
+  // (removed, or a mount point whose filesystem went away) is an error, not
+  // something to recreate, since writes would then land on whatever
+  // filesystem lies underneath.
+  Result<int> CreateFile(const std::string& path, int flags, const std::string& what) const {
     for (int attempt = 0;; ++attempt) {
+      struct stat st;
+      if (::stat(root_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return Status::Unavailable(what + ": the store directory " + root_ +
+                                   " no longer exists (removed or unmounted?)");
+      }
       RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
       int fd = ::open(path.c_str(), flags, 0644);
       if (fd >= 0) return fd;

@@ -1,0 +1,511 @@
+// The staged, tiered pipeline through its public API, on real file stores:
+// snapshot semantics, streaming through a small arena, drains, retention,
+// tiered reads with fallback and repair, bandwidth caps, bad budgets.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "format/layout.h"
+#include "io/token_bucket.h"
+#include "sluice/pipeline.h"
+
+namespace sluice {
+namespace {
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  for (; i < n; ++i) s[i] = static_cast<char>(rng());
+  return s;
+}
+
+std::map<std::string, std::string> ReadBack(CheckpointReader& r) {
+  std::map<std::string, std::string> got;
+  for (const auto& it : r.items()) got[it.key].resize(it.size);
+  Status st = r.ReadAll(std::nullopt, [&](const ItemInfo& item, uint64_t off, const void* d, size_t n) {
+    std::memcpy(&got[item.key][off], d, n);
+    return Status::OK();
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return got;
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-pipe-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf " + dir_;
+    (void)std::system(cmd.c_str());
+  }
+  std::string Tier(int k) const { return dir_ + "/tier" + std::to_string(k); }
+
+  PipelineOptions Options(int tiers, uint64_t staging = 64ull << 20) {
+    PipelineOptions o;
+    for (int k = 0; k < tiers; ++k) o.tiers.push_back(TierOptions{Tier(k)});
+    o.store.create_if_missing = true;
+    o.store.chunk_bytes = 1 << 20;
+    o.store.object_bytes = 16ull << 20;
+    o.staging_bytes = staging;
+    o.retry_initial_ms = 100;
+    o.retry_max_ms = 400;
+    return o;
+  }
+
+  std::unique_ptr<Pipeline> Open(const PipelineOptions& o) {
+    auto p = Pipeline::Open(o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+
+  // Saves `items` as name@step and returns the handle (not waited on).
+  std::shared_ptr<SaveHandle> Save(Pipeline& p, const std::string& name, uint64_t step,
+                                   const std::map<std::string, std::string>& items) {
+    auto pending = p.Begin({name, step}, 0, 1);
+    EXPECT_TRUE(pending.ok()) << pending.status().ToString();
+    if (!pending.ok()) return nullptr;
+    for (const auto& [k, v] : items) {
+      Status st = (*pending)->AddItem(k, "m", v.data(), v.size());
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    auto h = (*pending)->Snapshot();
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? *h : nullptr;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PipelineTest, SavedBytesAreThoseAtSnapshotTime) {
+  auto p = Open(Options(1));
+  std::string a = Bytes(24 << 20, 1), b = Bytes(5 << 20 | 123, 2);
+  const std::string a0 = a, b0 = b;
+  auto h = Save(*p, "m", 1, {{"a", a}, {"b", b}});
+  ASSERT_NE(h, nullptr);
+  // The caller reuses its buffers at once.
+  std::memset(a.data(), 0x5a, a.size());
+  std::memset(b.data(), 0xa5, b.size());
+  ASSERT_TRUE(h->Wait().ok());
+  EXPECT_GT(h->stall_seconds(), 0);
+  auto progress = h->progress();
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(progress[0].state, TierState::kCommitted);
+  EXPECT_GE(progress[0].durable_seconds, h->stall_seconds());
+  auto r = p->OpenCheckpoint("m", 1, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto got = ReadBack(**r);
+  EXPECT_TRUE(got["a"] == a0);
+  EXPECT_TRUE(got["b"] == b0);
+  auto v = p->tier(0).Verify("m", 1);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok());
+}
+
+TEST_F(PipelineTest, CheckpointLargerThanStagingStreams) {
+  // Two 4 MiB slabs of staging for ~70 MiB: the snapshot must wait for the
+  // writer, and everything must still arrive intact.
+  auto p = Open(Options(1, 8ull << 20));
+  std::map<std::string, std::string> items{
+      {"big", Bytes(50 << 20, 3)}, {"odd", Bytes((7 << 20) + 17, 4)}, {"empty", ""}, {"tiny", "x"},
+      {"mid", Bytes(13 << 20, 5)}};
+  for (int step = 1; step <= 2; ++step) {
+    auto h = Save(*p, "s", step, items);
+    ASSERT_NE(h, nullptr);
+    ASSERT_TRUE(h->Wait().ok());
+  }
+  auto r = p->OpenCheckpoint("s", std::nullopt, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->info().step, 2u);
+  EXPECT_TRUE(ReadBack(**r) == items);
+}
+
+TEST_F(PipelineTest, ItemSourcesAndMemoryItemsMix) {
+  class Counting final : public ItemSource {
+   public:
+    explicit Counting(uint64_t n) : left_(n) {}
+    Result<size_t> Read(void* buf, size_t len) override {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(len, left_));
+      n = std::min<size_t>(n, 333333);  // short reads on purpose
+      for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(pos_++ % 251);
+      left_ -= n;
+      return n;
+    }
+    uint64_t left_, pos_ = 0;
+  };
+  auto p = Open(Options(1, 8ull << 20));
+  auto pending = p->Begin({"src", 1}, 0, 1);
+  ASSERT_TRUE(pending.ok());
+  Counting src(20 << 20);
+  std::string mem = Bytes(9 << 20, 9);
+  ASSERT_TRUE((*pending)->AddItem("from_source", "", 20 << 20, src).ok());
+  ASSERT_TRUE((*pending)->AddItem("from_memory", "", mem.data(), mem.size()).ok());
+  EXPECT_FALSE((*pending)->AddItem("from_memory", "", mem.data(), mem.size()).ok());
+  EXPECT_FALSE((*pending)->AddItem("../up", "", mem.data(), 1).ok());
+  auto h = (*pending)->Snapshot();
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_TRUE((*h)->Wait().ok());
+  auto r = p->OpenCheckpoint("src", 1, nullptr);
+  ASSERT_TRUE(r.ok());
+  auto got = ReadBack(**r);
+  ASSERT_EQ(got["from_source"].size(), 20u << 20);
+  for (size_t i = 0; i < got["from_source"].size(); i += 4099) {
+    ASSERT_EQ(static_cast<uint8_t>(got["from_source"][i]), i % 251);
+  }
+  EXPECT_TRUE(got["from_memory"] == mem);
+}
+
+TEST_F(PipelineTest, ShortSourceFailsTheSaveAndCommitsNothing) {
+  class Short final : public ItemSource {
+   public:
+    Result<size_t> Read(void* buf, size_t len) override {
+      if (given_ >= (3 << 20)) return size_t{0};
+      size_t n = std::min<size_t>(len, (3 << 20) - given_);
+      std::memset(buf, 1, n);
+      given_ += n;
+      return n;
+    }
+    size_t given_ = 0;
+  };
+  auto p = Open(Options(1, 8ull << 20));
+  auto pending = p->Begin({"short", 1}, 0, 1);
+  ASSERT_TRUE(pending.ok());
+  Short src;
+  ASSERT_TRUE((*pending)->AddItem("x", "", 10 << 20, src).ok());
+  auto h = (*pending)->Snapshot();
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("declared"), std::string::npos) << h.status().ToString();
+  // The arena is usable again and nothing was committed.
+  auto h2 = Save(*p, "short", 2, {{"y", Bytes(12 << 20, 1)}});
+  ASSERT_NE(h2, nullptr);
+  ASSERT_TRUE(h2->Wait().ok());
+  auto listed = p->tier(0).List("short", false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].step, 2u);
+}
+
+TEST_F(PipelineTest, BadStagingBudgetsAreClearErrors) {
+  for (uint64_t budget : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 50, ~uint64_t{0}}) {
+    auto o = Options(1, budget);
+    auto p = Pipeline::Open(o);
+    ASSERT_FALSE(p.ok()) << budget;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();
+    EXPECT_NE(p.status().message().find("staging"), std::string::npos) << p.status().ToString();
+  }
+}
+
+TEST_F(PipelineTest, DrainsToTheNextTierAndListsStates) {
+  auto p = Open(Options(2));
+  std::map<std::string, std::string> items{{"w", Bytes(20 << 20, 7)}, {"v", Bytes(100, 8)}};
+  auto h = Save(*p, "d", 5, items);
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->Wait().ok());
+  auto pr = h->progress();
+  ASSERT_EQ(pr.size(), 2u);
+  EXPECT_EQ(pr[1].state, TierState::kCommitted);
+  EXPECT_GE(pr[1].durable_seconds, pr[0].durable_seconds);
+  for (int k = 0; k < 2; ++k) {
+    auto v = p->tier(k).Verify("d", 5);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_TRUE(v->ok());
+  }
+  auto listed = p->List("");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].tiers[0].state, "committed");
+  EXPECT_EQ((*listed)[0].tiers[1].state, "committed");
+  // Tier 1 alone restores it.
+  auto t1 = Store::Open(Tier(1));
+  ASSERT_TRUE(t1.ok());
+  auto r = (*t1)->OpenCheckpoint("d", 5);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(ReadBack(**r) == items);
+}
+
+// The first data object of name@step on `tier`.
+std::string FirstDataObject(const std::string& tier, const std::string& name, uint64_t step) {
+  auto s = Store::Open(tier);
+  if (!s.ok()) return "";
+  auto listed = (*s)->backend().List(StepPrefix(name, step) + "data/");
+  if (!listed.ok() || listed->empty()) return "";
+  return tier + "/" + (*listed)[0].name;
+}
+
+TEST_F(PipelineTest, RestoreFallsBackToTheNextTierAndRepairs) {
+  auto p = Open(Options(2));
+  std::map<std::string, std::string> items{{"w", Bytes(6 << 20, 11)}, {"z", Bytes(3 << 20, 12)}};
+  auto h = Save(*p, "f", 1, items);
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->Wait().ok());
+  p.reset();
+  // Flip one byte of tier 0's copy behind sluice's back.
+  std::string obj = FirstDataObject(Tier(0), "f", 1);
+  ASSERT_FALSE(obj.empty());
+  int fd = ::open(obj.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c;
+  ASSERT_EQ(pread(fd, &c, 1, (1 << 20) + 5), 1);
+  c ^= 0x40;
+  ASSERT_EQ(pwrite(fd, &c, 1, (1 << 20) + 5), 1);
+  ::close(fd);
+  {
+    auto t0 = Store::Open(Tier(0));
+    auto v = (*t0)->Verify("f", 1);
+    ASSERT_TRUE(v.ok());
+    ASSERT_EQ(v->bad.size(), 1u);
+  }
+  p = Open(Options(2));
+  ReadRecovery rec;
+  auto r = p->OpenCheckpoint("f", 1, &rec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(ReadBack(**r) == items);
+  ASSERT_EQ(rec.fallbacks.size(), 1u);
+  EXPECT_NE(rec.fallbacks[0].find("chunk 1"), std::string::npos) << rec.fallbacks[0];
+  ASSERT_EQ(rec.repairs.size(), 1u);
+  EXPECT_NE(rec.repairs[0].find("rewrote"), std::string::npos) << rec.repairs[0];
+  auto v = p->tier(0).Verify("f", 1);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok()) << "tier 0 not repaired";
+
+  // A missing object on tier 0 is served from tier 1 too.
+  ASSERT_EQ(::unlink(FirstDataObject(Tier(0), "f", 1).c_str()), 0);
+  ReadRecovery rec2;
+  auto r2 = p->OpenCheckpoint("f", 1, &rec2);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(ReadBack(**r2) == items);
+  EXPECT_FALSE(rec2.fallbacks.empty());
+  EXPECT_TRUE(p->tier(0).Verify("f", 1)->ok());
+}
+
+TEST_F(PipelineTest, RetentionKeepsLastKButNeverTheOnlyCopy) {
+  auto o = Options(2);
+  o.tiers[0].keep_last = 2;
+  o.tiers[1].keep_last = 3;
+  {
+    auto p = Open(o);
+    for (int s = 1; s <= 5; ++s) {
+      auto h = Save(*p, "r", s, {{"x", Bytes(1 << 20, s)}});
+      ASSERT_NE(h, nullptr);
+      ASSERT_TRUE(h->Wait().ok());
+    }
+  }
+  auto steps = [&](int k) {
+    std::vector<uint64_t> out;
+    auto s = Store::Open(Tier(k));
+    for (const auto& i : *(*s)->List("r", false)) out.push_back(i.step);
+    return out;
+  };
+  EXPECT_EQ(steps(0), (std::vector<uint64_t>{4, 5}));
+  EXPECT_EQ(steps(1), (std::vector<uint64_t>{3, 4, 5}));
+
+  // The durable tier goes away: tier 0 keeps every new step, whatever K says.
+  {
+    auto p = Open(o);
+    ASSERT_EQ(std::system(("rm -rf " + Tier(1)).c_str()), 0);
+    for (int s = 6; s <= 8; ++s) {
+      auto pending = p->Begin({"r", static_cast<uint64_t>(s)}, 0, 1);
+      ASSERT_TRUE(pending.ok());
+      std::string x = Bytes(1 << 20, s);
+      ASSERT_TRUE((*pending)->AddItem("x", "", x.data(), x.size()).ok());
+      auto h = (*pending)->Snapshot();
+      ASSERT_TRUE(h.ok());
+      ASSERT_TRUE((*h)->WaitTier(0).ok());
+    }
+    // Let the drains fail at least once.
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    auto listed = p->List("r");
+    ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+    bool saw_failed = false;
+    for (const auto& c : *listed) {
+      if (c.info.step >= 6) {
+        EXPECT_EQ(c.tiers[0].state, "committed");
+        if (c.tiers[1].state == "failed") {
+          saw_failed = true;
+          EXPECT_FALSE(c.tiers[1].reason.empty());
+        }
+      }
+    }
+    EXPECT_TRUE(saw_failed);
+  }
+  EXPECT_EQ(steps(0), (std::vector<uint64_t>{4, 5, 6, 7, 8}));
+  // It comes back: a drain finishes the job, and retention then trims.
+  ASSERT_EQ(::mkdir(Tier(1).c_str(), 0755), 0);
+  o.resume_drains = false;
+  auto p = Open(o);
+  auto report = p->Drain("");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->failures.empty()) << report->failures[0];
+  EXPECT_EQ(steps(1), (std::vector<uint64_t>{6, 7, 8}));
+  EXPECT_EQ(steps(0), (std::vector<uint64_t>{7, 8}));
+  auto listed = p->List("r");
+  ASSERT_TRUE(listed.ok());
+  for (const auto& c : *listed) {
+    if (c.info.step == 7) EXPECT_EQ(c.tiers[1].state, "committed");
+  }
+}
+
+TEST_F(PipelineTest, NextPipelineResumesAnUnfinishedDrain) {
+  auto o = Options(2);
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0755) == 0 || errno == EEXIST, true);
+  {
+    // Only tier 0 at first: the checkpoint is committed there alone.
+    auto p = Open(Options(1));
+    auto h = Save(*p, "u", 1, {{"x", Bytes(3 << 20, 1)}});
+    ASSERT_TRUE(h->Wait().ok());
+  }
+  auto p = Open(o);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto listed = p->List("u");
+    ASSERT_TRUE(listed.ok());
+    if ((*listed)[0].tiers[1].state == "committed") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << (*listed)[0].tiers[1].state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+TEST_F(PipelineTest, BusySavesWaitOrAreRefused) {
+  auto o = Options(2);
+  o.max_in_flight = 1;
+  o.when_busy = BusyPolicy::kRefuse;
+  o.tiers[0].rate_bytes_per_sec = 8ull << 20;  // ~1 s for the tier-0 write
+  auto p = Open(o);
+  auto h = Save(*p, "b", 1, {{"x", Bytes(8 << 20, 1)}});
+  ASSERT_NE(h, nullptr);
+  auto second = p->Begin({"b", 2}, 0, 1);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(h->WaitTier(0).ok());
+  auto third = p->Begin({"b", 3}, 0, 1);
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
+TEST_F(PipelineTest, TwoRanksSaveOneCheckpoint) {
+  // One pipeline per rank, as in separate processes.
+  auto p = Open(Options(2));
+  auto p1 = Open(Options(2));
+  std::string d0 = Bytes(5 << 20, 1), d1 = Bytes(7 << 20, 2);
+  std::shared_ptr<SaveHandle> h0, h1;
+  std::thread t([&] {
+    auto pending = p1->Begin({"mr", 1}, 1, 2);
+    ASSERT_TRUE(pending.ok());
+    ASSERT_TRUE((*pending)->AddItem("rank1", "", d1.data(), d1.size()).ok());
+    auto h = (*pending)->Snapshot();
+    ASSERT_TRUE(h.ok());
+    h1 = *h;
+  });
+  auto pending = p->Begin({"mr", 1}, 0, 2);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_TRUE((*pending)->AddItem("rank0", "", d0.data(), d0.size()).ok());
+  auto h = (*pending)->Snapshot();
+  ASSERT_TRUE(h.ok());
+  h0 = *h;
+  t.join();
+  ASSERT_NE(h1, nullptr);
+  ASSERT_TRUE(h0->Wait().ok());
+  ASSERT_TRUE(h1->Wait().ok());
+  EXPECT_EQ(h1->progress()[1].state, TierState::kSkipped);
+  auto t1 = Store::Open(Tier(1));
+  auto r = (*t1)->OpenCheckpoint("mr", 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto got = ReadBack(**r);
+  EXPECT_TRUE(got["rank0"] == d0);
+  EXPECT_TRUE(got["rank1"] == d1);
+}
+
+TEST(TokenBucketTest, HoldsTheRateAcrossThreads) {
+  const uint64_t rate = 40ull << 20;
+  TokenBucket bucket(rate, 1 << 20, 0);
+  std::atomic<uint64_t> total{0};
+  auto start = std::chrono::steady_clock::now();
+  auto work = [&] {
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2500)) {
+      bucket.Acquire(256 << 10);
+      total += 256 << 10;
+      bucket.Release();
+    }
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double realized = static_cast<double>(total.load()) / secs;
+  EXPECT_NEAR(realized / static_cast<double>(rate), 1.0, 0.05) << realized / (1 << 20) << " MiB/s";
+}
+
+TEST(TokenBucketTest, CapsConcurrency) {
+  TokenBucket bucket(0, 1, 2);
+  std::atomic<int> inside{0}, most{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 6; ++i) {
+    ts.emplace_back([&] {
+      for (int j = 0; j < 50; ++j) {
+        bucket.Acquire(1);
+        int now = ++inside;
+        int m = most.load();
+        while (now > m && !most.compare_exchange_weak(m, now)) {}
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        --inside;
+        bucket.Release();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_LE(most.load(), 2);
+  EXPECT_EQ(most.load(), 2);
+}
+
+// The drain's realized rate over every 10 s window stays within 5% of its cap.
+TEST_F(PipelineTest, DrainHoldsItsRateCapOverTenSecondWindows) {
+  const uint64_t cap = 20ull << 20;
+  auto o = Options(2, 256ull << 20);
+  o.tiers[1].rate_bytes_per_sec = cap;
+  auto p = Open(o);
+  auto h = Save(*p, "rate", 1, {{"x", Bytes(250 << 20, 3)}});
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->WaitTier(0).ok());
+  std::vector<std::pair<double, uint64_t>> samples;
+  auto start = std::chrono::steady_clock::now();
+  while (!h->done()) {
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    samples.push_back({t, h->progress()[1].bytes_written});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(h->Wait().ok());
+  ASSERT_GT(samples.size(), 100u);
+  int windows = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    for (size_t j = i + 1; j < samples.size(); ++j) {
+      if (samples[j].first - samples[i].first < 10.0) continue;
+      // Only windows with the drain running throughout.
+      if (samples[i].second == 0 || samples[j].second >= (250ull << 20)) break;
+      double rate = static_cast<double>(samples[j].second - samples[i].second) /
+                    (samples[j].first - samples[i].first);
+      EXPECT_NEAR(rate / static_cast<double>(cap), 1.0, 0.05)
+          << "window at " << samples[i].first << " s: " << rate / (1 << 20) << " MiB/s";
+      ++windows;
+      break;
+    }
+  }
+  EXPECT_GT(windows, 0);
+}
+
+}  // namespace
+}  // namespace sluice

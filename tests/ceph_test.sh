@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# ceph_test.sh: sluice against a real single-node Ceph cluster (1 mon, 1 mgr,
+# 3 OSDs, cephx) made by scripts/ceph-dev-cluster.
+#
+#   tests/ceph_test.sh path/to/sluice path/to/backend_conformance_test
+#
+# Uses the cluster in $SLUICE_CEPH_DIR (default /tmp/sluice-ceph) if it is
+# running; otherwise starts one and stops it on exit, pass or fail. Works
+# under a random prefix of the pool and removes it at the end. Prints one
+# "ok - ..." / "not ok - ..." line per check and last "N passed, M failed";
+# exits 1 if any check failed, 77 (skip) when the Ceph packages or sluice's
+# RADOS support are missing -- but 1 then when CI=true.
+set -u
+
+if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
+  echo "usage: $0 path/to/sluice path/to/backend_conformance_test" >&2
+  exit 2
+fi
+SLUICE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+CONFORMANCE=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+CLUSTER=$HERE/scripts/ceph-dev-cluster
+
+unavailable() {
+  if [ "${CI:-}" = true ]; then
+    echo "not ok - ceph_test.sh cannot run under CI=true: $*"
+    exit 1
+  fi
+  echo "ok - ceph_test.sh # SKIP $*"
+  exit 77
+}
+for p in ceph-mon ceph-osd ceph-mgr ceph rados ceph-authtool monmaptool uuidgen python3 timeout; do
+  command -v "$p" >/dev/null || unavailable "$p not installed (scripts/install-deps.sh installs the Ceph packages)"
+done
+if "$SLUICE" ls --store 'rados://probe/x' 2>&1 | grep -q 'without RADOS support'; then
+  unavailable "sluice was built without RADOS support (librados-dev, libradospp-dev)"
+fi
+
+W=$(mktemp -d /tmp/sluice-ceph-test.XXXXXX) || exit 2
+STARTED=0
+PREFIX=ceph-test-$$-$RANDOM
+cleanup() {
+  if [ -n "${POOL:-}" ]; then
+    rados -p "$POOL" ls 2>/dev/null | grep "^$PREFIX/" | while read -r o; do rados -p "$POOL" rm "$o"; done
+  fi
+  [ "$STARTED" = 1 ] && "$CLUSTER" stop >/dev/null 2>&1
+  rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+PASS=0
+FAIL=0
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
+nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
+errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
+one_sluice_line() { [ "$(wc -l <"$W/err")" -eq 1 ] && [ "$(head -c 8 "$W/err")" = "sluice: " ]; }
+expect_ok() { if [ "$RC" -eq 0 ]; then ok "$1"; else nok "$1: exit $RC, stderr: $(errtext)"; fi; }
+pyj() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+    "${2:-$W/out}" "$1" 2>/dev/null
+}
+T0=$(date +%s)
+
+# ---------------------------------------------------------------- cluster
+if "$CLUSTER" status >/dev/null 2>&1; then
+  echo "# using the running cluster in ${SLUICE_CEPH_DIR:-/tmp/sluice-ceph}"
+else
+  STARTED=1
+  t=$(date +%s)
+  if ! "$CLUSTER" start >"$W/start.out" 2>&1; then
+    nok "scripts/ceph-dev-cluster start: $(tail -5 "$W/start.out" | tr '\n' '|')"
+    echo "$PASS passed, $FAIL failed"
+    exit 1
+  fi
+  ok "scripts/ceph-dev-cluster start: cluster up, all PGs active+clean in $(($(date +%s) - t)) s"
+  t=$(date +%s)
+  "$CLUSTER" start >"$W/again.out" 2>&1
+  check "a second start says it is already running and succeeds at once" \
+    bash -c "grep -q 'already running' '$W/again.out' && [ $(($(date +%s) - t)) -lt 10 ]"
+fi
+eval "$("$CLUSTER" env)" || { nok "scripts/ceph-dev-cluster env"; exit 1; }
+POOL=$SLUICE_CEPH_POOL
+KEYRING=$SLUICE_CEPH_DIR/ceph.client.sluice.keyring
+U="rados://$POOL/$PREFIX?conf=$CEPH_CONF&id=sluice"
+
+# ---------------------------------------------------------------- conformance
+if SLUICE_RADOS_URI="rados://$POOL/$PREFIX/conformance?conf=$CEPH_CONF&id=sluice" \
+     "$CONFORMANCE" --gtest_filter='All/BackendConformance.*/rados*:OpenBackend.Rados*' \
+     >"$W/conformance.out" 2>&1 &&
+   grep -q 'PASSED' "$W/conformance.out" && ! grep -q 'SKIPPED' "$W/conformance.out"; then
+  ok "backend conformance suite against RADOS ($(grep -c '^\[       OK' "$W/conformance.out") tests)"
+else
+  nok "backend conformance suite against RADOS: $(grep -E 'FAILED|Failure|error' "$W/conformance.out" | head -5 | tr '\n' '|')"
+fi
+
+# ---------------------------------------------------------------- round trip
+mkdir -p "$W/tree"
+python3 - "$W/tree" <<'EOF'
+import os, sys
+root = sys.argv[1]
+def w(rel, data, mode=0o644):
+    p = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, 'wb') as f:
+        f.write(data)
+    os.chmod(p, mode)
+w('empty', b'')
+w('small.txt', b'hello\n', 0o600)
+w('deep/er/random-3MiB.bin', os.urandom(3 * 1024 * 1024 + 17))
+w('zeros-2MiB', bytes(2 << 20), 0o640)
+w('ünïcødé/日本語.bin', os.urandom(70000))
+EOF
+TREE_BYTES=$(find "$W/tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+# Small chunks and objects: several data objects per save.
+sl save --store "$U" --name tree --step 1 --from "$W/tree" --chunk-size 256KiB --object-size 1MiB --json
+expect_ok "save --from a tree to rados://"
+check "save --json: bytes=$TREE_BYTES, committed, io_path is librados, several data objects" \
+  [ "$(pyj '(d["bytes"], d["committed"], d["io_path"].startswith("librados"), d["objects"] > 3)')" = "($TREE_BYTES, True, True, True)" ]
+sl ls --store "$U" --json
+check "ls --json lists tree@1 as complete" [ "$(pyj '[(c["name"], c["step"], c["complete"]) for c in d]')" = "[('tree', 1, True)]" ]
+sl verify --store "$U" --name tree --step 1 --json
+check "verify: exit 0, ok" [ "$RC" -eq 0 -a "$(pyj 'd["ok"]')" = "True" ]
+sl restore --store "$U" --name tree --step 1 --to "$W/restored"
+expect_ok "restore from rados://"
+check "restored tree is bit-exact (diff -r)" diff -r "$W/tree" "$W/restored"
+check "the store's objects are RADOS objects $PREFIX/ckpt/tree/.../{COMMIT,manifest,data}" \
+  bash -c "rados -p '$POOL' ls | grep -q '^$PREFIX/ckpt/tree/00000000000000000001/COMMIT$' &&
+           rados -p '$POOL' ls | grep -q '^$PREFIX/ckpt/tree/00000000000000000001/data/.*\.dat$'"
+
+# ---------------------------------------------------------------- concurrent commit
+for i in 1 2; do
+  "$SLUICE" save --store "$U" --name race --step 1 --synthetic 8MiB >"$W/race$i.out" 2>&1 &
+done
+wins=0
+for job in $(jobs -p); do wait "$job" && wins=$((wins + 1)); done
+sl verify --store "$U" --name race --step 1
+check "two concurrent saves of race@1: exactly one commits, and it verifies" [ "$wins" -eq 1 -a "$RC" -eq 0 ]
+
+# ---------------------------------------------------------------- bad input, each bounded in time
+# expect_bounded DESC WANT_TEXT URI: ls exits 1 within 60 s with one "sluice:" line naming WANT_TEXT.
+expect_bounded() {
+  local t=$(date +%s)
+  timeout 90 "$SLUICE" ls --store "$3" >"$W/out" 2>"$W/err"
+  RC=$?
+  local took=$(($(date +%s) - t))
+  if [ "$RC" -eq 1 ] && one_sluice_line && grep -qF -- "$2" "$W/err" && [ "$took" -le 60 ]; then
+    ok "$1: exit 1 in $took s: $(head -c 160 "$W/err")"
+  else
+    nok "$1: exit $RC in $took s (want 1 within 60 s, naming '$2'), stderr: $(errtext)"
+  fi
+}
+printf '[client.sluice]\n\tkey = %s\n' "$(ceph-authtool --gen-print-key)" >"$W/wrong.keyring"
+expect_bounded "wrong cephx key" "Permission denied" "rados://$POOL/$PREFIX?conf=$CEPH_CONF&id=sluice&keyring=$W/wrong.keyring"
+expect_bounded "missing conf file" "$W/absent.conf" "rados://$POOL/$PREFIX?conf=$W/absent.conf&id=sluice"
+printf '[global\nmon host = 127.0.0.1:3300\n' >"$W/garbage.conf"
+expect_bounded "unparsable conf file" "$W/garbage.conf" "rados://$POOL/$PREFIX?conf=$W/garbage.conf&id=sluice"
+expect_bounded "missing pool" "pool 'no-such-pool'" "rados://no-such-pool/$PREFIX?conf=$CEPH_CONF&id=sluice"
+printf '[global]\nmon host = 127.0.0.1:1\n[client]\nlog file = /dev/null\n' >"$W/unreachable.conf"
+expect_bounded "unreachable monitor (127.0.0.1:1)" "127.0.0.1:1" "rados://$POOL/$PREFIX?conf=$W/unreachable.conf&id=sluice&keyring=$KEYRING"
+sl ls --store "rados://$POOL/$PREFIX?conf=$CEPH_CONF&colour=blue"
+check "unknown URI option: usage error (exit 2) naming it" bash -c "[ $RC -eq 2 ] && grep -q \"'colour'\" '$W/err'"
+
+# ---------------------------------------------------------------- corruption behind sluice's back
+sl save --store "$U" --name flip --step 1 --from "$W/tree" --chunk-size 64KiB --json
+obj=$(rados -p "$POOL" ls | grep "^$PREFIX/ckpt/flip/00000000000000000001/data/" | head -1)
+if [ "$RC" -ne 0 ] || [ -z "$obj" ] || ! rados -p "$POOL" get "$obj" "$W/obj"; then
+  nok "flip: save or fetch of the data object failed (exit $RC, object '$obj')"
+else
+  pos=$(($(stat -c %s "$W/obj") / 2 + 777))
+  python3 - "$W/obj" "$pos" <<'EOF'
+import sys
+path, off = sys.argv[1], int(sys.argv[2])
+with open(path, 'r+b') as f:
+    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xFF]))
+EOF
+  rados -p "$POOL" put "$obj" "$W/obj"
+  sl verify --store "$U" --name flip --step 1 --json
+  cp "$W/out" "$W/vjson"
+  check "a byte flipped with rados put: verify exits 1 with exactly one bad chunk, in that object, covering offset $pos" \
+    [ "$RC" -eq 1 -a "$(pyj "[(b['object'] == '${obj#"$PREFIX"/}', b['offset'] <= $pos < b['offset'] + b['length']) for b in d['bad_chunks']]" "$W/vjson")" = "[(True, True)]" ]
+  sl verify --store "$U" --name flip --step 1
+  check "plain verify names the bad chunk (item and chunk index) on one BAD line" \
+    bash -c "[ $RC -eq 1 ] && [ \$(grep -c '^BAD' '$W/out') -eq 1 ] && grep '^BAD' '$W/out' | grep -q 'chunk'"
+  sl restore --store "$U" --name flip --step 1 --to "$W/flip-restored"
+  check "restore of the damaged checkpoint fails (exit 1) with one sluice: line" bash -c "[ $RC -eq 1 ] && [ \$(wc -l <'$W/err') -eq 1 ]"
+fi
+
+# ---------------------------------------------------------------- rm
+sl rm --store "$U" --name tree --step 1
+check "rm tree@1 removes its every object" \
+  bash -c "[ $RC -eq 0 ] && ! rados -p '$POOL' ls | grep -q '^$PREFIX/ckpt/tree/'"
+
+echo "# $(($(date +%s) - T0)) s"
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
