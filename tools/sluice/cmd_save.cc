@@ -1,8 +1,11 @@
 // sluice save: a directory tree or synthetic data -> checkpoint NAME@STEP.
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
+#include "io/aligned_buffer.h"
 #include "item_sources.h"
 #include "output.h"
 #include "store_flags.h"
@@ -13,14 +16,22 @@ namespace {
 CommandSpec SaveSpec() {
   CommandSpec s;
   s.name = "save";
-  s.usage = "save --store URI --name NAME --step N (--from DIR | --synthetic SIZE) [flags]";
+  s.usage = "save (--store URI | --tier URI...) --name NAME --step N (--from DIR | --synthetic SIZE) [flags]";
   s.summary =
       "Saves every regular file under DIR as an item keyed by its relative path (or\n"
       "synthetic data), cut into crc32c-checksummed chunks, made durable, then\n"
       "committed atomically. Symlinks, devices, FIFOs, sockets and unreadable files\n"
       "are refused before anything is written.";
   s.flags = StoreFlagSpecs(true);
+  for (auto& f : TierPolicyFlagSpecs()) s.flags.push_back(f);
   s.flags.insert(s.flags.end(), {
+      {"async", "", "print the stall as soon as the data is in staging, then write on"},
+      {"detach", "", "with --async: exit once tier 0 has committed, leaving later tiers\n"
+                     "                            to `sluice drain`"},
+      {"staging", "SIZE", "staging memory (default: the checkpoint's size with --async, up\n"
+                          "                            to 8GiB; else up to 256MiB); larger checkpoints stream"},
+      {"copy-threads", "N", "threads copying into staging (default 2)"},
+      {"lock-staging", "", "mlock the staging memory"},
       {"name", "NAME", "checkpoint name: 1-255 bytes, no '/', NUL or control characters"},
       {"step", "N", "checkpoint step, a non-negative integer"},
       {"from", "DIR", "directory tree to save"},
@@ -84,9 +95,10 @@ int CmdSave(int argc, char** argv) {
   if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"), true);
   bool from = flags.Has("from"), synthetic = flags.Has("synthetic");
   if (from == synthetic) return Fail(Status::InvalidArgument("give exactly one of --from DIR and --synthetic SIZE"), true);
-  auto options = StoreOptionsFromFlags(flags);
-  if (!options.ok()) return Fail(options.status(), true);
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  auto popts = PipelineOptionsFromFlags(flags, true);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  const bool async = flags.Has("async"), detach = flags.Has("detach");
+  if (detach && !async) return Fail(Status::InvalidArgument("--detach needs --async"), true);
 
   std::vector<TreeFile> files;
   std::vector<uint64_t> synthetic_sizes;
@@ -106,13 +118,28 @@ int CmdSave(int argc, char** argv) {
     total = *size;
   }
 
+  // Staging: by default big enough to take the whole checkpoint (--async,
+  // so the command can report its stall and the sources are free), or a
+  // modest streaming window for a synchronous save.
+  const uint64_t slab = AlignUp(popts->store.io_bytes, 4096);
+  uint64_t staging = std::max(slab, std::min<uint64_t>(AlignUp(total, slab), async ? (8ull << 30) : (256ull << 20)));
+  auto staging_flag = flags.GetSize("staging", staging);
+  if (!staging_flag.ok()) return Fail(staging_flag.status(), true);
+  auto copy_threads = flags.GetU64("copy-threads", 2);
+  if (!copy_threads.ok() || *copy_threads == 0 || *copy_threads > 64) {
+    return Fail(Status::InvalidArgument("--copy-threads must be in 1..64"), true);
+  }
+
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
-  StoreOptions opts = *options;
-  opts.rank_timeout_ms = *timeout;
-  opts.create_if_missing = true;
-  auto store = Store::Open(*flags.Get("store"), opts);
-  if (!store.ok()) return FailStoreOpen(store.status());
+  PipelineOptions po = *popts;
+  po.store.rank_timeout_ms = *timeout;
+  po.staging_bytes = *staging_flag;
+  po.copy_threads = static_cast<uint32_t>(*copy_threads);
+  po.lock_staging = flags.Has("lock-staging");
+  po.resume_drains = false;  // finishing earlier drains is `sluice drain`'s job
+  auto pipeline = Pipeline::Open(po);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   CheckpointId id{*name, **step};
   SaveOptions save;
   if (auto a = flags.Get("attempt")) {
@@ -120,33 +147,76 @@ int CmdSave(int argc, char** argv) {
   } else if (const char* env = std::getenv("SLUICE_ATTEMPT")) {
     save.attempt = env;
   }
-  auto writer = (*store)->BeginCheckpoint(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world), save);
-  if (!writer.ok()) return Fail(writer.status());
-  (*writer)->SetExpectedBytes(total);
+  auto pending = (*pipeline)->Begin(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world), save);
+  if (!pending.ok()) return Fail(pending.status());
 
   Progress progress("save", total);
+  std::vector<std::unique_ptr<FileSource>> file_sources;
+  std::vector<std::unique_ptr<SyntheticSource>> synthetic_sources;
+  std::vector<std::unique_ptr<CountingSource>> counted;
   if (from) {
     for (const auto& f : files) {
       auto src = FileSource::Open(f);
       if (!src.ok()) return Fail(src.status());
-      CountingSource counted(**src, progress);
-      Status st = (*writer)->AddItem(f.key, FileMetadata(f.mode), f.size, counted);
-      if (st.ok()) st = (*src)->Close();
+      file_sources.push_back(std::move(src).value());
+      counted.push_back(std::make_unique<CountingSource>(*file_sources.back(), progress));
+      Status st = (*pending)->AddItem(f.key, FileMetadata(f.mode), f.size, *counted.back());
       if (!st.ok()) return Fail(st);
     }
   } else {
     char key[64];
     for (size_t i = 0; i < synthetic_sizes.size(); ++i) {
       snprintf(key, sizeof key, "synthetic/rank%llu/item-%06zu", static_cast<unsigned long long>(*rank), i);
-      SyntheticSource src(*rank * 1'000'003 + i, synthetic_sizes[i]);
-      CountingSource counted(src, progress);
-      Status st = (*writer)->AddItem(key, "", synthetic_sizes[i], counted);
+      synthetic_sources.push_back(std::make_unique<SyntheticSource>(*rank * 1'000'003 + i, synthetic_sizes[i]));
+      counted.push_back(std::make_unique<CountingSource>(*synthetic_sources.back(), progress));
+      Status st = (*pending)->AddItem(key, "", synthetic_sizes[i], *counted.back());
       if (!st.ok()) return Fail(st);
     }
   }
-  auto stats = (*writer)->Commit();
+  auto handle = (*pending)->Snapshot();
+  if (!handle.ok()) {
+    progress.Done();
+    return Fail(handle.status());
+  }
+  for (auto& f : file_sources) {
+    if (Status st = f->Close(); !st.ok()) return Fail(st);
+  }
+  file_sources.clear();
+  if (async && !flags.Has("json")) {
+    std::printf("snapshot of %s@%llu in staging: stall %.3f s; writing on in the background\n",
+                id.name.c_str(), static_cast<unsigned long long>(id.step), (*handle)->stall_seconds());
+    std::fflush(stdout);
+  }
+  const size_t tiers = (*pipeline)->tier_count();
+  // Wait tier by tier, telling the user about failed attempts (the pipeline
+  // retries them with backoff).
+  Status waited;
+  const size_t wait_for = detach ? 1 : tiers;
+  for (size_t k = 0; k < wait_for && waited.ok(); ++k) {
+    std::string last_error;
+    for (;;) {
+      auto pr = (*handle)->progress();
+      if (pr[k].state == TierState::kCommitted || pr[k].state == TierState::kSkipped) break;
+      if ((*handle)->done()) {
+        waited = (*handle)->WaitTier(k);
+        break;
+      }
+      if (!pr[k].error.ok() && pr[k].error.ToString() != last_error) {
+        last_error = pr[k].error.ToString();
+        std::fprintf(stderr, "sluice: tier %zu (%s): %s\n", k, pr[k].uri.c_str(), last_error.c_str());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   progress.Done();
-  if (!stats.ok()) return Fail(stats.status());
+  if (!waited.ok()) return Fail(waited);
+  const auto final_progress = (*handle)->progress();
+  SaveStats st0;
+  st0.bytes = total;
+  st0.items = from ? files.size() : synthetic_sizes.size();
+  for (uint64_t sz : synthetic_sizes) st0.chunks += (sz + po.store.chunk_bytes - 1) / po.store.chunk_bytes;
+  for (const auto& f : files) st0.chunks += (f.size + po.store.chunk_bytes - 1) / po.store.chunk_bytes;
+  auto stats = Result<SaveStats>(st0);
   const double secs = SecondsSince(t0);
   const double cpu = ProcessCpuSeconds() - cpu0;
   if (flags.Has("json")) {
@@ -155,18 +225,39 @@ int CmdSave(int argc, char** argv) {
         .Key("name").Str(id.name).Key("step").UInt(id.step)
         .Key("rank").UInt(*rank).Key("world").UInt(*world)
         .Key("bytes").UInt(stats->bytes).Key("items").UInt(stats->items)
-        .Key("chunks").UInt(stats->chunks).Key("objects").UInt(stats->objects)
+        .Key("chunks").UInt(stats->chunks)
         .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? stats->bytes / secs : 0)
-        .Key("cpu_seconds").Num(cpu).Key("committed").Bool(stats->committed)
-        .Key("io_path").Str((*store)->backend().caps().io_path)
-        .EndObject();
+        .Key("cpu_seconds").Num(cpu).Key("committed").Bool(true)
+        .Key("stall_seconds").Num((*handle)->stall_seconds())
+        .Key("io_path").Str((*pipeline)->tier(0).backend().caps().io_path)
+        .Key("tiers").BeginArray();
+    for (const auto& t : final_progress) {
+      j.BeginObject().Key("uri").Str(t.uri).Key("state").Str(TierStateName(t.state));
+      if (t.state == TierState::kCommitted) {
+        j.Key("durable_seconds").Num(t.durable_seconds);
+      } else {
+        j.Key("durable_seconds").Null();
+      }
+      j.EndObject();
+    }
+    j.EndArray().EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), %s\n", id.name.c_str(),
+    std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), stall %.3f s\n", id.name.c_str(),
                 static_cast<unsigned long long>(id.step), static_cast<unsigned long long>(*rank),
                 static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats->items),
                 HumanBytes(stats->bytes).c_str(), secs, HumanRate(secs > 0 ? stats->bytes / secs : 0).c_str(),
-                stats->committed ? "committed" : "manifest published, committed by rank 0");
+                (*handle)->stall_seconds());
+    for (size_t k = 0; k < final_progress.size(); ++k) {
+      const auto& t = final_progress[k];
+      if (t.state == TierState::kCommitted) {
+        std::printf("  tier %zu %s: committed, durable after %.2f s\n", k, t.uri.c_str(), t.durable_seconds);
+      } else if (t.state == TierState::kSkipped) {
+        std::printf("  tier %zu %s: drained by rank 0\n", k, t.uri.c_str());
+      } else {
+        std::printf("  tier %zu %s: left to `sluice drain`\n", k, t.uri.c_str());
+      }
+    }
   }
   return kExitOk;
 }

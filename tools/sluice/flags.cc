@@ -43,6 +43,11 @@ Result<Flags> Flags::Parse(const CommandSpec& spec, int argc, char** argv, int f
       }
       value = argv[++i];
     }
+    if (fs->repeatable) {
+      f.repeated_[name].push_back(*value);
+      f.values_.emplace(name, *value);  // the first, for Has/Get
+      continue;
+    }
     if (f.values_.count(name)) {
       return Status::InvalidArgument(spec.name + ": --" + name + " given twice");
     }
@@ -55,6 +60,14 @@ std::optional<std::string> Flags::Get(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<std::string> Flags::GetAll(const std::string& name) const {
+  auto it = repeated_.find(name);
+  if (it != repeated_.end()) return it->second;
+  auto v = Get(name);
+  if (v) return {*v};
+  return {};
 }
 
 Result<std::string> Flags::Require(const std::string& name) const {

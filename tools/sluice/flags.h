@@ -18,6 +18,7 @@ struct FlagSpec {
   std::string name;        // without dashes
   std::string value_name;  // empty: boolean flag
   std::string help;
+  bool repeatable = false;  // may be given several times; see Flags::GetAll
 };
 
 struct CommandSpec {
@@ -39,9 +40,12 @@ class Flags {
   Result<std::string> Require(const std::string& name) const;
   Result<uint64_t> GetU64(const std::string& name, uint64_t dflt) const;
   Result<uint64_t> GetSize(const std::string& name, uint64_t dflt) const;
+  // Every value of a repeatable flag, in command-line order.
+  std::vector<std::string> GetAll(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> repeated_;
 };
 
 std::string HelpText(const CommandSpec& spec);

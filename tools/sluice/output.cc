@@ -107,6 +107,7 @@ Json& Json::Num(double v) {
 Json& Json::Int(int64_t v) { Sep(); out_ += std::to_string(v); return *this; }
 Json& Json::UInt(uint64_t v) { Sep(); out_ += std::to_string(v); return *this; }
 Json& Json::Bool(bool v) { Sep(); out_ += v ? "true" : "false"; return *this; }
+Json& Json::Null() { Sep(); out_ += "null"; return *this; }
 
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

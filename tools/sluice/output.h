@@ -41,6 +41,7 @@ class Json {
   Json& Int(int64_t v);
   Json& UInt(uint64_t v);
   Json& Bool(bool v);
+  Json& Null();
   const std::string& str() const { return out_; }
 
  private:

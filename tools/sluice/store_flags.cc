@@ -4,7 +4,8 @@ namespace sluice::cli {
 
 std::vector<FlagSpec> StoreFlagSpecs(bool writer) {
   std::vector<FlagSpec> f = {
-      {"store", "URI", "store: file:///path or a plain path (required)"},
+      {"store", "URI", "store: file:///path, rados://POOL/PREFIX?conf=..., or a plain path"},
+      {"tier", "URI", "a tier, fastest first; repeat for each tier (instead of --store)", true},
   };
   if (writer) {
     f.push_back({"chunk-size", "SIZE", "bytes per checksummed chunk (default 4MiB, at most 256MiB)"});
@@ -29,8 +30,87 @@ Result<StoreOptions> StoreOptionsFromFlags(const Flags& flags) {
   return o;
 }
 
+std::vector<FlagSpec> TierPolicyFlagSpecs() {
+  return {
+      {"rate-limit", "TIER=RATE",
+       "cap background writes into a tier (by position 0,1,... or URI) at RATE\n"
+       "                            bytes/s, e.g. 1=200MiB; repeatable (default: no cap)", true},
+      {"keep-last", "TIER=K",
+       "keep the newest K committed steps of each name on that tier; older ones go\n"
+       "                            once a later tier holds them; repeatable (default: all)", true},
+  };
+}
+
+Result<std::vector<std::string>> TierUrisFromFlags(const Flags& flags) {
+  std::vector<std::string> tiers = flags.GetAll("tier");
+  if (flags.Has("store") && !tiers.empty()) {
+    return Status::InvalidArgument("give either --store or --tier (repeated), not both");
+  }
+  if (flags.Has("store")) return std::vector<std::string>{*flags.Get("store")};
+  if (tiers.empty()) return Status::InvalidArgument("--store (or --tier, repeated) is required");
+  if (tiers.size() > 16) return Status::InvalidArgument("at most 16 --tier");
+  return tiers;
+}
+
+namespace {
+
+// "1=200MiB" -> (tier index, value text); the tier is a position or a URI.
+Result<std::pair<size_t, std::string>> TierAssignment(const std::string& flag, const std::string& text,
+                                                      const std::vector<std::string>& uris) {
+  size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return Status::InvalidArgument("--" + flag + " '" + text + "' is not TIER=VALUE");
+  }
+  std::string tier = text.substr(0, eq);
+  for (size_t k = 0; k < uris.size(); ++k) {
+    if (uris[k] == tier) return std::make_pair(k, text.substr(eq + 1));
+  }
+  if (tier.find_first_not_of("0123456789") == std::string::npos && tier.size() < 4) {
+    size_t k = std::stoul(tier);
+    if (k < uris.size()) return std::make_pair(k, text.substr(eq + 1));
+  }
+  return Status::InvalidArgument("--" + flag + " '" + text + "': no tier '" + tier + "' (there are " +
+                                 std::to_string(uris.size()) + ", numbered from 0, or give a tier's URI)");
+}
+
+}  // namespace
+
+Result<PipelineOptions> PipelineOptionsFromFlags(const Flags& flags, bool create) {
+  ASSIGN_OR_RETURN(auto uris, TierUrisFromFlags(flags));
+  PipelineOptions o;
+  for (const auto& u : uris) o.tiers.push_back(TierOptions{u});
+  for (const auto& text : flags.GetAll("rate-limit")) {
+    ASSIGN_OR_RETURN(auto a, TierAssignment("rate-limit", text, uris));
+    auto rate = ParseSize(a.second);
+    if (!rate.ok() || *rate == 0) {
+      return Status::InvalidArgument("--rate-limit '" + text + "': RATE must be a positive size per second, e.g. 200MiB");
+    }
+    o.tiers[a.first].rate_bytes_per_sec = *rate;
+  }
+  for (const auto& text : flags.GetAll("keep-last")) {
+    ASSIGN_OR_RETURN(auto a, TierAssignment("keep-last", text, uris));
+    const std::string& v = a.second;
+    if (v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9 || std::stoul(v) == 0) {
+      return Status::InvalidArgument("--keep-last '" + text + "': K must be a positive integer");
+    }
+    o.tiers[a.first].keep_last = static_cast<uint32_t>(std::stoul(v));
+  }
+  ASSIGN_OR_RETURN(o.store, StoreOptionsFromFlags(flags));
+  o.store.create_if_missing = create;
+  o.staging_bytes = o.store.io_bytes;
+  o.copy_threads = 1;
+  o.resume_drains = false;
+  return o;
+}
+
+Result<std::unique_ptr<Pipeline>> OpenPipeline(const PipelineOptions& options) {
+  return Pipeline::Open(options);
+}
+
 Result<std::unique_ptr<Store>> OpenStoreFromFlags(const Flags& flags, bool create) {
-  ASSIGN_OR_RETURN(std::string uri, flags.Require("store"));
+  ASSIGN_OR_RETURN(auto uris, TierUrisFromFlags(flags));
+  if (uris.size() != 1) return Status::InvalidArgument("this command takes one store (--store URI)");
+  std::string uri = uris[0];
   ASSIGN_OR_RETURN(StoreOptions o, StoreOptionsFromFlags(flags));
   o.create_if_missing = create;
   return Store::Open(uri, o);

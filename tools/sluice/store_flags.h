@@ -8,12 +8,24 @@
 #include <vector>
 
 #include "flags.h"
+#include "sluice/pipeline.h"
 #include "sluice/store.h"
 
 namespace sluice::cli {
 
-// --store plus, for writers, --chunk-size, --io-size, --object-size.
+// --store / --tier plus, for writers, --chunk-size, --io-size, --object-size.
 std::vector<FlagSpec> StoreFlagSpecs(bool writer);
+// --rate-limit TIER=RATE and --keep-last TIER=K (repeatable), for commands
+// that write into tiers in the background (save, drain).
+std::vector<FlagSpec> TierPolicyFlagSpecs();
+
+// The tiers, fastest first: the --tier values, or the lone --store.
+// InvalidArgument if neither or both are given.
+Result<std::vector<std::string>> TierUrisFromFlags(const Flags& flags);
+// Tiers with their --rate-limit/--keep-last policies and the store options.
+// Staging is one I/O buffer unless the caller sets it.
+Result<PipelineOptions> PipelineOptionsFromFlags(const Flags& flags, bool create);
+Result<std::unique_ptr<Pipeline>> OpenPipeline(const PipelineOptions& options);
 
 // Reads the flags of StoreFlagSpecs into options (defaults where absent).
 Result<StoreOptions> StoreOptionsFromFlags(const Flags& flags);
