@@ -839,7 +839,7 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
   for (size_t k = 0; k < stores_.size(); ++k) {
     auto loaded = LoadCheckpoint(stores_[k]->backend(), n, *step);
     if (!loaded.ok()) {
-      if (!loaded.status().IsNotFound() && recovery != nullptr) {
+      if (!loaded.status().IsNotFound() && recovery != nullptr && k + 1 < stores_.size()) {
         recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + opts_.tiers[k].uri +
                                       "): " + loaded.status().ToString() + "; trying the next tier");
       }

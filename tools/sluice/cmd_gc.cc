@@ -28,11 +28,18 @@ int CmdGc(int argc, char** argv) {
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
   auto min_age = ParseDurationMs(flags.Get("min-age").value_or("0s"));
   if (!min_age.ok()) return Fail(min_age.status().WithContext("--min-age"), true);
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
-  auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return FailStoreOpen(store.status());
-  auto report = (*store)->CollectGarbage(*min_age);
-  if (!report.ok()) return Fail(report.status());
+  auto uris = TierUrisFromFlags(flags);
+  if (!uris.ok()) return Fail(uris.status(), true);
+  GcReport total;
+  for (const auto& uri : *uris) {
+    auto store = Store::Open(uri, StoreOptions{});
+    if (!store.ok()) return FailStoreOpen(store.status());
+    auto report = (*store)->CollectGarbage(*min_age);
+    if (!report.ok()) return Fail(report.status());
+    total.objects_removed += report->objects_removed;
+    total.bytes_removed += report->bytes_removed;
+  }
+  const GcReport* report = &total;
   if (flags.Has("json")) {
     Json j;
     j.BeginObject().Key("objects_removed").UInt(report->objects_removed)

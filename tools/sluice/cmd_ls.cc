@@ -23,12 +23,17 @@ std::string FormatTime(int64_t unix_ms) {
 int CmdLs(int argc, char** argv) {
   CommandSpec spec;
   spec.name = "ls";
-  spec.usage = "ls --store URI [--name NAME] [--all] [--json]";
-  spec.summary = "Lists committed checkpoints: name, step, bytes, ranks, items, creation time.";
+  spec.usage = "ls (--store URI | --tier URI...) [--name NAME] [--all] [--json]";
+  spec.summary =
+      "Lists committed checkpoints: name, step, bytes, ranks, items, creation time,\n"
+      "and with several --tier the state on each tier: committed, draining, pending\n"
+      "(an earlier tier has it, this one not yet), failed (the last drain failed, with\n"
+      "the reason), absent (not held, e.g. beyond its --keep-last).";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"name", "NAME", "only checkpoints of this name"},
       {"all", "", "also list incomplete checkpoints (no valid commit record), marked so"},
+      {"keep-last", "TIER=K", "as given to save/drain, so steps beyond it show as absent", true},
       {"json", "", "print a JSON array, one object per checkpoint"},
   });
   Flags flags;
@@ -38,39 +43,86 @@ int CmdLs(int argc, char** argv) {
   if (flags.Has("name")) {
     if (Status st = ValidateCheckpointName(name); !st.ok()) return Fail(st, true);
   }
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
-  auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return FailStoreOpen(store.status());
-  auto list = (*store)->List(name, flags.Has("all"));
-  if (!list.ok()) return Fail(list.status());
+  auto popts = PipelineOptionsFromFlags(flags, false);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  auto pipeline = OpenPipeline(*popts);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  auto tiered = (*pipeline)->List(name);
+  if (!tiered.ok()) return Fail(tiered.status());
+  // Incomplete checkpoints are per tier (each tier's own leftovers).
+  std::vector<std::pair<size_t, CheckpointInfo>> incomplete;
+  if (flags.Has("all")) {
+    for (size_t k = 0; k < (*pipeline)->tier_count(); ++k) {
+      auto list = (*pipeline)->tier(k).List(name, true);
+      if (!list.ok()) {
+        if (k == 0) return Fail(list.status());
+        continue;
+      }
+      for (auto& c : *list) {
+        if (!c.complete) incomplete.push_back({k, std::move(c)});
+      }
+    }
+  }
+  const bool several = (*pipeline)->tier_count() > 1;
   if (flags.Has("json")) {
     Json j;
     j.BeginArray();
-    for (const auto& c : *list) {
+    for (const auto& t : *tiered) {
+      const auto& c = t.info;
       j.BeginObject()
           .Key("name").Str(c.name).Key("step").UInt(c.step).Key("bytes").UInt(c.bytes)
           .Key("ranks").UInt(c.ranks).Key("items").UInt(c.items)
           .Key("created").Str(FormatTime(c.created_unix_ms))
           .Key("created_unix_ms").Int(c.created_unix_ms)
-          .Key("complete").Bool(c.complete);
-      if (!c.complete) j.Key("problem").Str(c.problem);
-      j.EndObject();
+          .Key("complete").Bool(true)
+          .Key("tiers").BeginArray();
+      for (const auto& tc : t.tiers) {
+        j.BeginObject().Key("uri").Str(tc.uri).Key("state").Str(tc.state);
+        if (!tc.reason.empty()) j.Key("reason").Str(tc.reason);
+        j.EndObject();
+      }
+      j.EndArray().EndObject();
+    }
+    for (const auto& [k, c] : incomplete) {
+      j.BeginObject()
+          .Key("name").Str(c.name).Key("step").UInt(c.step).Key("bytes").UInt(c.bytes)
+          .Key("ranks").UInt(c.ranks).Key("items").UInt(c.items)
+          .Key("created").Str(FormatTime(c.created_unix_ms))
+          .Key("created_unix_ms").Int(c.created_unix_ms)
+          .Key("complete").Bool(false).Key("problem").Str(c.problem)
+          .Key("tier").UInt(k).EndObject();
     }
     j.EndArray();
     std::printf("%s\n", j.str().c_str());
     return kExitOk;
   }
-  if (list->empty()) {
+  if (tiered->empty() && incomplete.empty()) {
     std::printf("no checkpoints%s\n", flags.Has("all") ? "" : " (--all also shows incomplete ones)");
     return kExitOk;
   }
   std::printf("%-24s %20s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "RANKS", "ITEMS",
-              "CREATED", "STATE");
-  for (const auto& c : *list) {
+              "CREATED", several ? "TIERS" : "STATE");
+  for (const auto& t : *tiered) {
+    const auto& c = t.info;
+    std::string state;
+    if (!several) {
+      state = "committed";
+    } else {
+      for (size_t k = 0; k < t.tiers.size(); ++k) {
+        if (k) state += "  ";
+        state += std::to_string(k) + ":" + t.tiers[k].state;
+        if (!t.tiers[k].reason.empty() && t.tiers[k].state == "failed") state += " (" + t.tiers[k].reason + ")";
+      }
+    }
     std::printf("%-24s %20llu %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
                 static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), c.ranks,
-                c.complete ? std::to_string(c.items).c_str() : "-", FormatTime(c.created_unix_ms).c_str(),
-                c.complete ? "committed" : ("INCOMPLETE: " + c.problem).c_str());
+                std::to_string(c.items).c_str(), FormatTime(c.created_unix_ms).c_str(), state.c_str());
+  }
+  for (const auto& [k, c] : incomplete) {
+    std::string state = (several ? "tier " + std::to_string(k) + " " : std::string()) + "INCOMPLETE: " + c.problem;
+    std::printf("%-24s %20llu %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
+                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), c.ranks, "-",
+                FormatTime(c.created_unix_ms).c_str(), state.c_str());
   }
   return kExitOk;
 }

@@ -21,11 +21,14 @@ namespace {
 CommandSpec RestoreSpec() {
   CommandSpec s;
   s.name = "restore";
-  s.usage = "restore --store URI --name NAME [--step N|latest] --to DIR [flags]";
+  s.usage = "restore (--store URI | --tier URI...) --name NAME [--step N|latest] --to DIR [flags]";
   s.summary =
       "Recreates the files of a committed checkpoint under DIR, bit-exact, checking\n"
-      "every chunk's crc32c. A bad chunk stops the restore with an error naming the\n"
-      "item, chunk, data object and offset. Each file is written under a temporary\n"
+      "every chunk's crc32c. With several --tier, it reads the fastest tier holding\n"
+      "a committed copy; a missing or bad chunk there is read from a later tier\n"
+      "(said on stderr) and the bad copy is rewritten from the good one. A bad chunk\n"
+      "with no good copy anywhere stops the restore with an error naming the item,\n"
+      "chunk, data object and offset. Each file is written under a temporary\n"
       "name and renamed into place once complete, so a failed restore leaves no\n"
       "half-written file. Symlinks in DIR are never followed; files get their saved\n"
       "rwx bits (setuid, setgid and sticky bits are not restored).";
@@ -254,7 +257,8 @@ int CmdRestore(int argc, char** argv) {
     if (!r.ok() || *r > 1'000'000) return Fail(Status::InvalidArgument("--rank must be a rank number"), true);
     rank = static_cast<uint32_t>(*r);
   }
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  auto popts = PipelineOptionsFromFlags(flags, false);
+  if (!popts.ok()) return Fail(popts.status(), true);
   bool exists = false;
   if (!DirIsEmpty(*to, &exists) && !flags.Has("force")) {
     return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to restore into it)"));
@@ -262,10 +266,20 @@ int CmdRestore(int argc, char** argv) {
 
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
-  auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return FailStoreOpen(store.status());
-  auto reader = (*store)->OpenCheckpoint(*name, *step);
-  if (!reader.ok()) return Fail(reader.status());
+  auto pipeline = OpenPipeline(*popts);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  // Reads the fastest tier with a committed copy; a bad or missing chunk
+  // there is read from a later tier, and the bad copy rewritten.
+  ReadRecovery recovery;
+  auto reader = (*pipeline)->OpenCheckpoint(*name, *step, &recovery);
+  auto report_recovery = [&] {
+    for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
+    for (const auto& r : recovery.repairs) std::fprintf(stderr, "sluice: repair: %s\n", r.c_str());
+  };
+  if (!reader.ok()) {
+    report_recovery();
+    return Fail(reader.status());
+  }
   const CheckpointInfo& info = (*reader)->info();
   if (rank && *rank >= info.ranks) {
     return Fail(Status::InvalidArgument("--rank " + std::to_string(*rank) + ": checkpoint has " +
@@ -283,6 +297,7 @@ int CmdRestore(int argc, char** argv) {
     return sink.Write(item, off, data, len);
   });
   progress.Done();
+  report_recovery();
   if (!st.ok()) return Fail(st);
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
@@ -292,6 +307,7 @@ int CmdRestore(int argc, char** argv) {
         .Key("bytes").UInt(sink.bytes()).Key("items").UInt(sink.files())
         .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? sink.bytes() / secs : 0)
         .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0).Key("to").Str(*to)
+        .Key("fallbacks").UInt(recovery.fallbacks.size()).Key("repairs").UInt(recovery.repairs.size())
         .EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {

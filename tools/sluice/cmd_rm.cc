@@ -29,21 +29,38 @@ int CmdRm(int argc, char** argv) {
   }
   auto step = StepFromFlags(flags, false, false);
   if (!step.ok()) return Fail(step.status(), true);
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
-  auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return FailStoreOpen(store.status());
-  std::vector<uint64_t> steps;
-  if (step->has_value()) {
-    steps.push_back(**step);
-  } else {
-    auto list = (*store)->List(*name, true);
-    if (!list.ok()) return Fail(list.status());
-    for (const auto& c : *list) steps.push_back(c.step);
-    if (steps.empty()) return Fail(Status::NotFound("no checkpoint named '" + *name + "'"));
+  auto uris = TierUrisFromFlags(flags);
+  if (!uris.ok()) return Fail(uris.status(), true);
+  // From every tier given, the slowest first, so that the copy restores
+  // read (the fastest) is the last to go.
+  bool removed_any = false;
+  for (size_t i = uris->size(); i-- > 0;) {
+    StoreOptions o;
+    auto store = Store::Open((*uris)[i], o);
+    if (!store.ok()) return FailStoreOpen(store.status());
+    std::vector<uint64_t> steps;
+    if (step->has_value()) {
+      steps.push_back(**step);
+    } else {
+      auto list = (*store)->List(*name, true);
+      if (!list.ok()) return Fail(list.status());
+      for (const auto& c : *list) steps.push_back(c.step);
+    }
+    for (uint64_t s : steps) {
+      Status st = (*store)->Remove(CheckpointId{*name, s});
+      if (st.IsNotFound() && uris->size() > 1) continue;
+      if (!st.ok()) return Fail(st);
+      removed_any = true;
+      if (uris->size() > 1) {
+        std::printf("removed %s@%llu from tier %zu\n", name->c_str(), static_cast<unsigned long long>(s), i);
+      } else {
+        std::printf("removed %s@%llu\n", name->c_str(), static_cast<unsigned long long>(s));
+      }
+    }
   }
-  for (uint64_t s : steps) {
-    if (Status st = (*store)->Remove(CheckpointId{*name, s}); !st.ok()) return Fail(st);
-    std::printf("removed %s@%llu\n", name->c_str(), static_cast<unsigned long long>(s));
+  if (!removed_any) {
+    return Fail(Status::NotFound(step->has_value() ? "checkpoint " + *name + "@" + std::to_string(**step) + " not found"
+                                                   : "no checkpoint named '" + *name + "'"));
   }
   return kExitOk;
 }

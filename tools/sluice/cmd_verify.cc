@@ -7,46 +7,31 @@
 
 namespace sluice::cli {
 
-int CmdVerify(int argc, char** argv) {
-  CommandSpec spec;
-  spec.name = "verify";
-  spec.usage = "verify --store URI --name NAME [--step N|latest] [--json]";
-  spec.summary =
-      "Reads every chunk of a committed checkpoint and checks its crc32c. Exits 1 and\n"
-      "names item, rank, chunk, data object and offset of every bad chunk.";
-  spec.flags = StoreFlagSpecs(false);
-  spec.flags.insert(spec.flags.end(), {
-      {"name", "NAME", "checkpoint name"},
-      {"step", "N|latest", "step to verify (default latest)"},
-      {"json", "", "print the report as one JSON object"},
-  });
-  Flags flags;
-  int rc;
-  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  auto name = NameFromFlags(flags);
-  if (!name.ok()) return Fail(name.status(), true);
-  auto step = StepFromFlags(flags, true, false);
-  if (!step.ok()) return Fail(step.status(), true);
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
-  auto store = OpenStoreFromFlags(flags, false);
-  if (!store.ok()) return FailStoreOpen(store.status());
+// Verifies one store's copy; kExitNotHeld if `several` and it has none.
+constexpr int kExitNotHeld = -1;
+int VerifyOne(Store& store, const Flags& flags, const std::string& name_ref,
+              std::optional<uint64_t> step_ref, bool several) {
+  const std::string* name = &name_ref;
+  const std::optional<uint64_t>* step = &step_ref;
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
   uint64_t resolved = 0;
   if (step->has_value()) {
     resolved = **step;
   } else {
-    auto r = (*store)->OpenCheckpoint(*name, std::nullopt);
+    auto r = store.OpenCheckpoint(*name, std::nullopt);
+    if (!r.ok() && several && r.status().IsNotFound()) return kExitNotHeld;
     if (!r.ok()) return Fail(r.status());
     resolved = (*r)->info().step;
   }
-  auto report = (*store)->Verify(*name, resolved);
+  auto report = store.Verify(*name, resolved);
+  if (!report.ok() && several && report.status().IsNotFound()) return kExitNotHeld;
   if (!report.ok()) return Fail(report.status());
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
     Json j;
     j.BeginObject()
-        .Key("name").Str(*name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
+        .Key("tier").Str(store.backend().uri()).Key("name").Str(*name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
         .Key("items").UInt(report->items).Key("chunks").UInt(report->chunks)
         .Key("bytes").UInt(report->bytes).Key("seconds").Num(secs)
         .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0)
@@ -77,6 +62,59 @@ int CmdVerify(int argc, char** argv) {
                  static_cast<unsigned long long>(resolved), report->bad.size());
     return kExitError;
   }
+  return kExitOk;
+}
+
+int CmdVerify(int argc, char** argv) {
+  CommandSpec spec;
+  spec.name = "verify";
+  spec.usage = "verify --store URI --name NAME [--step N|latest] [--json]";
+  spec.summary =
+      "Reads every chunk of a committed checkpoint and checks its crc32c. Exits 1 and\n"
+      "names item, rank, chunk, data object and offset of every bad chunk.";
+  spec.flags = StoreFlagSpecs(false);
+  spec.flags.insert(spec.flags.end(), {
+      {"name", "NAME", "checkpoint name"},
+      {"step", "N|latest", "step to verify (default latest)"},
+      {"json", "", "print the report as one JSON object"},
+  });
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  auto name = NameFromFlags(flags);
+  if (!name.ok()) return Fail(name.status(), true);
+  auto step = StepFromFlags(flags, true, false);
+  if (!step.ok()) return Fail(step.status(), true);
+  auto uris = TierUrisFromFlags(flags);
+  if (!uris.ok()) return Fail(uris.status(), true);
+  auto store_options = StoreOptionsFromFlags(flags);
+  if (!store_options.ok()) return Fail(store_options.status(), true);
+  // Every tier's copy is checked on its own: a good copy on one tier does
+  // not make a bad one on another acceptable.
+  const bool several = uris->size() > 1;
+  bool any = false, all_ok = true;
+  for (size_t k = 0; k < uris->size(); ++k) {
+    auto store = Store::Open((*uris)[k], *store_options);
+    if (!store.ok()) {
+      if (!several) return FailStoreOpen(store.status());
+      std::fprintf(stderr, "sluice: tier %zu: %s\n", k, store.status().ToString().c_str());
+      all_ok = false;
+      continue;
+    }
+    if (several && !flags.Has("json")) std::printf("tier %zu %s:\n", k, (*uris)[k].c_str());
+    int r = VerifyOne(**store, flags, *name, *step, several);
+    if (r == kExitNotHeld) continue;
+    any = true;
+    if (r != kExitOk) {
+      if (!several) return r;
+      all_ok = false;
+    }
+  }
+  if (several && !any) {
+    return Fail(Status::NotFound("no tier holds a committed copy of " + *name + "@" +
+                                 (step->has_value() ? std::to_string(**step) : std::string("latest"))));
+  }
+  if (!all_ok) return kExitError;
   return kExitOk;
 }
 

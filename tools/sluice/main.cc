@@ -20,9 +20,12 @@ const char kTopHelp[] =
     "  verify    read and check every chunk of a checkpoint\n"
     "  rm        remove a checkpoint\n"
     "  gc        reclaim everything no committed checkpoint references\n"
+    "  drain     copy checkpoints to the later tiers that lack them, apply retention\n"
     "  bench     MLPerf-Storage-style checkpoint write/read benchmark\n"
     "\n"
-    "A store is a URI: file:///path (any mounted filesystem) or a plain path.\n"
+    "A store is a URI: file:///path (any mounted filesystem), a plain path, or\n"
+    "rados://POOL/PREFIX?conf=PATH (Ceph). --tier URI, repeated, gives tiers fastest\n"
+    "first: saves commit on tier 0 and drain to each later tier in the background.\n"
     "Run 'sluice COMMAND --help' for a command's flags.\n"
     "Exit status: 0 success, 1 operational error, 2 usage error.\n";
 
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
   if (cmd == "rm") return CmdRm(argc, argv);
   if (cmd == "gc") return CmdGc(argc, argv);
   if (cmd == "bench") return CmdBench(argc, argv);
+  if (cmd == "drain") return CmdDrain(argc, argv);
   std::fprintf(stderr, "sluice: unknown command '%s' (see sluice --help)\n", cmd.c_str());
   return kExitUsage;
 }

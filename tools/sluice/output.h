@@ -84,6 +84,7 @@ int CmdVerify(int argc, char** argv);
 int CmdRm(int argc, char** argv);
 int CmdGc(int argc, char** argv);
 int CmdBench(int argc, char** argv);
+int CmdDrain(int argc, char** argv);
 
 // Parses flags for a command; prints help and returns kExitOk through
 // *exit_code when --help is given, or prints the usage error.
