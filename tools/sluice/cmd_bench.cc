@@ -50,6 +50,7 @@ CommandSpec BenchSpec() {
       "CPU seconds per GiB. bench/run_bench.sh runs fio on the same filesystem in\n"
       "the same run and prints sluice/fio ratios.";
   s.flags = StoreFlagSpecs(true);
+  for (auto& f : TierPolicyFlagSpecs()) s.flags.push_back(f);
   s.flags.insert(s.flags.end(), {
       {"preset", "NAME", "llama3-8b (default), llama3-70b, llama3-405b, llama3-1t"},
       {"scale", "F", "fraction of the preset's checkpoint size to write"},
@@ -61,6 +62,12 @@ CommandSpec BenchSpec() {
       {"no-drop-caches", "", "do not drop the page cache between writes and reads"},
       {"keep", "", "keep the benchmark's checkpoints instead of removing them"},
       {"json", "", "print the result as one JSON object"},
+      {"async", "", "measure the stall instead: snapshot a state held in memory through the\n"
+                    "                            staged pipeline (tiers from --store or --tier), next to a bare\n"
+                    "                            memcpy of the same bytes; default size 2GiB"},
+      {"staging", "SIZE", "with --async: staging memory (default: the checkpoint's size)"},
+      {"copy-threads", "N", "with --async: threads copying into staging, and for the memcpy (default 2)"},
+      {"lock-staging", "", "with --async: mlock the staging memory"},
   });
   s.details =
       "Default size: the preset scaled to what this machine does in about a minute\n"
@@ -202,7 +209,7 @@ int CmdBench(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  if (!flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
+  if (!flags.Has("async") && !flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   std::string preset_name = flags.Get("preset").value_or("llama3-8b");
   const Preset* preset = nullptr;
   for (const auto& p : kPresets) {
@@ -240,6 +247,11 @@ int CmdBench(int argc, char** argv) {
   if (flags.Has("size")) size = *size_flag;
   if (size == 0) return Fail(Status::InvalidArgument("checkpoint size is 0"), true);
   const uint32_t ranks = static_cast<uint32_t>(*ranks_flag);
+  if (flags.Has("async")) {
+    if (!flags.Has("size") && !flags.Has("scale")) size = 2ull << 30;
+    return RunAsyncBench(flags, size, *checkpoints, *items);
+  }
+  if (flags.Has("tier")) return Fail(Status::InvalidArgument("--tier needs --async (the write/read bench uses one --store)"), true);
 
   auto opts = StoreOptionsFromFlags(flags);
   if (!opts.ok()) return Fail(opts.status(), true);

@@ -1,0 +1,197 @@
+// sluice bench --async: the checkpoint stall. A state of SIZE bytes sits in
+// memory (pre-faulted, as a trainer's tensors are); each checkpoint mutates
+// it, measures a bare parallel memcpy of the same bytes into a pre-faulted
+// buffer (the floor for any snapshot), then snapshots it through the
+// pipeline and waits for every tier. Reported per checkpoint: the stall next
+// to that memcpy, time to durable on each tier, and the CPU spent moving the
+// staged bytes to a committed tier-0 copy.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <unistd.h>
+
+#include "io/aligned_buffer.h"
+#include "item_sources.h"
+#include "output.h"
+#include "store_flags.h"
+
+namespace sluice::cli {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// memcpy of every item into `dst`, split over `threads` threads by bytes.
+double ParallelMemcpy(const std::vector<AlignedBuffer>& src, const std::vector<uint64_t>& sizes,
+                      uint8_t* dst, uint32_t threads) {
+  struct Piece { const uint8_t* from; uint8_t* to; uint64_t len; };
+  uint64_t total = 0;
+  for (uint64_t s : sizes) total += s;
+  std::vector<std::vector<Piece>> work(threads);
+  uint64_t per = (total + threads - 1) / threads, pos = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    uint64_t off = 0;
+    while (off < sizes[i]) {
+      size_t t = std::min<size_t>(pos / per, threads - 1);
+      uint64_t room = (t + 1) * per - pos;
+      uint64_t n = std::min(sizes[i] - off, t + 1 == threads ? sizes[i] - off : room);
+      work[t].push_back(Piece{src[i].data() + off, dst + pos, n});
+      off += n;
+      pos += n;
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> ts;
+  for (uint32_t t = 1; t < threads; ++t) {
+    ts.emplace_back([&, t] { for (const auto& p : work[t]) std::memcpy(p.to, p.from, p.len); });
+  }
+  for (const auto& p : work[0]) std::memcpy(p.to, p.from, p.len);
+  for (auto& t : ts) t.join();
+  return SecondsSince(t0);
+}
+
+}  // namespace
+
+int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint64_t items) {
+  auto popts = PipelineOptionsFromFlags(flags, true);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  auto copy_threads = flags.GetU64("copy-threads", 2);
+  if (!copy_threads.ok() || *copy_threads == 0 || *copy_threads > 64) {
+    return Fail(Status::InvalidArgument("--copy-threads must be in 1..64"), true);
+  }
+  const uint64_t slab = AlignUp(popts->store.io_bytes, 4096);
+  auto staging = flags.GetSize("staging", AlignUp(size, slab) + slab);
+  if (!staging.ok()) return Fail(staging.status(), true);
+  PipelineOptions po = *popts;
+  po.staging_bytes = *staging;
+  po.copy_threads = static_cast<uint32_t>(*copy_threads);
+  po.lock_staging = flags.Has("lock-staging");
+
+  std::vector<uint64_t> sizes = SplitSizes(size, items);
+  std::vector<AlignedBuffer> state;
+  for (uint64_t s : sizes) {
+    auto b = AlignedBuffer::Allocate(std::max<uint64_t>(s, 1));
+    if (!b.ok()) return Fail(b.status());
+    // Distinct, incompressible-looking contents.
+    auto* w = reinterpret_cast<uint64_t*>(b->data());
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ state.size();
+    for (size_t i = 0; i < s / 8; ++i) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      w[i] = x;
+    }
+    state.push_back(std::move(b).value());
+  }
+  auto dst = AlignedBuffer::Allocate(size);
+  if (!dst.ok()) return Fail(dst.status());
+
+  const auto open0 = std::chrono::steady_clock::now();
+  auto pipeline = Pipeline::Open(po);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  const double open_seconds = SecondsSince(open0);
+  const size_t tiers = (*pipeline)->tier_count();
+  const std::string name = "sluice-bench-async-" + std::to_string(getpid());
+  if (!flags.Has("json")) {
+    std::fprintf(stderr, "bench --async: %s per checkpoint in %llu items, %llu checkpoints, %zu tier(s), "
+                 "staging %s (allocated and faulted once in %.2f s), %u copy threads\n",
+                 HumanBytes(size).c_str(), static_cast<unsigned long long>(items),
+                 static_cast<unsigned long long>(checkpoints), tiers, HumanBytes(po.staging_bytes).c_str(),
+                 open_seconds, po.copy_threads);
+  }
+  struct Row { double memcpy_s, stall_s, cpu_tier0; std::vector<double> durable; };
+  std::vector<Row> rows;
+  Status failed;
+  for (uint64_t c = 0; c < checkpoints && failed.ok(); ++c) {
+    // The trainer changes its state between checkpoints.
+    for (auto& b : state) {
+      for (size_t off = 0; off < b.size(); off += 1 << 20) b.data()[off] ^= static_cast<uint8_t>(c + 1);
+    }
+    Row row;
+    row.memcpy_s = ParallelMemcpy(state, sizes, dst->data(), po.copy_threads);
+    auto pending = (*pipeline)->Begin({name, c + 1}, 0, 1);
+    if (!pending.ok()) { failed = pending.status(); break; }
+    char key[48];
+    for (size_t i = 0; i < state.size(); ++i) {
+      snprintf(key, sizeof key, "state/tensor-%06zu", i);
+      Status st = (*pending)->AddItem(key, "", state[i].data(), sizes[i]);
+      if (!st.ok()) { failed = st; break; }
+    }
+    if (!failed.ok()) break;
+    auto handle = (*pending)->Snapshot();
+    if (!handle.ok()) { failed = handle.status(); break; }
+    const double cpu0 = ProcessCpuSeconds();
+    if (Status st = (*handle)->WaitTier(0); !st.ok()) { failed = st; break; }
+    row.cpu_tier0 = ProcessCpuSeconds() - cpu0;
+    if (Status st = (*handle)->Wait(); !st.ok()) { failed = st; break; }
+    row.stall_s = (*handle)->stall_seconds();
+    for (const auto& t : (*handle)->progress()) row.durable.push_back(t.durable_seconds);
+    rows.push_back(row);
+    if (!flags.Has("json")) {
+      std::fprintf(stderr, "  checkpoint %llu: stall %.3f s, memcpy %.3f s (%.2fx)",
+                   static_cast<unsigned long long>(c + 1), row.stall_s, row.memcpy_s,
+                   row.memcpy_s > 0 ? row.stall_s / row.memcpy_s : 0);
+      for (size_t k = 0; k < row.durable.size(); ++k) {
+        std::fprintf(stderr, ", tier %zu durable %.2f s", k, row.durable[k]);
+      }
+      std::fprintf(stderr, "\n");
+    }
+  }
+  if (!flags.Has("keep")) {
+    for (size_t k = 0; k < tiers; ++k) {
+      for (uint64_t c = 1; c <= checkpoints; ++c) (void)(*pipeline)->tier(k).Remove({name, c});
+    }
+  }
+  if (!failed.ok()) return Fail(failed);
+  const double gib = static_cast<double>(size) / (1ull << 30);
+  std::vector<double> stall, memcpy_s, ratio, cpu;
+  std::vector<std::vector<double>> durable(tiers);
+  for (const auto& r : rows) {
+    stall.push_back(r.stall_s);
+    memcpy_s.push_back(r.memcpy_s);
+    ratio.push_back(r.memcpy_s > 0 ? r.stall_s / r.memcpy_s : 0);
+    cpu.push_back(r.cpu_tier0 / gib);
+    for (size_t k = 0; k < tiers; ++k) durable[k].push_back(r.durable[k]);
+  }
+  if (flags.Has("json")) {
+    Json j;
+    j.BeginObject()
+        .Key("mode").Str("async").Key("bytes").UInt(size).Key("items").UInt(items)
+        .Key("staging_bytes").UInt(po.staging_bytes).Key("copy_threads").UInt(po.copy_threads)
+        .Key("staging_open_seconds").Num(open_seconds)
+        .Key("median_stall_seconds").Num(Median(stall))
+        .Key("median_memcpy_seconds").Num(Median(memcpy_s))
+        .Key("median_stall_over_memcpy").Num(Median(ratio))
+        .Key("median_tier0_cpu_seconds_per_gib").Num(Median(cpu))
+        .Key("checkpoints").BeginArray();
+    for (const auto& r : rows) {
+      j.BeginObject().Key("stall_seconds").Num(r.stall_s).Key("memcpy_seconds").Num(r.memcpy_s)
+          .Key("tier0_cpu_seconds").Num(r.cpu_tier0).Key("durable_seconds").BeginArray();
+      for (double d : r.durable) j.Num(d);
+      j.EndArray().EndObject();
+    }
+    j.EndArray().Key("tiers").BeginArray();
+    for (size_t k = 0; k < tiers; ++k) {
+      j.BeginObject().Key("uri").Str((*pipeline)->tier(k).backend().uri())
+          .Key("median_durable_seconds").Num(Median(durable[k])).EndObject();
+    }
+    j.EndArray().EndObject();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("stall: median %.3f s vs bare %u-thread memcpy %.3f s = %.2fx (%s/s into staging)\n",
+                Median(stall), po.copy_threads, Median(memcpy_s), Median(ratio),
+                HumanBytes(static_cast<uint64_t>(size / std::max(Median(stall), 1e-9))).c_str());
+    for (size_t k = 0; k < tiers; ++k) {
+      std::printf("tier %zu %s: durable after median %.2f s\n", k, (*pipeline)->tier(k).backend().uri().c_str(),
+                  Median(durable[k]));
+    }
+    std::printf("CPU staging -> committed tier 0: median %.3f s per GiB\n", Median(cpu));
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli
