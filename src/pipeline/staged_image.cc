@@ -291,6 +291,13 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     return true;
   };
 
+  // An image that fits the arena is written once the snapshot is complete:
+  // starting earlier would only take CPU and memory bandwidth from the copy,
+  // i.e. lengthen the stall. A larger one must stream.
+  if (slab_count_ <= arena_.slab_count()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    filled_cv_.wait(lock, [&] { return copy_finished_; });
+  }
   size_t next_chunk = 0;      // cursor into order_
   uint32_t chunk_done = 0;    // bytes of that chunk already checksummed
   for (size_t o = 0; o < objects_.size() && error.ok(); ++o) {
