@@ -16,6 +16,8 @@ packages=(
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
   ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
+  python3-dev python3-pybind11 python3-torch python3-numpy python3-pytest  # python/: the _sluice module, its tests, the DCP plugin
+  libopenblas0-openmp                # without it Debian's torch uses reference BLAS (~9x slower steps)
 )
 missing=()
 for p in "${packages[@]}"; do

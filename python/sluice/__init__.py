@@ -1,0 +1,146 @@
+"""sluice: stall-free, checksummed, tiered checkpoints for PyTorch.
+
+    import sluice
+    handle = sluice.save("/data/ckpt", "run1", step, {"model": model.state_dict(),
+                                                      "optim": optimizer.state_dict()})
+    ...                      # training goes on while the checkpoint is written
+    handle.wait()            # durable and committed (raises if the save failed)
+    state = sluice.load("/data/ckpt", "run1")                     # latest step
+    sluice.load("/data/ckpt", "run1", into={"model": model.state_dict()})  # in place
+
+A store is a URI ("file:///path", a plain path, "rados://pool/prefix") or a
+list of them, fastest first: saves land on the first and drain to the others
+in the background; loads read the fastest tier holding a committed copy and
+fall back chunk by chunk. sluice.torch holds the Distributed Checkpoint
+(torch.distributed.checkpoint) StorageWriter and StorageReader.
+
+One pipeline (with its staging arena, allocated once) is kept per process and
+per list of tiers, so every save after the first copies into warm memory.
+configure() sets the options of pipelines opened after it.
+"""
+
+import atexit
+import os
+import threading
+
+from . import _sluice
+from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
+                      IOError, NoSpaceError, NotFoundError, NotSupportedError, UnavailableError)
+from ._state_dict import SaveHandle, load_with, save_with
+
+__all__ = [
+    "save", "load", "list_checkpoints", "configure", "pipeline", "close", "SaveHandle",
+    "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "IOError",
+    "NoSpaceError", "NotFoundError", "NotSupportedError", "UnavailableError",
+]
+
+
+def _env_int(name, default):
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"sluice: ${name} must be an integer number of bytes, not {text!r}")
+
+
+# Pipeline options (see include/sluice/pipeline.h). Staging should hold one
+# whole checkpoint: a larger checkpoint streams through it, and the stall
+# then grows toward the time the write takes.
+_options = {
+    "staging_bytes": _env_int("SLUICE_STAGING_BYTES", 1 << 30),
+    "copy_threads": _env_int("SLUICE_COPY_THREADS", 2),
+    "max_in_flight": 2,
+    "chunk_bytes": 4 << 20,
+    "io_bytes": 4 << 20,
+    "object_bytes": 1 << 30,
+    "rank_timeout_ms": 600_000,
+    "create_if_missing": True,
+    "huge_pages": True,
+    "rate_bytes_per_sec": [],
+    "keep_last": [],
+}
+_pipelines = {}
+_lock = threading.Lock()
+
+
+def configure(**options):
+    """Sets options for pipelines opened from now on: staging_bytes,
+    copy_threads, max_in_flight, chunk_bytes, io_bytes, object_bytes,
+    rank_timeout_ms, create_if_missing, huge_pages, and per tier
+    rate_bytes_per_sec and keep_last (lists, one figure per tier). Pipelines
+    already open keep theirs; close() them to reopen with the new options."""
+    unknown = set(options) - set(_options)
+    if unknown:
+        raise TypeError(f"sluice.configure: unknown option(s) {sorted(unknown)}; "
+                        f"known: {sorted(_options)}")
+    with _lock:
+        _options.update(options)
+
+
+def _tiers(store):
+    if isinstance(store, (str, os.PathLike)):
+        return (os.fspath(store),)
+    if isinstance(store, (list, tuple)) and store and all(
+            isinstance(s, (str, os.PathLike)) for s in store):
+        return tuple(os.fspath(s) for s in store)
+    raise TypeError(f"sluice: store must be a URI or a non-empty list of tier URIs (fastest "
+                    f"first), not {store!r}")
+
+
+def pipeline(store):
+    """This process's pipeline for `store` (opened on first use, then kept)."""
+    tiers = _tiers(store)
+    with _lock:
+        opts = dict(_options)
+        key = (tiers, repr(sorted(opts.items())))
+        p = _pipelines.get(key)
+        if p is None or p.closed:
+            p = _sluice.Pipeline(list(tiers), **opts)
+            _pipelines[key] = p
+        return p
+
+
+def close():
+    """Closes every pipeline this process opened, after their snapshotted
+    saves are committed on the fastest tier (drains not finished are left for
+    the next pipeline or `sluice drain`). Runs at exit too."""
+    with _lock:
+        pipelines = list(_pipelines.values())
+        _pipelines.clear()
+    for p in pipelines:
+        p.close()
+
+
+atexit.register(close)
+
+
+def save(store, name, step, state_dict, async_=True):
+    """Saves `state_dict` (nested dicts/lists/tuples of tensors and plain
+    values) as checkpoint name@step.
+
+    Returns a SaveHandle once the tensors are copied into staging: they may
+    change from then on. With async_=False it returns only once every tier
+    committed. Raises before anything is written on an unsupported value, a
+    tensor that is not in host memory, or two keys mapping to one item."""
+    return save_with(pipeline(store), name, step, state_dict, async_=async_)
+
+
+def load(store, name, step="latest", into=None):
+    """Loads checkpoint name@step (step 'latest': the newest committed one)
+    and returns its state dict.
+
+    With `into` (a state dict of existing tensors, e.g. model.state_dict()),
+    tensors found under the same keys are filled in place and returned as
+    they are; the others are allocated. A destination of another shape or
+    dtype raises ValueError naming the key before anything is read. A chunk
+    failing its checksum on every tier raises CorruptionError naming the
+    item and chunk."""
+    return load_with(pipeline(store), name, step, into=into)
+
+
+def list_checkpoints(store, name=""):
+    """Every checkpoint of `name` (all names if empty) on any tier, with its
+    state on each tier."""
+    return pipeline(store).list(name)

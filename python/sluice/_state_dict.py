@@ -1,0 +1,345 @@
+"""sluice.save / sluice.load: PyTorch state dicts as sluice checkpoints.
+
+Layout of one checkpoint (one rank):
+  t/<path>      one item per tensor, keyed by its path in the state dict
+                ("model/layers.0.weight", "optim/state/3/exp_avg"); the bytes
+                are the tensor's memory, copied by the engine straight from
+                its data pointer into staging. Metadata: JSON with dtype and
+                shape.
+  o/<n>         a tensor reachable only through some other object (not a
+                dict, list or tuple), in the order the pickler met it.
+  structure     the state dict's skeleton, pickled, with every tensor
+                replaced by a reference to its item: keys, ints, floats,
+                strings, optimizer param_groups, scheduler state, exactly as
+                they were. Tensor bytes are never pickled.
+
+Everything that can be wrong with the input (an unsupported object, a tensor
+on a device sluice cannot read, two keys naming the same item) raises before
+the save begins, so nothing is written or committed then.
+"""
+
+import io
+import json
+import pickle
+
+import torch
+
+from . import _sluice
+
+STRUCTURE_KEY = "structure"
+FORMAT_NAME = "sluice.torch.state_dict"
+FORMAT_VERSION = 1
+
+# Every dtype with a fixed element size whose bytes are plain memory.
+_DTYPES = {
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+}
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+
+# Leaves that pickle to what they are; anything else is test-pickled on its
+# own first, so a failure names its path.
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
+def _escape_component(component):
+    """A state-dict key as one '/'-free, non-empty item-key component; distinct
+    strings stay distinct."""
+    text = component.replace("%", "%25").replace("/", "%2F")
+    if text in ("", ".", ".."):
+        text = {"": "%", ".": "%2E", "..": "%2E%2E"}[text]
+    return text
+
+
+def _path_key(path):
+    """The item key of the tensor at `path` (never empty: the root is a dict)."""
+    return "t/" + "/".join(_escape_component(str(p)) for p in path)
+
+
+def _describe(path):
+    return "/".join(str(p) for p in path) if path else "<root>"
+
+
+def tensor_metadata(tensor):
+    """The item metadata of a tensor: what load needs to rebuild it."""
+    meta = {"dtype": _DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape)}
+    if isinstance(tensor, torch.nn.Parameter):
+        meta["parameter"] = True
+        meta["requires_grad"] = bool(tensor.requires_grad)
+    return json.dumps(meta, separators=(",", ":")).encode()
+
+
+def check_tensor(tensor, where):
+    """Raises unless sluice can copy `tensor`'s bytes from host memory."""
+    if tensor.device.type != "cpu":
+        raise ValueError(f"sluice: tensor {where} is on device '{tensor.device}'; sluice reads "
+                         "host memory only (this build has no CUDA path): move it with .cpu()")
+    if tensor.layout != torch.strided:
+        raise TypeError(f"sluice: tensor {where} has layout {tensor.layout}; only dense (strided) "
+                        "tensors are supported (convert sparse ones with .to_dense())")
+    if tensor.is_quantized:
+        raise TypeError(f"sluice: tensor {where} is quantized; quantized tensors are not supported")
+    if tensor.dtype not in _DTYPE_NAMES:
+        raise TypeError(f"sluice: tensor {where} has unsupported dtype {tensor.dtype}")
+
+
+def host_bytes_of(tensor):
+    """A tensor whose memory holds `tensor`'s values in row-major order: the
+    tensor itself when it already does, else one contiguous copy."""
+    plain = tensor.detach()
+    if plain.is_conj():
+        plain = plain.resolve_conj()
+    if plain.is_neg():
+        plain = plain.resolve_neg()
+    return plain.contiguous()
+
+
+class _Plan:
+    """The items of one save, worked out (and checked) before it begins."""
+
+    def __init__(self):
+        self.tensors = []          # (key, tensor with row-major memory, metadata)
+        self.key_of_tensor = {}    # id(tensor) -> item key
+        self.owner_of_key = {}     # item key -> state-dict path that claimed it
+        self.keep_alive = []       # the original tensors, so their ids stay unique
+        self.structure = b""
+
+    def add_tensor(self, tensor, key, where):
+        if id(tensor) in self.key_of_tensor:
+            return self.key_of_tensor[id(tensor)]  # shared (tied) tensor: stored once
+        check_tensor(tensor, where)
+        if key in self.owner_of_key:
+            raise ValueError(f"sluice: key collision: {where} and {self.owner_of_key[key]} both "
+                             f"map to item '{key}' (keys that print the same, e.g. 1 and '1')")
+        self.owner_of_key[key] = where
+        self.key_of_tensor[id(tensor)] = key
+        self.keep_alive.append(tensor)
+        self.tensors.append((key, host_bytes_of(tensor), tensor_metadata(tensor)))
+        return key
+
+
+class _SkeletonPickler(pickle.Pickler):
+    """Pickles the state dict with every tensor replaced by its item key."""
+
+    def __init__(self, file, plan):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.plan = plan
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            key = self.plan.key_of_tensor.get(id(obj))
+            if key is None:  # reached through an object that is not a container
+                key = self.plan.add_tensor(obj, f"o/{len(self.plan.tensors)}",
+                                           "inside a non-container object")
+            return ("tensor", key)
+        return None
+
+
+def _walk(obj, path, plan, seen):
+    if isinstance(obj, torch.Tensor):
+        plan.add_tensor(obj, _path_key(path), f"'{_describe(path)}'")
+        return
+    if isinstance(obj, (dict, list, tuple)):
+        if id(obj) in seen:
+            return  # the pickler keeps shared containers shared
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if not isinstance(k, (str, int, float, bool)) and k is not None:
+                    raise TypeError(f"sluice: unsupported key {k!r} (type {type(k).__name__}) in "
+                                    f"'{_describe(path)}': keys must be str, int, float or bool")
+                _walk(v, path + (k,), plan, seen)
+        else:
+            for i, v in enumerate(obj):
+                _walk(v, path + (i,), plan, seen)
+        return
+    if isinstance(obj, _PLAIN_LEAVES):
+        return
+    try:
+        _SkeletonPickler(io.BytesIO(), plan).dump(obj)
+    except Exception as e:  # pickle raises many kinds; all mean the same here
+        raise TypeError(f"sluice: cannot store '{_describe(path)}' of type "
+                        f"{type(obj).__module__}.{type(obj).__qualname__}: {e}") from e
+
+
+def plan_state_dict(state_dict):
+    """Checks `state_dict` and lays out its items; raises on bad input."""
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"sluice.save: state_dict must be a dict, not {type(state_dict).__name__}")
+    plan = _Plan()
+    _walk(state_dict, (), plan, set())
+    out = io.BytesIO()
+    try:
+        _SkeletonPickler(out, plan).dump(state_dict)
+    except Exception as e:
+        raise TypeError(f"sluice.save: cannot store the state dict's structure: {e}") from e
+    plan.structure = out.getvalue()
+    return plan
+
+
+class SaveHandle:
+    """A save in progress. The tensors passed to save() may change as soon as
+    save() returned; wait() blocks until the checkpoint is durable and
+    committed (and re-raises why it failed, if it did)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    @property
+    def stall_seconds(self):
+        """How long save() blocked the caller (the snapshot into staging)."""
+        return self._handle.stall_seconds
+
+    def done(self):
+        """True once every tier committed the checkpoint, or it failed."""
+        return self._handle.done()
+
+    def wait(self, tier=None):
+        """Waits for every tier (or only `tier`, 0 = the fastest) to commit."""
+        if tier is None:
+            self._handle.wait()
+        else:
+            self._handle.wait_tier(tier)
+        return self
+
+    def progress(self):
+        """Per tier: uri, state, durable_seconds, bytes_written, attempts, error."""
+        return self._handle.progress()
+
+    @property
+    def durable_seconds(self):
+        """Seconds from the start of save() to the commit on the fastest tier
+        (0 until then)."""
+        return self._handle.progress()[0]["durable_seconds"]
+
+    def __repr__(self):
+        states = ", ".join(p["state"] for p in self._handle.progress())
+        return (f"<sluice.SaveHandle {self._handle.name}@{self._handle.step} "
+                f"stall={self.stall_seconds:.3f}s tiers=[{states}]>")
+
+
+def save_with(pipeline, name, step, state_dict, async_=True):
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"sluice.save: step must be a non-negative int, not {step!r}")
+    plan = plan_state_dict(state_dict)
+    pending = pipeline.begin(name, step)
+    for key, tensor, meta in plan.tensors:
+        pending.add_address(key, meta, tensor.data_ptr(), tensor.numel() * tensor.element_size(),
+                            tensor)
+    structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()
+    pending.add_buffer(STRUCTURE_KEY, structure_meta, plan.structure)
+    handle = SaveHandle(pending.snapshot())
+    if not async_:
+        handle.wait()
+    return handle
+
+
+def _parse_tensor_metadata(key, metadata):
+    try:
+        meta = json.loads(metadata)
+        dtype = _DTYPES[meta["dtype"]]
+        shape = tuple(int(d) for d in meta["shape"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise _sluice.CorruptionError(f"item '{key}': unreadable tensor metadata {metadata!r}") from e
+    return meta, dtype, shape
+
+
+def _nbytes(dtype, shape):
+    n = torch.tensor([], dtype=dtype).element_size()
+    for d in shape:
+        n *= d
+    return n
+
+
+def _tensors_by_key(into):
+    """The tensors of `into` under the item keys a save of `into` would use."""
+    found = {}
+
+    def visit(obj, path, seen):
+        if isinstance(obj, torch.Tensor):
+            found.setdefault(_path_key(path), (obj, _describe(path)))
+        elif isinstance(obj, (dict, list, tuple)) and id(obj) not in seen:
+            seen.add(id(obj))
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            for k, v in items:
+                visit(v, path + (k,), seen)
+
+    visit(into, (), set())
+    return found
+
+
+class _SkeletonUnpickler(pickle.Unpickler):
+    def __init__(self, file, tensors):
+        super().__init__(file)
+        self.tensors = tensors
+
+    def persistent_load(self, pid):
+        kind, key = pid
+        if kind != "tensor" or key not in self.tensors:
+            raise _sluice.CorruptionError(f"structure refers to a missing item {pid!r}")
+        return self.tensors[key]
+
+
+def load_with(pipeline, name, step="latest", into=None):
+    if step == "latest":
+        step = None
+    elif not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"sluice.load: step must be 'latest' or a non-negative int, not {step!r}")
+    reader = pipeline.open(name, step)
+    label = f"{reader.info['name']}@{reader.info['step']}"
+    items = {key: (metadata, size) for key, metadata, size, _ in reader.items()}
+    if STRUCTURE_KEY not in items:
+        raise _sluice.InvalidArgumentError(f"{label} was not written by sluice.save "
+                                           "(no 'structure' item)")
+    format_meta = json.loads(items[STRUCTURE_KEY][0] or b"{}")
+    if format_meta.get("format") != FORMAT_NAME or format_meta.get("version") != FORMAT_VERSION:
+        raise _sluice.InvalidArgumentError(f"{label}: unknown state-dict format {format_meta!r}")
+
+    existing = _tensors_by_key(into) if into is not None else {}
+    # Check every destination before reading a byte, so a mismatch leaves
+    # all of them untouched.
+    plans = []  # (key, meta, tensor to hand out, tensor the bytes land in)
+    for key, (metadata, size) in items.items():
+        if key == STRUCTURE_KEY:
+            continue
+        meta, dtype, shape = _parse_tensor_metadata(key, metadata)
+        if _nbytes(dtype, shape) != size:
+            raise _sluice.CorruptionError(f"{label}: item '{key}' holds {size} bytes, its metadata "
+                                          f"says {dtype} {list(shape)}")
+        if key in existing:
+            dest, where = existing[key]
+            if dest.dtype != dtype or tuple(dest.shape) != shape:
+                raise ValueError(f"sluice.load: '{where}' (item '{key}') is {dest.dtype} "
+                                 f"{list(dest.shape)} in `into`, the checkpoint has {dtype} "
+                                 f"{list(shape)}; nothing was loaded")
+            check_tensor(dest, f"'{where}' in `into`")
+            landing = dest if dest.is_contiguous() else torch.empty(shape, dtype=dtype)
+            plans.append((key, meta, dest, landing))
+        else:
+            fresh = torch.empty(shape, dtype=dtype)
+            plans.append((key, meta, fresh, fresh))
+
+    destinations = {key: (landing.data_ptr(), landing.numel() * landing.element_size())
+                    for key, _, _, landing in plans}
+    structure = reader.read_bytes(STRUCTURE_KEY)
+    with torch.no_grad():
+        reader.read_all_into(destinations)
+        tensors = {}
+        for key, meta, out, landing in plans:
+            if landing is not out:
+                out.copy_(landing)  # a non-contiguous destination: one copy
+            elif into is None or key not in existing:
+                if meta.get("parameter"):
+                    out = torch.nn.Parameter(out, requires_grad=meta.get("requires_grad", True))
+            tensors[key] = out
+    return _SkeletonUnpickler(io.BytesIO(structure), tensors).load()

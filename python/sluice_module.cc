@@ -1,0 +1,532 @@
+// _sluice: the Python binding of sluice's Pipeline, PendingCheckpoint,
+// SaveHandle and CheckpointReader (include/sluice/pipeline.h).
+//
+// This file is the only place where a Status becomes a Python exception, and
+// where the GIL is released: around every call that copies bytes or does I/O
+// (Snapshot, WaitTier/Wait, every read, the pipeline's close). Buffers handed
+// in as raw addresses (tensor data pointers) must stay valid for the call;
+// the Python layer guarantees it by holding the owning objects, which the
+// binding keeps alive as well until Snapshot() returns.
+//
+// Thread-safety: a Pipeline may be used from several Python threads. Each
+// PendingCheckpoint and Reader wrapper serializes its own calls with a
+// mutex, since the C++ objects belong to one thread at a time and Python
+// threads run them concurrently once the GIL is released.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/pipeline.h"
+#include "sluice/status.h"
+#include "sluice/store.h"
+
+namespace py = pybind11;
+
+namespace sluice {
+namespace {
+
+// Exception classes, created once at import and never freed (they must
+// outlive every object that could raise during interpreter shutdown).
+struct Exceptions {
+  PyObject* base = nullptr;
+  PyObject* not_found = nullptr;
+  PyObject* already_exists = nullptr;
+  PyObject* corruption = nullptr;
+  PyObject* invalid_argument = nullptr;
+  PyObject* io_error = nullptr;
+  PyObject* unavailable = nullptr;
+  PyObject* not_supported = nullptr;
+  PyObject* no_space = nullptr;
+};
+Exceptions g_errors;
+
+PyObject* ExceptionFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kNotFound: return g_errors.not_found;
+    case StatusCode::kAlreadyExists: return g_errors.already_exists;
+    case StatusCode::kCorruption: return g_errors.corruption;
+    case StatusCode::kInvalidArgument: return g_errors.invalid_argument;
+    case StatusCode::kIOError: return g_errors.io_error;
+    case StatusCode::kUnavailable: return g_errors.unavailable;
+    case StatusCode::kNotSupported: return g_errors.not_supported;
+    case StatusCode::kNoSpace: return g_errors.no_space;
+    case StatusCode::kOk: break;
+  }
+  return g_errors.base;
+}
+
+// REQUIRES: the GIL is held.
+void ThrowIfError(const Status& st) {
+  if (st.ok()) return;
+  PyErr_SetString(ExceptionFor(st.code()), st.message().c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T ValueOrThrow(Result<T> r) {
+  ThrowIfError(r.status());
+  return std::move(r).value();
+}
+
+PyObject* NewException(py::module_& m, const char* name, PyObject* python_base) {
+  std::string qualified = std::string("sluice.") + name;
+  PyObject* bases = python_base == nullptr ? PyTuple_Pack(1, g_errors.base)
+                                           : PyTuple_Pack(2, g_errors.base, python_base);
+  PyObject* type = PyErr_NewException(qualified.c_str(), bases, nullptr);
+  Py_DECREF(bases);
+  if (type == nullptr) throw py::error_already_set();
+  Py_INCREF(type);  // one reference for the module attribute, one kept forever
+  PyModule_AddObject(m.ptr(), name, type);
+  return type;
+}
+
+void* AddressOf(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+py::dict ProgressDict(const TierProgress& p) {
+  py::dict d;
+  d["uri"] = p.uri;
+  d["state"] = TierStateName(p.state);
+  d["durable_seconds"] = p.durable_seconds;
+  d["bytes_written"] = p.bytes_written;
+  d["attempts"] = p.attempts;
+  d["error"] = p.error.ok() ? std::string() : p.error.ToString();
+  return d;
+}
+
+py::dict InfoDict(const CheckpointInfo& info) {
+  py::dict d;
+  d["name"] = info.name;
+  d["step"] = info.step;
+  d["complete"] = info.complete;
+  d["ranks"] = info.ranks;
+  d["items"] = info.items;
+  d["bytes"] = info.bytes;
+  d["created_unix_ms"] = info.created_unix_ms;
+  d["problem"] = info.problem;
+  return d;
+}
+
+class PySaveHandle {
+ public:
+  explicit PySaveHandle(std::shared_ptr<SaveHandle> handle, std::shared_ptr<Pipeline> pipeline)
+      : handle_(std::move(handle)), pipeline_(std::move(pipeline)) {}
+
+  double stall_seconds() const { return handle_->stall_seconds(); }
+  bool done() const { return handle_->done(); }
+  void WaitTier(size_t tier) {
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = handle_->WaitTier(tier);
+    }
+    ThrowIfError(st);
+  }
+  void Wait() {
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = handle_->Wait();
+    }
+    ThrowIfError(st);
+  }
+  py::list Progress() const {
+    py::list out;
+    for (const auto& p : handle_->progress()) out.append(ProgressDict(p));
+    return out;
+  }
+  std::string name() const { return handle_->id().name; }
+  uint64_t step() const { return handle_->id().step; }
+
+ private:
+  std::shared_ptr<SaveHandle> handle_;
+  std::shared_ptr<Pipeline> pipeline_;  // the handle's background work lives there
+};
+
+class PyPendingCheckpoint {
+ public:
+  PyPendingCheckpoint(std::unique_ptr<PendingCheckpoint> pending, std::shared_ptr<Pipeline> pipeline)
+      : pending_(std::move(pending)), pipeline_(std::move(pipeline)) {}
+
+  // `owner` is whatever keeps [address, address + size) alive (a tensor); it
+  // is held until Snapshot() has copied the bytes.
+  void AddAddress(const std::string& key, py::bytes metadata, uintptr_t address, uint64_t size,
+                  py::object owner) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RequireOpen();
+    if (address == 0 && size != 0) {
+      throw py::value_error("item '" + key + "': null address for " + std::to_string(size) + " bytes");
+    }
+    ThrowIfError(pending_->AddItem(key, std::string(metadata), AddressOf(address), size));
+    owners_.append(owner);
+  }
+
+  // Any C-contiguous buffer (bytes, bytearray, memoryview, numpy array).
+  void AddBuffer(const std::string& key, py::bytes metadata, py::buffer data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RequireOpen();
+    py::buffer_info info = data.request();
+    if (!IsContiguous(info)) throw py::value_error("item '" + key + "': buffer is not C-contiguous");
+    uint64_t size = static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize);
+    ThrowIfError(pending_->AddItem(key, std::string(metadata), info.ptr, size));
+    owners_.append(data);
+  }
+
+  PySaveHandle Snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    RequireOpen();
+    std::optional<Result<std::shared_ptr<SaveHandle>>> handle;
+    {
+      py::gil_scoped_release release;
+      handle.emplace(pending_->Snapshot());
+    }
+    pending_.reset();  // a PendingCheckpoint snapshots once
+    owners_ = py::list();
+    return PySaveHandle(ValueOrThrow(std::move(*handle)), pipeline_);
+  }
+
+ private:
+  static bool IsContiguous(const py::buffer_info& info) {
+    py::ssize_t expected = info.itemsize;
+    for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+      if (info.shape[d] > 1 && info.strides[d] != expected) return false;
+      expected *= info.shape[d];
+    }
+    return true;
+  }
+  void RequireOpen() const {
+    if (!pending_) throw py::value_error("this checkpoint was already snapshotted");
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<PendingCheckpoint> pending_;
+  std::shared_ptr<Pipeline> pipeline_;
+  py::list owners_;
+};
+
+class PyReader {
+ public:
+  PyReader(std::unique_ptr<ReadRecovery> recovery, std::unique_ptr<CheckpointReader> reader,
+           std::shared_ptr<Pipeline> pipeline)
+      : recovery_(std::move(recovery)), reader_(std::move(reader)), pipeline_(std::move(pipeline)) {
+    for (const auto& item : reader_->items()) by_key_.emplace(item.key, &item);
+  }
+
+  py::dict Info() const { return InfoDict(reader_->info()); }
+
+  // [(key, metadata bytes, size, rank)], every rank's items.
+  py::list Items() const {
+    py::list out;
+    for (const auto& item : reader_->items()) {
+      out.append(py::make_tuple(item.key, py::bytes(item.metadata), item.size, item.rank));
+    }
+    return out;
+  }
+
+  void ReadRange(const std::string& key, uint64_t offset, uintptr_t address, uint64_t len) {
+    if (address == 0 && len != 0) throw py::value_error("item '" + key + "': null destination");
+    Status st;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      st = reader_->ReadRange(key, offset, AddressOf(address), len);
+    }
+    ThrowIfError(st);
+  }
+
+  py::bytes ReadBytes(const std::string& key) {
+    auto found = by_key_.find(key);
+    if (found == by_key_.end()) {
+      ThrowIfError(Status::NotFound(Label() + ": no item '" + key + "'"));
+    }
+    uint64_t size = found->second->size;
+    PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(size));
+    if (raw == nullptr) throw py::error_already_set();
+    py::bytes out = py::reinterpret_steal<py::bytes>(raw);
+    char* dst = PyBytes_AS_STRING(raw);  // not shared with anyone until we return
+    Status st;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      st = reader_->ReadRange(key, 0, dst, size);
+    }
+    ThrowIfError(st);
+    return out;
+  }
+
+  // Streams every item of `rank` (all ranks if None) that has a destination
+  // in `destinations` (key -> (address, size)) straight into it, reading
+  // each data object once, front to back. Items without a destination are
+  // read and verified but dropped (use ReadRange to read a few items).
+  void ReadAllInto(const py::dict& destinations, std::optional<uint32_t> rank) {
+    struct Dest {
+      uint8_t* address;
+      uint64_t size;
+    };
+    std::unordered_map<std::string, Dest> dests;
+    for (auto [k, v] : destinations) {
+      auto pair = v.cast<std::pair<uintptr_t, uint64_t>>();
+      dests.emplace(k.cast<std::string>(), Dest{static_cast<uint8_t*>(AddressOf(pair.first)), pair.second});
+    }
+    for (const auto& [key, dest] : dests) {
+      auto found = by_key_.find(key);
+      if (found == by_key_.end() || (rank && found->second->rank != *rank)) {
+        ThrowIfError(Status::NotFound(Label() + ": no item '" + key + "'" +
+                                      (rank ? " of rank " + std::to_string(*rank) : "")));
+      }
+      if (found->second->size != dest.size) {
+        ThrowIfError(Status::InvalidArgument(
+            Label() + ": item '" + key + "' has " + std::to_string(found->second->size) +
+            " bytes, its destination " + std::to_string(dest.size)));
+      }
+    }
+    Status st;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      st = reader_->ReadAll(rank, [&](const ItemInfo& item, uint64_t offset, const void* data,
+                                      size_t len) -> Status {
+        auto d = dests.find(item.key);
+        if (d != dests.end() && len != 0) std::memcpy(d->second.address + offset, data, len);
+        return Status::OK();
+      });
+    }
+    ThrowIfError(st);
+  }
+
+  py::dict Recovery() const {
+    py::dict d;
+    d["fallbacks"] = recovery_->fallbacks;
+    d["repairs"] = recovery_->repairs;
+    return d;
+  }
+
+ private:
+  std::string Label() const {
+    return reader_->info().name + "@" + std::to_string(reader_->info().step);
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<ReadRecovery> recovery_;  // outlives reader_ (declared first)
+  std::unique_ptr<CheckpointReader> reader_;
+  std::shared_ptr<Pipeline> pipeline_;
+  std::unordered_map<std::string, const ItemInfo*> by_key_;
+};
+
+// Owns the Pipeline. Closing (or the last reference going away) waits for
+// the tier-0 writes of snapshotted saves, with the GIL released so the
+// background threads are never blocked on it.
+class PyPipeline {
+ public:
+  explicit PyPipeline(const PipelineOptions& options) {
+    Result<std::unique_ptr<Pipeline>> opened = Status::IOError("not opened");
+    {
+      py::gil_scoped_release release;
+      opened = Pipeline::Open(options);
+    }
+    pipeline_ = std::shared_ptr<Pipeline>(ValueOrThrow(std::move(opened)).release(),
+                                          [](Pipeline* p) { ReleaseGilAndDelete(p); });
+  }
+
+  size_t tier_count() { return Get()->tier_count(); }
+
+  std::unique_ptr<PyPendingCheckpoint> Begin(const std::string& name, uint64_t step, uint32_t rank, uint32_t world,
+                            const std::string& attempt) {
+    auto p = Get();
+    SaveOptions save;
+    save.attempt = attempt;
+    std::optional<Result<std::unique_ptr<PendingCheckpoint>>> pending;
+    {
+      py::gil_scoped_release release;  // Begin waits while max_in_flight saves are unfinished
+      pending.emplace(p->Begin(CheckpointId{name, step}, rank, world, save));
+    }
+    return std::make_unique<PyPendingCheckpoint>(ValueOrThrow(std::move(*pending)), p);
+  }
+
+  std::unique_ptr<PyReader> OpenCheckpoint(const std::string& name, std::optional<uint64_t> step) {
+    auto p = Get();
+    auto recovery = std::make_unique<ReadRecovery>();
+    std::optional<Result<std::unique_ptr<CheckpointReader>>> reader;
+    {
+      py::gil_scoped_release release;
+      reader.emplace(p->OpenCheckpoint(name, step, recovery.get()));
+    }
+    return std::make_unique<PyReader>(std::move(recovery), ValueOrThrow(std::move(*reader)), p);
+  }
+
+  py::list List(const std::string& name) {
+    auto p = Get();
+    std::optional<Result<std::vector<TieredCheckpointInfo>>> listed;
+    {
+      py::gil_scoped_release release;
+      listed.emplace(p->List(name));
+    }
+    py::list out;
+    for (const auto& c : ValueOrThrow(std::move(*listed))) {
+      py::dict d = InfoDict(c.info);
+      py::list tiers;
+      for (const auto& t : c.tiers) {
+        py::dict td;
+        td["uri"] = t.uri;
+        td["state"] = t.state;
+        td["reason"] = t.reason;
+        tiers.append(td);
+      }
+      d["tiers"] = tiers;
+      out.append(d);
+    }
+    return out;
+  }
+
+  py::dict Drain(const std::string& name) {
+    auto p = Get();
+    std::optional<Result<DrainReport>> report;
+    {
+      py::gil_scoped_release release;
+      report.emplace(p->Drain(name));
+    }
+    DrainReport r = ValueOrThrow(std::move(*report));
+    py::dict d;
+    d["checkpoints_drained"] = r.checkpoints_drained;
+    d["bytes"] = r.bytes;
+    d["checkpoints_removed"] = r.checkpoints_removed;
+    d["failures"] = r.failures;
+    return d;
+  }
+
+  // Drops this reference; the pipeline closes once handles and readers made
+  // from it are gone too.
+  void Close() { pipeline_.reset(); }
+  bool closed() const { return !pipeline_; }
+
+ private:
+  static void ReleaseGilAndDelete(Pipeline* p) {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete p;
+    } else {
+      delete p;
+    }
+  }
+  std::shared_ptr<Pipeline> Get() {
+    if (!pipeline_) throw py::value_error("the pipeline is closed");
+    return pipeline_;
+  }
+
+  std::shared_ptr<Pipeline> pipeline_;
+};
+
+PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t staging_bytes,
+                            uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
+                            uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
+                            bool create_if_missing, bool huge_pages,
+                            const std::vector<uint64_t>& rate_bytes_per_sec,
+                            const std::vector<uint32_t>& keep_last) {
+  if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
+    throw py::value_error("rate_bytes_per_sec needs one figure per tier");
+  }
+  if (!keep_last.empty() && keep_last.size() != tiers.size()) {
+    throw py::value_error("keep_last needs one figure per tier");
+  }
+  PipelineOptions o;
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    TierOptions t;
+    t.uri = tiers[k];
+    if (!rate_bytes_per_sec.empty()) t.rate_bytes_per_sec = rate_bytes_per_sec[k];
+    if (!keep_last.empty()) t.keep_last = keep_last[k];
+    o.tiers.push_back(t);
+  }
+  o.staging_bytes = staging_bytes;
+  o.copy_threads = copy_threads;
+  o.max_in_flight = max_in_flight;
+  o.huge_pages = huge_pages;
+  o.store.chunk_bytes = chunk_bytes;
+  o.store.io_bytes = io_bytes;
+  o.store.object_bytes = object_bytes;
+  o.store.rank_timeout_ms = rank_timeout_ms;
+  o.store.create_if_missing = create_if_missing;
+  return o;
+}
+
+}  // namespace
+}  // namespace sluice
+
+PYBIND11_MODULE(_sluice, m) {
+  using namespace sluice;
+  m.doc() = "sluice checkpoint engine: the C++ Pipeline API (use the `sluice` package instead)";
+
+  g_errors.base = PyErr_NewException("sluice.Error", PyExc_Exception, nullptr);
+  Py_INCREF(g_errors.base);
+  PyModule_AddObject(m.ptr(), "Error", g_errors.base);
+  g_errors.not_found = NewException(m, "NotFoundError", PyExc_LookupError);
+  g_errors.already_exists = NewException(m, "AlreadyExistsError", nullptr);
+  g_errors.corruption = NewException(m, "CorruptionError", nullptr);
+  g_errors.invalid_argument = NewException(m, "InvalidArgumentError", PyExc_ValueError);
+  g_errors.io_error = NewException(m, "IOError", PyExc_OSError);
+  g_errors.unavailable = NewException(m, "UnavailableError", nullptr);
+  g_errors.not_supported = NewException(m, "NotSupportedError", nullptr);
+  g_errors.no_space = NewException(m, "NoSpaceError", PyExc_OSError);
+
+  py::class_<PySaveHandle>(m, "SaveHandle")
+      .def_property_readonly("stall_seconds", &PySaveHandle::stall_seconds)
+      .def_property_readonly("name", &PySaveHandle::name)
+      .def_property_readonly("step", &PySaveHandle::step)
+      .def("done", &PySaveHandle::done)
+      .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
+      .def("wait", &PySaveHandle::Wait)
+      .def("progress", &PySaveHandle::Progress);
+
+  py::class_<PyPendingCheckpoint>(m, "PendingCheckpoint")
+      .def("add_address", &PyPendingCheckpoint::AddAddress, py::arg("key"), py::arg("metadata"),
+           py::arg("address"), py::arg("size"), py::arg("owner"))
+      .def("add_buffer", &PyPendingCheckpoint::AddBuffer, py::arg("key"), py::arg("metadata"),
+           py::arg("data"))
+      .def("snapshot", &PyPendingCheckpoint::Snapshot);
+
+  py::class_<PyReader>(m, "Reader")
+      .def_property_readonly("info", &PyReader::Info)
+      .def("items", &PyReader::Items)
+      .def("read_range", &PyReader::ReadRange, py::arg("key"), py::arg("offset"),
+           py::arg("address"), py::arg("length"))
+      .def("read_bytes", &PyReader::ReadBytes, py::arg("key"))
+      .def("read_all_into", &PyReader::ReadAllInto, py::arg("destinations"),
+           py::arg("rank") = py::none())
+      .def("recovery", &PyReader::Recovery);
+
+  py::class_<PyPipeline>(m, "Pipeline")
+      .def(py::init([](const std::vector<std::string>& tiers, uint64_t staging_bytes,
+                       uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
+                       uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
+                       bool create_if_missing, bool huge_pages,
+                       const std::vector<uint64_t>& rate_bytes_per_sec,
+                       const std::vector<uint32_t>& keep_last) {
+             return std::make_unique<PyPipeline>(MakeOptions(
+                 tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
+                 object_bytes, rank_timeout_ms, create_if_missing, huge_pages, rate_bytes_per_sec,
+                 keep_last));
+           }),
+           py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
+           py::arg("copy_threads") = PipelineOptions{}.copy_threads,
+           py::arg("max_in_flight") = PipelineOptions{}.max_in_flight,
+           py::arg("chunk_bytes") = StoreOptions{}.chunk_bytes,
+           py::arg("io_bytes") = StoreOptions{}.io_bytes,
+           py::arg("object_bytes") = StoreOptions{}.object_bytes,
+           py::arg("rank_timeout_ms") = StoreOptions{}.rank_timeout_ms,
+           py::arg("create_if_missing") = true, py::arg("huge_pages") = true,
+           py::arg("rate_bytes_per_sec") = std::vector<uint64_t>{},
+           py::arg("keep_last") = std::vector<uint32_t>{})
+      .def_property_readonly("tier_count", &PyPipeline::tier_count)
+      .def_property_readonly("closed", &PyPipeline::closed)
+      .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,
+           py::arg("world") = 1, py::arg("attempt") = "")
+      .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
+      .def("list", &PyPipeline::List, py::arg("name") = "")
+      .def("drain", &PyPipeline::Drain, py::arg("name") = "")
+      .def("close", &PyPipeline::Close);
+}

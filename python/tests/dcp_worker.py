@@ -1,0 +1,73 @@
+"""One rank of a DCP save or load over a gloo group (run by test_dcp.py).
+
+    dcp_worker.py save|load STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
+
+The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
+sharded by rows across the WORLD ranks, plus a dense tensor and a plain
+value. `save` saves it; rank 0 then prints, as JSON, which rank wrote which
+item. `load` loads into zeroed state laid out for WORLD ranks (which may differ
+from the world that saved) and exits 1 if any value differs.
+"""
+
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from sluice.torch import StorageReader, StorageWriter, dcp
+import sluice
+from torch.distributed._shard.sharded_tensor import Shard, ShardMetadata, init_from_local_shards
+
+
+def rows_of(rank, world, rows):
+    per = rows // world
+    return rank * per, per
+
+
+def sharded(rank, world, rows, cols, fill=None):
+    start, count = rows_of(rank, world, rows)
+    if fill is None:
+        local = (torch.arange(start * cols, (start + count) * cols, dtype=torch.float32)
+                 .reshape(count, cols))
+    else:
+        local = torch.full((count, cols), fill, dtype=torch.float32)
+    meta = ShardMetadata(shard_offsets=[start, 0], shard_sizes=[count, cols],
+                         placement=f"rank:{rank}/cpu")
+    return init_from_local_shards([Shard(local, meta)], rows, cols)
+
+
+def main():
+    mode, store, name, step, rank, world, init_file, rows, cols = sys.argv[1:]
+    step, rank, world, rows, cols = int(step), int(rank), int(world), int(rows), int(cols)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    dense = torch.arange(10, dtype=torch.int64)
+    if mode == "save":
+        state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
+        writer = StorageWriter(store, name, step)
+        dcp.save_state_dict(state, storage_writer=writer)
+        dist.barrier()
+        if rank == 0:
+            reader = sluice.pipeline(store).open(name, step)
+            by_rank = {}
+            for key, _, _, item_rank in reader.items():
+                by_rank.setdefault(str(item_rank), []).append(key)
+            print(json.dumps({"items": by_rank, "info": reader.info}))
+    else:
+        state = {"weights": sharded(rank, world, rows, cols, fill=-1.0),
+                 "dense": torch.zeros(10, dtype=torch.int64), "epoch": None}
+        dcp.load_state_dict(state, storage_reader=StorageReader(store, name, step))
+        start, count = rows_of(rank, world, rows)
+        expected = (torch.arange(start * cols, (start + count) * cols, dtype=torch.float32)
+                    .reshape(count, cols))
+        local = state["weights"].local_shards()[0].tensor
+        if not torch.equal(local, expected) or not torch.equal(state["dense"], dense) \
+                or state["epoch"] != 11:
+            print(f"rank {rank}: wrong values after load", file=sys.stderr)
+            sys.exit(1)
+    dist.destroy_process_group()
+    sluice.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""sluice.torch StorageWriter/StorageReader under real torch Distributed
+Checkpoint: without a process group, and over gloo groups of 2 and 4
+processes on localhost."""
+
+import json
+import re
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sluice
+import sluice.torch as st
+from conftest import data_objects, flip_byte
+
+dcp = st.dcp
+WORKER = os.path.join(os.path.dirname(__file__), "dcp_worker.py")
+
+
+def raised_by_ranks(error):
+    """The exceptions behind a DCP CheckpointException (which wraps what
+    each rank raised), or the error itself."""
+    failures = getattr(error, "failures", None)
+    if not failures:
+        return [error]
+    return [f[0] if isinstance(f, tuple) else f for f in failures.values()]
+
+
+def assert_rank_raised(error, exception_type, pattern):
+    inner = raised_by_ranks(error)
+    assert any(isinstance(e, exception_type) and re.search(pattern, str(e)) for e in inner), inner
+
+
+def test_dcp_module_imports_under_either_name():
+    assert dcp.__name__ in ("torch.distributed.checkpoint", "torch.distributed._shard.checkpoint")
+    assert issubclass(st.StorageWriter, dcp.StorageWriter)
+    assert issubclass(st.StorageReader, dcp.StorageReader)
+    for method in ("reset", "set_up_storage_writer", "validate_checkpoint_id", "storage_meta",
+                   "prepare_local_plan", "prepare_global_plan", "write_data", "finish"):
+        assert callable(getattr(st.StorageWriter, method))
+    for method in ("reset", "set_up_storage_reader", "validate_checkpoint_id", "read_metadata",
+                   "prepare_local_plan", "prepare_global_plan", "read_data"):
+        assert callable(getattr(st.StorageReader, method))
+    assert st.StorageWriter.validate_checkpoint_id("run@12")
+    assert not st.StorageWriter.validate_checkpoint_id("no-step")
+
+
+def test_save_and_load_without_process_group(store):
+    model = torch.nn.Linear(8, 4)
+    state = {"weight": model.weight.detach().clone(), "bias": model.bias.detach().clone(),
+             "step": torch.tensor(7), "bf16": torch.randn(3, 5).bfloat16(),
+             "extra": {"lr": 0.01, "betas": (0.9, 0.999)}}
+    writer = st.StorageWriter(store, "dcp", 3)
+    dcp.save_state_dict(state, storage_writer=writer, no_dist=True)
+    assert writer.handle.done()
+
+    dest = {"weight": torch.zeros(4, 8), "bias": torch.zeros(4), "step": torch.tensor(0),
+            "bf16": torch.zeros(3, 5, dtype=torch.bfloat16), "extra": None}
+    weight_address = dest["weight"].data_ptr()
+    dcp.load_state_dict(dest, storage_reader=st.StorageReader(store, "dcp", 3), no_dist=True)
+    for k in ("weight", "bias", "step", "bf16"):
+        assert torch.equal(dest[k], state[k]), k
+    assert dest["weight"].data_ptr() == weight_address  # read in place
+    assert dest["extra"] == {"lr": 0.01, "betas": (0.9, 0.999)}
+
+    # 'latest' and the checkpoint as sluice lists it: one commit, one rank.
+    dest2 = {"bias": torch.zeros(4)}
+    dcp.load_state_dict(dest2, storage_reader=st.StorageReader(store, "dcp"), no_dist=True)
+    assert torch.equal(dest2["bias"], state["bias"])
+    [ckpt] = sluice.list_checkpoints(store, "dcp")
+    assert ckpt["step"] == 3 and ckpt["ranks"] == 1 and ckpt["complete"]
+
+
+def test_a_second_save_of_the_same_step_fails_and_keeps_the_first(store):
+    dcp.save_state_dict({"t": torch.ones(2)}, storage_writer=st.StorageWriter(store, "once", 1),
+                        no_dist=True)
+    with pytest.raises(BaseException) as failed:  # DCP 1.13 raises a BaseException
+        dcp.save_state_dict({"t": torch.zeros(2)},
+                            storage_writer=st.StorageWriter(store, "once", 1), no_dist=True)
+    assert_rank_raised(failed.value, sluice.AlreadyExistsError, "once@1 is already committed")
+    dest = {"t": torch.zeros(2)}
+    dcp.load_state_dict(dest, storage_reader=st.StorageReader(store, "once", 1), no_dist=True)
+    assert torch.equal(dest["t"], torch.ones(2))
+
+
+def test_reading_a_region_reads_only_the_chunks_it_overlaps(store, small_chunks):
+    rows, cols = 64, 1024  # 4 KiB rows, 16 rows per 64 KiB chunk, 4 chunks
+    full = torch.arange(rows * cols, dtype=torch.float32).reshape(rows, cols)
+    dcp.save_state_dict({"w": full}, storage_writer=st.StorageWriter(store, "region", 1),
+                        no_dist=True)
+    [obj] = data_objects(store, "region", 1)
+    flip_byte(obj, 100)  # chunk 0: rows 0..15
+
+    reader = st.StorageReader(store, "region", 1)
+    metadata = reader.read_metadata()
+    reader.set_up_storage_reader(metadata, True)
+    index = dcp.metadata.MetadataIndex("w", [0, 0])
+    # Rows 40..55, columns 100..199: a region inside chunks 2 and 3, the way
+    # a resharded load asks for it.
+    dest = torch.zeros(16, 100)
+    planner = dcp.DefaultLoadPlanner() if hasattr(dcp, "DefaultLoadPlanner") else \
+        dcp.default_planner.DefaultLoadPlanner()
+    planner.init({"w": dest}, metadata, True)
+    item = dcp.ReadItem(type=dcp.planner.LoadItemType.TENSOR,
+                        dest_index=dcp.metadata.MetadataIndex("w", [0, 0]),
+                        dest_offsets=torch.Size([0, 0]), storage_index=index,
+                        storage_offsets=torch.Size([40, 100]), lengths=torch.Size([16, 100]))
+    reader.read_data(dcp.LoadPlan([item]), planner).wait()
+    assert torch.equal(dest, full[40:56, 100:200])
+
+    # The whole tensor needs chunk 0: the flipped byte is found, never returned.
+    with pytest.raises(BaseException) as failed:  # DCP 1.13 raises a BaseException
+        dcp.load_state_dict({"w": torch.zeros(rows, cols)},
+                            storage_reader=st.StorageReader(store, "region", 1), no_dist=True)
+    assert_rank_raised(failed.value, sluice.CorruptionError, r"item 'dcp/w@0_0'.* chunk 0 ")
+
+
+def test_metadata_less_checkpoint_is_refused_clearly(store):
+    sluice.save(store, "plain", 1, {"t": torch.ones(1)}).wait()
+    with pytest.raises(BaseException) as failed:  # DCP 1.13 raises a BaseException
+        dcp.load_state_dict({"t": torch.zeros(1)},
+                            storage_reader=st.StorageReader(store, "plain", 1), no_dist=True)
+    assert_rank_raised(failed.value, ValueError, "plain@1 is not a DCP checkpoint")
+
+
+def run_world(mode, store, name, step, world, tmp_path, rows=16, cols=6):
+    init_file = tmp_path / f"init-{mode}-{world}"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, WORKER, mode, store, name, str(step), str(rank),
+                               str(world), str(init_file), str(rows), str(cols)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for rank in range(world)]
+    outputs = []
+    for rank, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        assert p.returncode == 0, f"{mode} rank {rank} of {world} failed:\n{err}"
+        outputs.append(out)
+    return outputs
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_gloo_group_each_rank_writes_its_shards_and_one_commit(store, tmp_path, world):
+    outputs = run_world("save", store, "dist", world, world, tmp_path)
+    report = json.loads(outputs[0].strip().splitlines()[-1])
+    items, info = report["items"], report["info"]
+    assert info["ranks"] == world and info["complete"]
+    rows_per_rank = 16 // world
+    for rank in range(world):
+        # Each rank's own shard (by row offset) is in that rank's manifest.
+        assert f"dcp/weights@{rank * rows_per_rank}_0" in items[str(rank)], items
+    all_keys = [k for keys in items.values() for k in keys]
+    assert len(all_keys) == len(set(all_keys))
+    assert "dcp.metadata" in items["0"]
+    assert len(sluice.list_checkpoints(store, "dist")) == 1
+    run_world("load", store, "dist", world, world, tmp_path)
+
+
+def test_gloo_load_with_another_world_size_reshards(store, tmp_path):
+    run_world("save", store, "reshard", 1, 4, tmp_path)
+    run_world("load", store, "reshard", 1, 2, tmp_path)  # each rank reads parts of 2 shards

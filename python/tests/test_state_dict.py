@@ -1,0 +1,265 @@
+"""sluice.save / sluice.load against real files and real PyTorch."""
+
+import collections
+import threading
+
+import pytest
+import torch
+
+import sluice
+from conftest import data_objects, flip_byte
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
+          torch.int64, torch.uint8, torch.bool, torch.complex64, torch.float64, torch.complex128]
+
+
+def sample(dtype, shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, generator=g)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, shape, generator=g, dtype=dtype)
+
+
+def raw_bytes(t):
+    return t.resolve_conj().contiguous().reshape(-1).view(torch.uint8)
+
+
+def same(a, b):
+    """Exactly equal: same types, keys, dtypes, shapes and bytes."""
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+                and torch.equal(raw_bytes(a), raw_bytes(b)))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a.keys()) == list(b.keys()) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_round_trips_bit_exact(store, dtype):
+    sd = {"t": sample(dtype, (33, 7)), "scalar": sample(dtype, ()), "empty": sample(dtype, (0, 5))}
+    sluice.save(store, "dtypes", 1, sd).wait()
+    assert same(sluice.load(store, "dtypes"), sd)
+
+
+def test_views_and_odd_layouts_store_their_values(store):
+    base = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    sd = {
+        "transposed": base.t(),
+        "strided": base[::2, 1::3],
+        "expanded": torch.tensor([1.0, 2.0]).expand(4, 2),
+        "conj": torch.randn(5, dtype=torch.complex64).conj(),
+        "neg": torch.randn(4).neg(),
+    }
+    expected = {k: v.resolve_conj().clone() for k, v in sd.items()}
+    sluice.save(store, "views", 1, sd).wait()
+    out = sluice.load(store, "views")
+    assert same(out, expected)
+    assert all(t.is_contiguous() for t in out.values())
+
+
+def test_structure_and_plain_values_are_kept(store):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    sched.step()
+    sd = {
+        "model": model.state_dict(),
+        "optim": opt.state_dict(),
+        "sched": sched.state_dict(),
+        "meta": {"epoch": 3, "loss": 0.125, "tag": "run-1", "flags": [True, None, b"\x00\x01"],
+                 "pair": (1, 2.5), 1: "int key", "a/b": "slash key", "": "empty key"},
+        "ordered": collections.OrderedDict([("z", torch.ones(2)), ("a", torch.zeros(1))]),
+    }
+    sluice.save(store, "structure", 5, sd).wait()
+    out = sluice.load(store, "structure", step=5)
+    assert same(out, sd)
+    assert isinstance(out["model"], collections.OrderedDict)
+
+
+def test_shared_tensors_stay_shared(store):
+    w = torch.randn(3, 3)
+    sluice.save(store, "tied", 1, {"encoder": w, "decoder": w}).wait()
+    out = sluice.load(store, "tied")
+    assert out["encoder"] is out["decoder"]
+    assert torch.equal(out["encoder"], w)
+
+
+def test_save_returns_before_durable_and_snapshot_is_taken_at_save(store):
+    t = torch.zeros(1 << 20)
+    handle = sluice.save(store, "async", 1, {"t": t})
+    t.fill_(7.0)  # after save() returned: must not reach the checkpoint
+    handle.wait()
+    assert handle.done()
+    assert handle.stall_seconds >= 0
+    assert handle.durable_seconds > 0
+    assert [p["state"] for p in handle.progress()] == ["committed"]
+    assert torch.count_nonzero(sluice.load(store, "async")["t"]) == 0
+
+
+def test_sync_save_is_committed_on_return(store):
+    handle = sluice.save(store, "sync", 2, {"t": torch.ones(3)}, async_=False)
+    assert handle.done()
+    assert [c["step"] for c in sluice.list_checkpoints(store, "sync")] == [2]
+
+
+def test_latest_step_and_explicit_step(store):
+    for step in (1, 5, 3):
+        sluice.save(store, "steps", step, {"step": torch.tensor(step)}).wait()
+    assert int(sluice.load(store, "steps")["step"]) == 5
+    assert int(sluice.load(store, "steps", step=3)["step"]) == 3
+    with pytest.raises(sluice.NotFoundError):
+        sluice.load(store, "steps", step=4)
+
+
+def test_two_saves_of_one_step_the_second_fails_on_wait(store):
+    sluice.save(store, "twice", 1, {"t": torch.ones(2)}).wait()
+    with pytest.raises(sluice.AlreadyExistsError):
+        sluice.save(store, "twice", 1, {"t": torch.zeros(2)}).wait()
+    assert torch.equal(sluice.load(store, "twice")["t"], torch.ones(2))
+
+
+def test_load_into_fills_existing_tensors_in_place(store):
+    model = torch.nn.Linear(64, 32)
+    sluice.save(store, "inplace", 1, {"model": model.state_dict(), "epoch": 4}).wait()
+    fresh = torch.nn.Linear(64, 32)
+    dest = fresh.state_dict()
+    addresses = {k: v.data_ptr() for k, v in dest.items()}
+    out = sluice.load(store, "inplace", into={"model": dest})
+    assert out["epoch"] == 4
+    for k, v in model.state_dict().items():
+        assert out["model"][k] is dest[k]
+        assert dest[k].data_ptr() == addresses[k]
+        assert torch.equal(getattr(fresh, k), v)  # the module's own parameters changed
+
+
+def test_load_into_non_contiguous_destination(store):
+    src = torch.randn(4, 6)
+    sluice.save(store, "nc", 1, {"t": src}).wait()
+    dest = torch.zeros(6, 4).t()
+    out = sluice.load(store, "nc", into={"t": dest})
+    assert out["t"] is dest and torch.equal(dest, src)
+
+
+@pytest.mark.parametrize("wrong", [torch.zeros(4, 5), torch.zeros(4, 6, dtype=torch.float64)],
+                         ids=["shape", "dtype"])
+def test_load_into_wrong_shape_or_dtype_raises_naming_key_and_touches_nothing(store, wrong):
+    sluice.save(store, "mismatch", 1, {"a": torch.ones(3), "b": {"w": torch.ones(4, 6)}}).wait()
+    good = torch.full((3,), 9.0)
+    with pytest.raises(ValueError, match=r"b/w"):
+        sluice.load(store, "mismatch", into={"a": good, "b": {"w": wrong}})
+    assert torch.equal(good, torch.full((3,), 9.0))
+    assert torch.count_nonzero(wrong) == 0
+
+
+def unpicklable():
+    return threading.Lock()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"ok": torch.ones(1), "fn": lambda x: x}, r"'fn'"),
+    ({"lock": {"inner": unpicklable()}}, r"'lock/inner'"),
+    ({"meta": torch.empty(3, device="meta")}, r"device 'meta'"),
+    ({"sparse": torch.eye(3).to_sparse()}, r"layout"),
+    ({"x": {1: torch.ones(1), "1": torch.zeros(1)}}, r"key collision"),
+    ({"q": torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8)}, r"quantized"),
+], ids=["lambda", "lock", "meta-device", "sparse", "key-collision", "quantized"])
+def test_bad_input_raises_before_anything_is_committed(store, bad, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        sluice.save(store, "bad", 1, bad)
+    assert sluice.list_checkpoints(store, "bad") == []
+
+
+def test_not_a_dict_is_refused(store):
+    with pytest.raises(TypeError, match="must be a dict"):
+        sluice.save(store, "bad", 1, [torch.ones(1)])
+
+
+def test_corrupted_chunk_raises_naming_item_and_chunk(store, small_chunks):
+    big = torch.randn(256 << 10)  # 1 MiB: 16 chunks of 64 KiB, stored first
+    sluice.save(store, "corrupt", 1, {"big": big, "small": torch.ones(3)}).wait()
+    [obj] = data_objects(store, "corrupt", 1)
+    flip_byte(obj, 3 * small_chunks + 100)  # inside chunk 3 of t/big
+    with pytest.raises(sluice.CorruptionError, match=r"item 't/big'.*chunk 3"):
+        sluice.load(store, "corrupt")
+    dest = torch.zeros_like(big)
+    with pytest.raises(sluice.CorruptionError):
+        sluice.load(store, "corrupt", into={"big": dest})
+    # Whatever did land is verified checkpoint bytes, never the flipped chunk.
+    chunk = small_chunks // 4
+    assert torch.count_nonzero(dest[3 * chunk:4 * chunk]) == 0
+
+
+def test_corrupted_fast_tier_falls_back_to_the_next(tmp_path, small_chunks):
+    tiers = [str(tmp_path / "fast"), str(tmp_path / "durable")]
+    big = torch.randn(256 << 10)
+    sluice.save(tiers, "tiered", 1, {"big": big}).wait()  # waits for both tiers
+    [obj] = data_objects(tiers[0], "tiered", 1)
+    flip_byte(obj, 5 * small_chunks + 7)
+    out = sluice.load(tiers, "tiered")
+    assert torch.equal(out["big"], big)
+    sluice.close()
+
+
+def test_adam_training_resumes_bit_identically(store):
+    def batch(step):
+        g = torch.Generator().manual_seed(1000 + step)
+        return torch.randn(16, 10, generator=g), torch.randn(16, 1, generator=g)
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.Tanh(),
+                                    torch.nn.Dropout(0.1), torch.nn.Linear(32, 1))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+        return model, opt, sched
+
+    def train(model, opt, sched, steps):
+        losses = []
+        for step in steps:
+            x, y = batch(step)
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+        return losses
+
+    model, opt, sched = make()
+    straight = train(model, opt, sched, range(8))
+
+    model, opt, sched = make()
+    first = train(model, opt, sched, range(4))
+    sluice.save(store, "resume", 4, {"model": model.state_dict(), "optim": opt.state_dict(),
+                                     "sched": sched.state_dict(),
+                                     "rng": torch.get_rng_state()}).wait()
+    torch.manual_seed(12345)  # the resumed process starts from other state
+
+    model, opt, sched = make()
+    state = sluice.load(store, "resume")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optim"])
+    sched.load_state_dict(state["sched"])
+    torch.set_rng_state(state["rng"])
+    resumed = first + train(model, opt, sched, range(4, 8))
+    assert resumed == straight  # float equality: bit-identical losses
+
+
+def test_bad_store_argument(store):
+    with pytest.raises(TypeError, match="store must be"):
+        sluice.save(42, "x", 1, {})
+    with pytest.raises(ValueError, match="step"):
+        sluice.save(store, "x", -1, {})
+    with pytest.raises(sluice.InvalidArgumentError):
+        sluice.save(store, "bad/name", 1, {"t": torch.ones(1)})
