@@ -927,6 +927,9 @@ class DeferredBackend final : public Backend {
 
 Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
   if (options.tiers.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
+  // A bad budget is refused before any store is opened (or created).
+  RETURN_IF_ERROR(StagingArena::CheckBudget(
+      options.staging_bytes, AlignUp(std::max<uint64_t>(options.store.io_bytes, 4096), 4096)));
   std::vector<std::unique_ptr<Store>> stores;
   for (size_t k = 0; k < options.tiers.size(); ++k) {
     auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);

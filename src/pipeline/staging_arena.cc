@@ -15,8 +15,7 @@ std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
-Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint64_t slab_bytes,
-                                                           bool lock, bool huge_pages) {
+Status StagingArena::CheckBudget(uint64_t bytes, uint64_t slab_bytes) {
   if (slab_bytes == 0 || slab_bytes % 4096 != 0) {
     return Status::InvalidArgument("staging slab size " + std::to_string(slab_bytes) +
                                    " is not a positive multiple of 4096");
@@ -32,6 +31,12 @@ Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint6
     return Status::InvalidArgument("staging budget of " + Mib(bytes) +
                                    " is over 80% of this machine's " + Mib(phys) + " of memory");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint64_t slab_bytes,
+                                                           bool lock, bool huge_pages) {
+  RETURN_IF_ERROR(CheckBudget(bytes, slab_bytes));
   std::unique_ptr<StagingArena> a(new StagingArena());
   a->slab_bytes_ = slab_bytes;
   a->slab_count_ = bytes / slab_bytes;

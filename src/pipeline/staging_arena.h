@@ -27,6 +27,8 @@ class StagingArena {
   // `bytes` is rounded down to whole slabs of `slab_bytes` (a multiple of
   // 4096). InvalidArgument for a budget under one slab or over 80% of
   // physical memory; IOError if the memory cannot be had or locked.
+  // The checks Create applies to a budget, without allocating anything.
+  static Status CheckBudget(uint64_t bytes, uint64_t slab_bytes);
   static Result<std::unique_ptr<StagingArena>> Create(uint64_t bytes, uint64_t slab_bytes,
                                                       bool lock, bool huge_pages);
   ~StagingArena();

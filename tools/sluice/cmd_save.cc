@@ -51,7 +51,12 @@ CommandSpec SaveSpec() {
       "every waiting rank fails after --timeout. Ranks must start within --timeout\n"
       "of each other. A manifest left by a crashed earlier launch is ignored when its\n"
       "writer is known to be gone (same host) or carries another --attempt: launchers\n"
-      "spanning several hosts should pass --attempt (e.g. $SLURM_JOB_ID.$SLURM_RESTART_COUNT).";
+      "spanning several hosts should pass --attempt (e.g. $SLURM_JOB_ID.$SLURM_RESTART_COUNT).\n"
+      "\n"
+      "With several --tier, save waits until every tier has committed (unless\n"
+      "--detach); a tier that fails is retried with backoff (up to a minute apart),\n"
+      "each failure said on stderr. Interrupting it then loses nothing: tier 0 holds\n"
+      "the committed checkpoint and `sluice drain` finishes the later tiers.";
   return s;
 }
 
@@ -232,7 +237,9 @@ int CmdSave(int argc, char** argv) {
         .Key("io_path").Str((*pipeline)->tier(0).backend().caps().io_path)
         .Key("tiers").BeginArray();
     for (const auto& t : final_progress) {
-      j.BeginObject().Key("uri").Str(t.uri).Key("state").Str(TierStateName(t.state));
+      // What is not committed when the command exits is left to `sluice drain`.
+      const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
+      j.BeginObject().Key("uri").Str(t.uri).Key("state").Str(settled ? TierStateName(t.state) : "pending");
       if (t.state == TierState::kCommitted) {
         j.Key("durable_seconds").Num(t.durable_seconds);
       } else {

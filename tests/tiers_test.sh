@@ -1,0 +1,381 @@
+#!/usr/bin/env bash
+# tiers_test.sh: tiered checkpoints through the sluice command line.
+#
+#   tests/tiers_test.sh path/to/sluice
+#
+# Saves commit on tier 0 and drain to each later tier (--tier URI, repeated,
+# fastest first). Covers: two-tier save and ls states, --async / --detach and
+# `sluice drain`, restore falling back to a later tier and repairing tier 0,
+# a durable tier going away (retention must not drop steps it lacks), kill -9
+# during a drain, --rate-limit, and bad input. File stores in a fresh
+# temporary directory (removed on exit). Prints one "ok - ..." / "not ok - ..."
+# line per check and last "N passed, M failed". Exits 0 if every check passed,
+# 1 if any failed, 77 (skip) if the binary is missing, 2 on bad usage.
+set -u
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 path/to/sluice" >&2
+  exit 2
+fi
+if [ ! -x "$1" ]; then
+  echo "ok - tiers_test.sh # SKIP no sluice binary at $1"
+  exit 77
+fi
+SLUICE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+command -v python3 >/dev/null || { echo "tiers_test.sh: python3 is required" >&2; exit 2; }
+
+W=$(mktemp -d /tmp/sluice-tiers-test.XXXXXX) || exit 2
+BGPIDS=()
+cleanup() {
+  local p
+  for p in "${BGPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+cd "$W" || exit 2
+
+PASS=0
+FAIL=0
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
+nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
+# check DESC CMD...: passes when CMD succeeds.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+
+# sl ARGS...: runs sluice; sets RC; stdout in $W/out, stderr in $W/err.
+sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
+errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
+outtext() { head -c 400 "$W/out" | tr '\n' '|'; }
+# True when stderr is exactly one line starting with "sluice: ".
+one_sluice_line() {
+  [ "$(wc -l <"$W/err")" -eq 1 ] && [ "$(head -c 8 "$W/err")" = "sluice: " ]
+}
+# expect_err DESC WANT_RC: the last sl exited WANT_RC with one "sluice:" line.
+expect_err() {
+  if [ "$RC" -eq "$2" ] && one_sluice_line; then
+    ok "$1 (exit $RC)"
+  else
+    nok "$1: exit $RC (want $2), stderr: $(errtext)"
+  fi
+}
+# expect_ok DESC: the last sl exited 0.
+expect_ok() {
+  if [ "$RC" -eq 0 ]; then ok "$1"; else nok "$1: exit $RC, stderr: $(errtext)"; fi
+}
+# pyj EXPR [FILE]: evaluates EXPR with d = the JSON in FILE (default $W/out).
+pyj() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+    "${2:-$W/out}" "$1" 2>/dev/null
+}
+# stepdir STORE NAME STEP
+stepdir() { printf '%s/ckpt/%s/%020d' "$1" "$2" "$3"; }
+# steps_on STORE NAME: the step numbers with a directory on STORE, e.g. "1 2".
+steps_on() {
+  find "$1/ckpt/$2" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null |
+    sed 's/^0*\([0-9]\)/\1/' | LC_ALL=C sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+# tier_states: "state,state;state,state" per checkpoint of the ls --json in $W/out.
+tier_states() { pyj '";".join(",".join(t["state"] for t in c["tiers"]) for c in d)'; }
+now() { date +%s.%N; }
+# elapsed START: seconds since START (a `now`), as a decimal.
+elapsed() { python3 -c 'import sys; print("%.3f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$(now)"; }
+# ge A B: A >= B (decimals).
+ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
+# flip FILE OFFSET: inverts one byte in place (printf + dd conv=notrunc).
+flip() {
+  local b
+  b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n')
+  # shellcheck disable=SC2059
+  printf "\\$(printf '%03o' $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+# wait_gone PID SECONDS: true when PID exited within SECONDS.
+wait_gone() {
+  local _
+  for _ in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  return 1
+}
+
+T0=$(now)
+
+# -------------------------------------------------- 1. two-tier save of a tree
+A1=$W/t1/A
+B1=$W/t1/B
+mkdir -p "$W/tree"
+python3 - "$W/tree" <<'EOF'
+import os, sys
+root = sys.argv[1]
+def w(rel, data):
+    p = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, 'wb') as f:
+        f.write(data)
+w('big.bin', os.urandom(3 * 1024 * 1024 + 17))
+w('empty', b'')
+w('sub/mid.bin', os.urandom(1024 * 1024 + 5))
+w('sub/small.txt', b'hello tiers\n')
+w('sub/deeper/zeros', bytes(300000))
+EOF
+# Items are stored in key order, back to back, in one data object.
+python3 - "$W/tree" >"$W/layout" <<'EOF'
+import os, sys
+root = sys.argv[1]
+keys = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+pos = 0
+for k in keys:
+    n = os.path.getsize(os.path.join(root, k))
+    if n:
+        print(k, pos, n)
+    pos += n
+EOF
+TREE_BYTES=$(awk '{s+=$3} END {print s}' "$W/layout")
+CH=262144
+
+sl save --tier "$A1" --tier "$B1" --name tree --step 1 --from "$W/tree" --chunk-size 256KiB --json
+expect_ok "two-tier save --from a tree --json exits 0"
+cp "$W/out" "$W/save1.json"
+check "save --json: committed, both tiers committed" \
+  [ "$(pyj '(d["committed"], [t["state"] for t in d["tiers"]])')" = "(True, ['committed', 'committed'])" ]
+check "save --json: tiers named by their URIs, fastest first" \
+  [ "$(pyj '[t["uri"] for t in d["tiers"]]')" = "['$A1', '$B1']" ]
+check "save --json: durable_seconds on both tiers, tier 1 >= tier 0 > 0 ($(pyj '[t.get("durable_seconds") for t in d["tiers"]]'))" \
+  [ "$(pyj 'all(isinstance(t.get("durable_seconds"), (int, float)) for t in d["tiers"]) and d["tiers"][1]["durable_seconds"] >= d["tiers"][0]["durable_seconds"] > 0')" = "True" ]
+check "save --json: stall_seconds > 0 ($(pyj 'd.get("stall_seconds")'))" \
+  [ "$(pyj 'd["stall_seconds"] > 0')" = "True" ]
+sl ls --tier "$A1" --tier "$B1" --json
+check "ls --tier A --tier B --json: tree@1 committed/committed" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["name"], c["step"], c["bytes"]) for c in d]')" = "[('tree', 1, $TREE_BYTES)]" -a "$(tier_states)" = "committed,committed" ]
+sl restore --store "$B1" --name tree --step 1 --to "$W/r1"
+expect_ok "restore from tier B alone (--store B) exits 0"
+check "the tree restored from tier B is byte-for-byte the saved tree" diff -r "$W/tree" "$W/r1"
+
+# ---------------------------------------------------- 2. --async and --detach
+A2=$W/t2/A
+B2=$W/t2/B
+"$SLUICE" save --tier "$A2" --tier "$B2" --name as --step 1 --synthetic 30MiB --async \
+  --rate-limit 1=10MiB >"$W/as.out" 2>"$W/as.err" &
+p=$!
+BGPIDS+=("$p")
+early=""
+for _ in $(seq 30); do
+  if grep -q stall "$W/as.out" 2>/dev/null; then early=yes; break; fi
+  kill -0 $p 2>/dev/null || break
+  sleep 0.1
+done
+alive=no
+kill -0 $p 2>/dev/null && alive=yes
+check "save --async prints its stall line while tier 1 is still being written (early=$early, save still running=$alive)" \
+  [ "$early" = yes -a "$alive" = yes ]
+wait $p
+RC=$?
+check "save --async exits 0 after the background write" [ "$RC" -eq 0 ]
+stall_line=$(grep -n stall "$W/as.out" | head -n1 | cut -d: -f1)
+summary_line=$(grep -n '^saved ' "$W/as.out" | head -n1 | cut -d: -f1)
+check "save --async: the stall line (line ${stall_line:-none}) comes before the final summary (line ${summary_line:-none})" \
+  [ -n "$stall_line" -a -n "$summary_line" ] && [ "${stall_line:-0}" -lt "${summary_line:-0}" ]
+
+sl save --tier "$A2" --tier "$B2" --name as --step 2 --synthetic 20MiB --async --detach --json
+expect_ok "save --async --detach exits 0"
+check "save --async --detach --json: tier 0 committed, tier 1 not ($(pyj '[t["state"] for t in d["tiers"]]'))" \
+  [ "$(pyj '(d["tiers"][0]["state"], d["tiers"][1]["state"] != "committed")')" = "('committed', True)" ]
+sl ls --tier "$A2" --tier "$B2" --name as --json
+check "after --detach, ls shows as@2 committed on tier 0 and pending on tier 1 ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(pyj '[",".join(t["state"] for t in c["tiers"]) for c in d if c["step"] == 2]')" = "['committed,pending']" ]
+sl drain --tier "$A2" --tier "$B2"
+expect_ok "sluice drain --tier A --tier B exits 0"
+sl ls --tier "$A2" --tier "$B2" --name as --json
+check "after drain, ls shows both steps committed on both tiers ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(tier_states)" = "committed,committed;committed,committed" ]
+sl verify --tier "$A2" --tier "$B2" --name as --step 2
+expect_ok "verify --tier A --tier B of the drained step exits 0"
+
+# --------------------------------------------- 3. fallback to a later tier
+DAT=$(find "$(stepdir "$A1" tree 1)/data" -name '*.dat' 2>/dev/null | head -n1)
+if [ -z "$DAT" ] || [ "$(stat -c %s "$DAT")" -ne "$TREE_BYTES" ]; then
+  nok "expected one data object of $TREE_BYTES bytes on tier A: '$DAT'"
+fi
+pos=$((TREE_BYTES / 2 + 4321))
+read -r ekey echunk <<<"$(awk -v p=$pos -v ch=$CH '$2 <= p && p < $2 + $3 {print $1, int((p - $2) / ch)}' "$W/layout")"
+[ -n "$DAT" ] && flip "$DAT" "$pos"
+sl verify --store "$A1" --name tree --step 1
+if [ "$RC" -eq 1 ] && grep -F "item '$ekey'" "$W/out" "$W/err" | grep -q "chunk $echunk"; then
+  ok "verify --store A after a flipped byte exits 1 naming item '$ekey' chunk $echunk"
+else
+  nok "verify --store A after a flipped byte at $pos: exit $RC (want 1 naming '$ekey' chunk $echunk), stdout: $(outtext) stderr: $(errtext)"
+fi
+sl restore --tier "$A1" --tier "$B1" --name tree --step 1 --to "$W/r3"
+expect_ok "restore --tier A --tier B with a bad chunk on A exits 0"
+check "that restore is byte-for-byte the tree" diff -r "$W/tree" "$W/r3"
+check "restore says 'fallback' and 'repair' on stderr" grep -q fallback "$W/err"
+check "restore's stderr has a 'sluice: repair:' line" grep -q '^sluice: repair:' "$W/err"
+check "restore's stderr has a 'sluice: fallback:' line naming item '$ekey'" \
+  bash -c "grep '^sluice: fallback:' '$W/err' | grep -qF \"'$ekey'\""
+sl verify --store "$A1" --name tree --step 1
+expect_ok "verify --store A after the restore exits 0 (the bad object was rewritten)"
+[ -n "$DAT" ] && rm -f "$DAT"
+sl restore --tier "$A1" --tier "$B1" --name tree --step 1 --to "$W/r3b"
+expect_ok "restore --tier A --tier B with a data object deleted on A exits 0"
+check "that restore is byte-for-byte the tree" diff -r "$W/tree" "$W/r3b"
+check "and says fallback on stderr" grep -q '^sluice: fallback:' "$W/err"
+sl verify --store "$A1" --name tree --step 1
+expect_ok "verify --store A after that restore exits 0 (the deleted object was rewritten)"
+
+# ------------------------------------------- 4. the durable tier goes away
+A4=$W/t4/A
+P4=$W/t4/p      # tier B's parent: removed, later a regular file, then recreated
+B4=$P4/B
+mkdir -p "$B4"
+"$SLUICE" save --tier "$A4" --tier "$B4" --name w --step 1 --synthetic 40MiB --async \
+  --rate-limit 1=5MiB --keep-last 0=1 >"$W/bg4.out" 2>"$W/bg4.err" &
+p4=$!
+BGPIDS+=("$p4")
+sleep 1
+rm -rf "$P4"
+sleep 1.5
+sl ls --tier "$A4" --tier "$B4" --json
+cp "$W/out" "$W/ls4.json"
+running=no
+kill -0 $p4 2>/dev/null && running=yes
+check "the background save is still at work on tier 1 after tier B was removed (running=$running)" [ "$running" = yes ]
+check "ls while it retries: w@1 committed on tier 0 ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(pyj '[c["tiers"][0]["state"] for c in d if c["step"] == 1]')" = "['committed']" ]
+check "ls while it retries: tier 1 failed with a reason, or pending ($(pyj '[c["tiers"][1] for c in d]'))" \
+  [ "$(pyj '[(t["state"] == "pending" or (t["state"] == "failed" and bool(t.get("reason")))) for t in (c["tiers"][1] for c in d)]')" = "[True]" ]
+kill $p4 2>/dev/null
+wait_gone $p4 10 || kill -9 $p4 2>/dev/null
+wait $p4 2>/dev/null
+sl verify --store "$A4" --name w --step 1
+expect_ok "tier 0 keeps the checkpoint: verify --store A exits 0"
+# Keep tier B unavailable: its parent directory is now a regular file.
+rm -rf "$P4"
+: >"$P4"
+sl save --tier "$A4" --tier "$B4" --name w --step 2 --synthetic 5MiB --async --detach --keep-last 0=1
+expect_ok "save --async --detach --keep-last 0=1 of w@2 with tier B unavailable exits 0"
+check "--keep-last 0=1 did not remove w@1 from A while B lacks it (A holds: $(steps_on "$A4" w))" \
+  [ "$(steps_on "$A4" w)" = "1 2" ]
+sl drain --tier "$A4" --tier "$B4" --keep-last 0=1
+if [ "$RC" -eq 1 ] && grep -q 'w@1' "$W/err" && grep -q 'w@2' "$W/err"; then
+  ok "drain with tier B unavailable exits 1 naming w@1 and w@2"
+else
+  nok "drain with tier B unavailable: exit $RC (want 1 naming w@1 and w@2), stderr: $(errtext)"
+fi
+check "that drain's --keep-last 0=1 left both steps on A (A holds: $(steps_on "$A4" w))" \
+  [ "$(steps_on "$A4" w)" = "1 2" ]
+sl ls --tier "$A4" --tier "$B4" --json
+check "ls: tier 1 failed (with a reason) or pending for both steps ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"] == "pending" or (c["tiers"][1]["state"] == "failed" and bool(c["tiers"][1].get("reason")))) for c in d]')" = "[(1, True), (2, True)]" ]
+rm -f "$P4"
+mkdir -p "$B4"
+sl drain --tier "$A4" --tier "$B4" --keep-last 0=1
+expect_ok "after recreating B, drain --keep-last 0=1 exits 0"
+sl ls --tier "$A4" --tier "$B4" --json
+check "ls: both steps committed on B ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"]) for c in d]')" = "[(1, 'committed'), (2, 'committed')]" ]
+check "A now holds only the newest step (A holds: $(steps_on "$A4" w))" [ "$(steps_on "$A4" w)" = "2" ]
+vb=0
+for s in 1 2; do "$SLUICE" verify --store "$B4" --name w --step $s >/dev/null 2>&1 || vb=$((vb + 1)); done
+check "both steps verify on B" [ "$vb" -eq 0 ]
+
+# --------------------------------------------------- 5. kill -9 during a drain
+A5=$W/t5/A
+B5=$W/t5/B
+sok=0
+for s in 1 2 3; do
+  "$SLUICE" save --store "$A5" --name k --step $s --synthetic 20MiB >/dev/null 2>&1 && sok=$((sok + 1))
+done
+check "three 20 MiB steps saved to A alone" [ "$sok" -eq 3 ]
+"$SLUICE" drain --tier "$A5" --tier "$B5" --rate-limit 1=10MiB >"$W/d5.out" 2>"$W/d5.err" &
+p5=$!
+BGPIDS+=("$p5")
+sleep 1.5
+running=no
+kill -0 $p5 2>/dev/null && running=yes
+kill -9 $p5 2>/dev/null
+wait $p5 2>/dev/null
+check "the rate-limited drain was still running after 1.5 s when killed (running=$running)" [ "$running" = yes ]
+sl ls --store "$B5" --all --json
+cp "$W/out" "$W/ls5.json"
+ncommitted=$(pyj 'sum(1 for c in d if c["complete"])')
+check "after kill -9, B does not hold all three steps committed (committed: ${ncommitted:-?}, listing: $(pyj '[(c["step"], c["complete"]) for c in d]'))" \
+  [ "$RC" -eq 0 -a "${ncommitted:-3}" -lt 3 ]
+vb=0
+for s in $(pyj '" ".join(str(c["step"]) for c in d if c["complete"])' "$W/ls5.json"); do
+  "$SLUICE" verify --store "$B5" --name k --step "$s" >/dev/null 2>&1 || vb=$((vb + 1))
+done
+check "every step B lists as committed after the kill verifies" [ "$vb" -eq 0 ]
+sl drain --tier "$A5" --tier "$B5"
+expect_ok "drain again after the kill exits 0"
+vb=0
+for s in 1 2 3; do "$SLUICE" verify --store "$B5" --name k --step $s >/dev/null 2>&1 || vb=$((vb + 1)); done
+check "verify --store B of every step exits 0" [ "$vb" -eq 0 ]
+sl gc --store "$B5"
+expect_ok "gc --store B exits 0"
+sl ls --store "$B5" --all --json
+check "after gc, ls --store B --all shows steps 1-3, all complete, nothing incomplete" \
+  [ "$RC" -eq 0 -a "$(pyj 'sorted((c["step"], c["complete"]) for c in d)')" = "[(1, True), (2, True), (3, True)]" ]
+leftover=$(find "$B5" \( -name '*.lock' -o -name '*.tmp.*' \) 2>/dev/null | head -n3 | tr '\n' ' ')
+check "after gc, no *.lock or *.tmp.* files remain on B ($leftover)" [ -z "$leftover" ]
+stray=""
+while IFS= read -r f; do
+  rel=${f#"$B5"/ckpt/k/}
+  step=${rel%%/*}
+  [ -f "$B5/ckpt/k/$step/COMMIT" ] || { stray="$stray $rel"; continue; }
+  case ${rel#*/} in COMMIT | manifest/*.man | data/*.dat) ;; *) stray="$stray $rel" ;; esac
+done < <(find "$B5" -type f)
+check "after gc, B holds only the files of committed steps (COMMIT, manifests, data)$stray" [ -z "$stray" ]
+ndat=$(find "$B5" -name '*.dat' -printf '%s\n' | awk '{n++; s+=$1} END {print n+0 "/" s+0}')
+check "after gc, B holds three data objects of 20 MiB each (count/bytes: $ndat)" [ "$ndat" = "3/62914560" ]
+
+# ------------------------------------------------------------- 6. rate limit
+A6=$W/t6/A
+sl save --store "$A6" --name big --step 1 --synthetic 100MiB
+expect_ok "save of 100 MiB to A alone"
+t=$(now)
+sl drain --tier "$A6" --tier "$W/t6/B" --rate-limit 1=20MiB
+capped=$(elapsed "$t")
+expect_ok "drain --rate-limit 1=20MiB of 100 MiB exits 0"
+check "drain --rate-limit 1=20MiB of 100 MiB took >= 4.5 s (${capped} s)" ge "$capped" 4.5
+t=$(now)
+sl drain --tier "$A6" --tier "$W/t6/C"
+uncapped=$(elapsed "$t")
+expect_ok "drain of the same 100 MiB to another tier without a cap exits 0"
+check "the uncapped drain is faster (${uncapped} s vs ${capped} s)" ge "$capped" "$uncapped"
+sl verify --store "$W/t6/B" --name big --step 1
+expect_ok "the rate-limited copy verifies"
+
+# -------------------------------------------------------------- 7. bad input
+U=$W/usage       # no usage error may create these
+UA=$U/A
+UB=$U/B
+CREATED=""
+# created_by DESC: notes (and undoes) a usage error that created the tier directories.
+created_by() { if [ -e "$U" ]; then CREATED="$CREATED [$1]"; rm -rf "$U"; fi; }
+usage() {  # usage DESC ARGS...
+  local d=$1; shift
+  sl "$@"
+  expect_err "usage error: $d" 2
+  created_by "$d"
+}
+SV=(--name b --step 1 --synthetic 1MiB)
+usage "--rate-limit 7=1MiB (no tier 7)" save --tier "$UA" --tier "$UB" "${SV[@]}" --rate-limit 7=1MiB
+usage "--rate-limit 1=abc" save --tier "$UA" --tier "$UB" "${SV[@]}" --rate-limit 1=abc
+usage "--keep-last 0=0" save --tier "$UA" --tier "$UB" "${SV[@]}" --keep-last 0=0
+usage "--staging 0" save --tier "$UA" --tier "$UB" "${SV[@]}" --staging 0
+usage "--store and --tier together" save --store "$UA" --tier "$UB" "${SV[@]}"
+usage "drain with a single --tier" drain --tier "$UA"
+usage "drain --rate-limit 7=1MiB (no tier 7)" drain --tier "$UA" --tier "$UB" --rate-limit 7=1MiB
+usage "drain --keep-last 0=0" drain --tier "$UA" --tier "$UB" --keep-last 0=0
+usage "save --detach without --async" save --tier "$UA" --tier "$UB" "${SV[@]}" --detach
+for st in 1PiB 1024TiB; do
+  sl save --tier "$UA" --tier "$UB" "${SV[@]}" --async --staging $st
+  if { [ "$RC" -eq 1 ] || [ "$RC" -eq 2 ]; } && one_sluice_line && grep -q staging "$W/err"; then
+    ok "--staging $st is refused with one clear line about staging (exit $RC)"
+  else
+    nok "--staging $st: exit $RC (want 1 or 2 and one sluice: line mentioning staging), stderr: $(errtext)"
+  fi
+  created_by "--staging $st"
+done
+check "no refused save or drain created a tier directory${CREATED:+ (created by:$CREATED)}" [ -z "$CREATED" ]
+
+echo "# tiers_test.sh took $(elapsed "$T0") s"
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
