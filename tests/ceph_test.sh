@@ -4,6 +4,11 @@
 #
 #   tests/ceph_test.sh path/to/sluice path/to/backend_conformance_test
 #
+# Besides the backend on its own: a file tier 0 with a rados tier 1 (save,
+# wipe tier 0, restore from Ceph), one OSD and then all OSDs stopped in the
+# middle of a drain (the test restarts them), and a bad copy on either tier
+# repaired from the other.
+#
 # Uses the cluster in $SLUICE_CEPH_DIR (default /tmp/sluice-ceph) if it is
 # running; otherwise starts one and stops it on exit, pass or fail. Works
 # under a random prefix of the pool and removes it at the end. Prints one
@@ -39,7 +44,15 @@ fi
 W=$(mktemp -d /tmp/sluice-ceph-test.XXXXXX) || exit 2
 STARTED=0
 PREFIX=ceph-test-$$-$RANDOM
+BGPIDS=()
+STOPPED_OSDS=()
 cleanup() {
+  local p
+  for p in "${BGPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # A cluster this test did not start gets back any OSD a fault case stopped.
+  if [ "$STARTED" = 0 ]; then
+    for p in "${STOPPED_OSDS[@]}"; do start_osd "$p"; done
+  fi
   if [ -n "${POOL:-}" ]; then
     rados -p "$POOL" ls 2>/dev/null | grep "^$PREFIX/" | while read -r o; do rados -p "$POOL" rm "$o"; done
   fi
@@ -186,6 +199,181 @@ EOF
     bash -c "[ $RC -eq 1 ] && [ \$(grep -c '^BAD' '$W/out') -eq 1 ] && grep '^BAD' '$W/out' | grep -q 'chunk'"
   sl restore --store "$U" --name flip --step 1 --to "$W/flip-restored"
   check "restore of the damaged checkpoint fails (exit 1) with one sluice: line" bash -c "[ $RC -eq 1 ] && [ \$(wc -l <'$W/err') -eq 1 ]"
+fi
+
+# ---------------------------------------------------------------- tiers and faults
+# A file tier 0 ($W/tN) and a rados tier 1 (a prefix of its own per case).
+cephq() { timeout 30 ceph -c "$CEPH_CONF" --connect-timeout 10 "$@" 2>/dev/null; }
+osd_ids() { find "$SLUICE_CEPH_DIR/osd" -mindepth 1 -maxdepth 1 -name 'ceph-*' -printf '%f\n' | sed 's/^ceph-//' | sort -n; }
+osd_pid() { cat "$SLUICE_CEPH_DIR/run/osd.$1.pid" 2>/dev/null; }
+# stop_osd ID: SIGTERM to that ceph-osd (as `systemctl stop` would), waits for it to exit.
+stop_osd() {
+  local pid i
+  pid=$(osd_pid "$1")
+  [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || return 1
+  STOPPED_OSDS+=("$1")
+  for i in $(seq 200); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null
+  return 0
+}
+# start_osd ID: starts that OSD again as scripts/ceph-dev-cluster does (own
+# session, no inherited descriptors, output to its log).
+start_osd() {
+  local keep=() i
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null
+    done
+    exec setsid ceph-osd -c "$CEPH_CONF" -i "$1" </dev/null >>"$SLUICE_CEPH_DIR/log/daemon-osd.$1.out" 2>&1
+  )
+  for i in "${STOPPED_OSDS[@]}"; do [ "$i" = "$1" ] || keep+=("$i"); done
+  STOPPED_OSDS=("${keep[@]}")
+}
+# wait_healthy SECONDS: every OSD up and every PG active+clean within SECONDS.
+wait_healthy() {
+  local deadline=$((SECONDS + $1)) n
+  n=$(osd_ids | wc -l)
+  while [ $SECONDS -lt $deadline ]; do
+    if python3 - "$n" "$(cephq osd stat -f json)" "$(cephq osd pool ls detail -f json)" "$(cephq pg stat -f json)" <<'EOF' 2>/dev/null
+import json, sys
+n, osd, pools, stat = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
+want = sum(p["pg_num"] for p in pools)
+clean = sum(s["num"] for s in stat["pg_summary"]["num_pg_by_state"] if s["name"] == "active+clean")
+sys.exit(0 if osd["num_up_osds"] == n and want > 0 and clean == want and stat["pg_summary"]["num_pgs"] == want else 1)
+EOF
+    then return 0; fi
+    sleep 1
+  done
+  return 1
+}
+# wait_exit PID SECONDS: waits for background job PID; sets BGRC (124 if it ran past SECONDS).
+wait_exit() {
+  local i
+  for i in $(seq $(($2 * 5))); do
+    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; BGRC=$?; return 0; fi
+    sleep 0.2
+  done
+  kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; BGRC=124
+}
+# flip_file FILE OFFSET: inverts one byte in place.
+flip_file() {
+  python3 - "$1" "$2" <<'EOF'
+import sys
+path, off = sys.argv[1], int(sys.argv[2])
+with open(path, 'r+b') as f:
+    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xFF]))
+EOF
+}
+turi() { echo "rados://$POOL/$PREFIX/$1?conf=$CEPH_CONF&id=sluice$2"; }
+states() { pyj '[[t["state"] for t in c["tiers"]] for c in d]'; }
+
+# a. save to both tiers, wipe tier 0, restore from Ceph
+TA=$W/ta; UA=$(turi ta)
+sl save --tier "$TA" --tier "$UA" --name tt --step 1 --from "$W/tree" --json
+check "tiered save --tier DIR --tier rados:// of the tree: exit 0, both tiers committed ($(pyj '[t["state"] for t in d["tiers"]]'))" \
+  [ "$RC" -eq 0 -a "$(pyj '[t["state"] for t in d["tiers"]]')" = "['committed', 'committed']" ]
+sl ls --tier "$TA" --tier "$UA" --json
+check "ls --tier DIR --tier rados:// --json: tt@1 committed on both ($(states))" \
+  [ "$RC" -eq 0 -a "$(states)" = "[['committed', 'committed']]" ]
+rm -rf "$TA"
+sl restore --tier "$TA" --tier "$UA" --name tt --step 1 --to "$W/ta-r1"
+check "after rm -rf of tier 0, restore --tier DIR --tier rados:// is byte-identical (exit $RC, $(errtext))" \
+  bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/ta-r1'"
+sl restore --store "$UA" --name tt --step 1 --to "$W/ta-r2"
+check "and restore --store rados:// alone is byte-identical (exit $RC, $(errtext))" \
+  bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/ta-r2'"
+sl verify --store "$UA" --name tt --step 1
+expect_ok "verify of tier 1 after tier 0 was wiped"
+
+# b. one OSD stopped in the middle of a drain (size 3, min_size 2)
+TB=$W/tb; UB=$(turi tb)
+sl save --store "$TB" --name one --step 1 --synthetic 60MiB
+expect_ok "save 60 MiB to tier 0 alone"
+t=$SECONDS
+"$SLUICE" drain --tier "$TB" --tier "$UB" --rate-limit 1=10MiB >"$W/db.out" 2>"$W/db.err" &
+pb=$!; BGPIDS+=("$pb")
+sleep 1
+victim=$(osd_ids | tail -1)
+vpid=$(osd_pid "$victim")
+stop_osd "$victim"
+check "osd.$victim (pid $vpid) stopped (SIGTERM) 1 s into a 10 MiB/s drain of 60 MiB, the drain still running" \
+  bash -c "kill -0 $pb 2>/dev/null && [ -n '$vpid' ] && ! kill -0 '$vpid' 2>/dev/null"
+wait_exit "$pb" 150
+check "with osd.$victim down the drain completes: exit $BGRC in $((SECONDS - t)) s (stderr: $(head -c 300 "$W/db.err" | tr '\n' '|'))" \
+  [ "$BGRC" -eq 0 ]
+sl verify --store "$UB" --name one --step 1
+expect_ok "verify of tier 1 after that drain"
+sl ls --tier "$TB" --tier "$UB" --json
+check "ls: one@1 committed on both tiers ($(states))" [ "$(states)" = "[['committed', 'committed']]" ]
+t=$SECONDS
+start_osd "$victim"
+check "osd.$victim restarted: all OSDs up, all PGs active+clean ($((SECONDS - t)) s)" wait_healthy 120
+
+# c. every OSD stopped in the middle of a drain: retries with backoff until they return
+TC=$W/tc; UC=$(turi tc '&op_timeout_s=10')
+sl save --store "$TC" --name all --step 1 --synthetic 60MiB
+expect_ok "save 60 MiB to tier 0 alone"
+t=$SECONDS
+timeout 300 "$SLUICE" drain --tier "$TC" --tier "$UC" --rate-limit 1=10MiB --retry-for 3m >"$W/dc.out" 2>"$W/dc.err" &
+pc=$!; BGPIDS+=("$pc")
+sleep 1
+stops=()
+for id in $(osd_ids); do stop_osd "$id" & stops+=($!); done
+for j in "${stops[@]}"; do wait "$j"; done
+for id in $(osd_ids); do STOPPED_OSDS+=("$id"); done  # (the stops ran in subshells)
+tstop=$SECONDS
+for i in $(seq 90); do grep -q 'retrying in' "$W/dc.err" && break; kill -0 "$pc" 2>/dev/null || break; sleep 1; done
+check "with every OSD down sluice says it retries with backoff within $((SECONDS - tstop)) s (op_timeout_s=10): $(grep -m1 'retrying in' "$W/dc.err" | head -c 200)" \
+  grep -q 'retrying in' "$W/dc.err"
+check "and the drain is still running" kill -0 "$pc"
+sl verify --store "$TC" --name all --step 1
+expect_ok "tier 0 keeps its copy meanwhile (verify --store DIR)"
+sleep 4  # one more failed attempt, to see the backoff grow
+t=$SECONDS
+for id in $(osd_ids); do start_osd "$id"; done
+STOPPED_OSDS=()
+wait_exit "$pc" 200
+check "OSDs restarted: the drain completes, exit $BGRC, $((SECONDS - t)) s after the restart (retries: $(grep -c 'retrying in' "$W/dc.err"): $(grep -o 'retrying in [0-9]* s' "$W/dc.err" | tr '\n' ','))" \
+  [ "$BGRC" -eq 0 ]
+check "the retry delays grow (backoff): $(grep -o 'retrying in [0-9]* s' "$W/dc.err" | awk '{print $3}' | tr '\n' ' ')" \
+  bash -c "grep -o 'retrying in [0-9]* s' '$W/dc.err' | awk '{print \$3}' | awk 'NR>1 && \$1<=p {bad=1} {p=\$1; n++} END {exit !(n>=2 && !bad)}'"
+check "all OSDs up and all PGs active+clean again" wait_healthy 120
+sl verify --store "$UC" --name all --step 1
+expect_ok "verify of tier 1 after the OSDs returned"
+sl verify --store "$TC" --name all --step 1
+expect_ok "verify of tier 0 (still kept)"
+
+# d. a bad copy on either tier: restore falls back to the other and repairs it
+TD=$W/td; UD=$(turi td)
+sl save --tier "$TD" --tier "$UD" --name bad --step 1 --from "$W/tree" --chunk-size 256KiB
+expect_ok "tiered save of the tree for the corruption cases"
+dat=$(find "$TD" -name '*.dat' | head -1)
+if [ -z "$dat" ]; then
+  nok "no data object in tier 0 ($TD)"
+else
+  flip_file "$dat" $(($(stat -c %s "$dat") / 2 + 999))
+  sl verify --store "$TD" --name bad --step 1
+  check "a byte flipped in tier 0's file copy: verify --store DIR exits 1 naming a chunk" bash -c "[ $RC -eq 1 ] && grep -q chunk '$W/out'"
+  sl restore --tier "$TD" --tier "$UD" --name bad --step 1 --to "$W/td-r1"
+  check "restore --tier DIR --tier rados:// is byte-identical (exit $RC)" bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/td-r1'"
+  check "and says fallback and repair on stderr ($(errtext))" bash -c "grep -q '^sluice: fallback:' '$W/err' && grep -q '^sluice: repair:' '$W/err'"
+  sl verify --store "$TD" --name bad --step 1
+  expect_ok "verify --store DIR after that restore (repaired from Ceph)"
+fi
+obj=$(rados -p "$POOL" ls | grep "^$PREFIX/td/ckpt/bad/00000000000000000001/data/" | head -1)
+if [ -z "$obj" ] || ! rados -p "$POOL" get "$obj" "$W/tdobj"; then
+  nok "no data object of bad@1 on tier 1 ('$obj')"
+else
+  flip_file "$W/tdobj" $(($(stat -c %s "$W/tdobj") / 3 + 555))
+  rados -p "$POOL" put "$obj" "$W/tdobj"
+  sl verify --store "$UD" --name bad --step 1
+  check "a byte flipped in Ceph's copy with rados put: verify --store rados:// exits 1 naming a chunk" bash -c "[ $RC -eq 1 ] && grep -q chunk '$W/out'"
+  sl restore --tier "$UD" --tier "$TD" --name bad --step 1 --to "$W/td-r2"
+  check "restore --tier rados:// --tier DIR is byte-identical (exit $RC)" bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/td-r2'"
+  check "and says fallback and repair on stderr ($(errtext))" bash -c "grep -q '^sluice: fallback:' '$W/err' && grep -q '^sluice: repair:' '$W/err'"
+  sl verify --store "$UD" --name bad --step 1
+  expect_ok "verify --store rados:// after that restore (the RADOS object was rewritten from tier 0)"
 fi
 
 # ---------------------------------------------------------------- rm
