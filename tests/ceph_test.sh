@@ -265,7 +265,7 @@ with open(path, 'r+b') as f:
     f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xFF]))
 EOF
 }
-turi() { echo "rados://$POOL/$PREFIX/$1?conf=$CEPH_CONF&id=sluice$2"; }
+turi() { echo "rados://$POOL/$PREFIX/$1?conf=$CEPH_CONF&id=sluice${2:-}"; }
 states() { pyj '[[t["state"] for t in c["tiers"]] for c in d]'; }
 
 # a. save to both tiers, wipe tier 0, restore from Ceph

@@ -7,6 +7,7 @@
 # exit). Prints one "ok - ..." / "not ok - ..." line per check, skips as
 # "ok - ... # SKIP reason", and last "N passed, M failed". Exits 1 if any
 # check failed, 2 on bad usage.
+TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 set -u
 
 if [ $# -ne 1 ] || [ ! -x "$1" ]; then
@@ -21,39 +22,9 @@ trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 2
 S=$W/store
 
-PASS=0
-FAIL=0
+. "$TESTS_DIR/lib.sh"
 SKIP=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
 skip() { echo "ok - $1 # SKIP $2"; SKIP=$((SKIP + 1)); }
-# check DESC CMD...: passes when CMD succeeds.
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
-
-# sl ARGS...: runs sluice; sets RC; stdout in $W/out, stderr in $W/err.
-sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
-errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
-# True when stderr is exactly one line starting with "sluice: ".
-one_sluice_line() {
-  [ "$(wc -l <"$W/err")" -eq 1 ] && [ "$(head -c 8 "$W/err")" = "sluice: " ]
-}
-# expect_err DESC WANT_RC: the last sl exited WANT_RC with one "sluice:" line.
-expect_err() {
-  if [ "$RC" -eq "$2" ] && one_sluice_line; then
-    ok "$1 (exit $RC)"
-  else
-    nok "$1: exit $RC (want $2), stderr: $(errtext)"
-  fi
-}
-# expect_ok DESC: the last sl exited 0.
-expect_ok() {
-  if [ "$RC" -eq 0 ]; then ok "$1"; else nok "$1: exit $RC, stderr: $(errtext)"; fi
-}
-# pyj EXPR [FILE]: evaluates EXPR with d = the JSON in FILE (default $W/out).
-pyj() {
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
-    "${2:-$W/out}" "$1" 2>/dev/null
-}
 stepdir() { printf '%s/ckpt/%s/%020d' "$S" "$1" "$2"; }
 count_files() { find "$1" -type f -name "$2" 2>/dev/null | wc -l; }
 # modes DIR: "relative-path<TAB>octal mode" of every regular file, sorted.

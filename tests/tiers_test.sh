@@ -11,6 +11,7 @@
 # temporary directory (removed on exit). Prints one "ok - ..." / "not ok - ..."
 # line per check and last "N passed, M failed". Exits 0 if every check passed,
 # 1 if any failed, 77 (skip) if the binary is missing, 2 on bad usage.
+TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 set -u
 
 if [ $# -ne 1 ]; then
@@ -35,38 +36,8 @@ cleanup() {
 trap cleanup EXIT
 cd "$W" || exit 2
 
-PASS=0
-FAIL=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
-# check DESC CMD...: passes when CMD succeeds.
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
-
-# sl ARGS...: runs sluice; sets RC; stdout in $W/out, stderr in $W/err.
-sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
-errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
+. "$TESTS_DIR/lib.sh"
 outtext() { head -c 400 "$W/out" | tr '\n' '|'; }
-# True when stderr is exactly one line starting with "sluice: ".
-one_sluice_line() {
-  [ "$(wc -l <"$W/err")" -eq 1 ] && [ "$(head -c 8 "$W/err")" = "sluice: " ]
-}
-# expect_err DESC WANT_RC: the last sl exited WANT_RC with one "sluice:" line.
-expect_err() {
-  if [ "$RC" -eq "$2" ] && one_sluice_line; then
-    ok "$1 (exit $RC)"
-  else
-    nok "$1: exit $RC (want $2), stderr: $(errtext)"
-  fi
-}
-# expect_ok DESC: the last sl exited 0.
-expect_ok() {
-  if [ "$RC" -eq 0 ]; then ok "$1"; else nok "$1: exit $RC, stderr: $(errtext)"; fi
-}
-# pyj EXPR [FILE]: evaluates EXPR with d = the JSON in FILE (default $W/out).
-pyj() {
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
-    "${2:-$W/out}" "$1" 2>/dev/null
-}
 # stepdir STORE NAME STEP
 stepdir() { printf '%s/ckpt/%s/%020d' "$1" "$2" "$3"; }
 # steps_on STORE NAME: the step numbers with a directory on STORE, e.g. "1 2".
