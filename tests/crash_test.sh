@@ -11,6 +11,7 @@
 # Prints one "ok - ..." / "not ok - ..." line per check and last
 # "N passed, M failed"; exits 1 if any check failed, 2 on bad usage.
 set -u
+TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 
 if [ $# -ne 1 ] || [ ! -x "$1" ]; then
   echo "usage: $0 path/to/sluice" >&2
@@ -35,17 +36,7 @@ trap cleanup EXIT
 cd "$W" || exit 2
 S=$W/store
 
-PASS=0
-FAIL=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
-sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
-errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
-pyj() {
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
-    "${2:-$W/out}" "$1" 2>/dev/null
-}
+. "$TESTS_DIR/lib.sh"
 stepdir() { printf '%s/ckpt/%s/%020d' "$S" "$1" "$2"; }
 digest() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum) | sha256sum | cut -c1-64; }
 pick() { local a=("$@"); echo "${a[$((RANDOM % ${#a[@]}))]}"; }
