@@ -56,7 +56,8 @@ CommandSpec SaveSpec() {
       "With several --tier, save waits until every tier has committed (unless\n"
       "--detach); a tier that fails is retried with backoff (up to a minute apart),\n"
       "each failure said on stderr. Interrupting it then loses nothing: tier 0 holds\n"
-      "the committed checkpoint and `sluice drain` finishes the later tiers.";
+      "the committed checkpoint and `sluice drain` (or the next save of NAME)\n"
+      "finishes the later tiers.";
   return s;
 }
 
@@ -216,6 +217,16 @@ int CmdSave(int argc, char** argv) {
   progress.Done();
   if (!waited.ok()) return Fail(waited);
   const auto final_progress = (*handle)->progress();
+  // Finish what earlier saves of this name left undrained (a killed save, a
+  // --detach): the next save resumes it, as `sluice drain --name` would.
+  uint64_t resumed = 0;
+  if (!detach && tiers > 1 && *rank == 0) {
+    auto report = (*pipeline)->Drain(id.name);
+    if (report.ok()) {
+      resumed = report->checkpoints_drained;
+      for (const auto& f : report->failures) std::fprintf(stderr, "sluice: earlier checkpoint not drained: %s\n", f.c_str());
+    }
+  }
   SaveStats st0;
   st0.bytes = total;
   st0.items = from ? files.size() : synthetic_sizes.size();
@@ -234,6 +245,7 @@ int CmdSave(int argc, char** argv) {
         .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? stats->bytes / secs : 0)
         .Key("cpu_seconds").Num(cpu).Key("committed").Bool(true)
         .Key("stall_seconds").Num((*handle)->stall_seconds())
+        .Key("earlier_checkpoints_drained").UInt(resumed)
         .Key("io_path").Str((*pipeline)->tier(0).backend().caps().io_path)
         .Key("tiers").BeginArray();
     for (const auto& t : final_progress) {
@@ -255,6 +267,10 @@ int CmdSave(int argc, char** argv) {
                 static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats->items),
                 HumanBytes(stats->bytes).c_str(), secs, HumanRate(secs > 0 ? stats->bytes / secs : 0).c_str(),
                 (*handle)->stall_seconds());
+    if (resumed > 0) {
+      std::printf("  also drained %llu earlier checkpoint(s) of %s that were not on every tier\n",
+                  static_cast<unsigned long long>(resumed), id.name.c_str());
+    }
     for (size_t k = 0; k < final_progress.size(); ++k) {
       const auto& t = final_progress[k];
       if (t.state == TierState::kCommitted) {
