@@ -56,16 +56,10 @@ Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint6
     a->base_ = reinterpret_cast<uint8_t*>((u + kHugePage - 1) / kHugePage * kHugePage);
     a->huge_ = madvise(a->base_, usable, MADV_HUGEPAGE) == 0;
   }
-  // Fault every page in now, once; the kernel may refuse populate on old
-  // kernels, then touch each page by hand.
-#ifdef MADV_POPULATE_WRITE
-  bool populated = madvise(a->base_, usable, MADV_POPULATE_WRITE) == 0;
-#else
-  bool populated = false;
-#endif
-  if (!populated) {
-    for (uint64_t off = 0; off < usable; off += 4096) a->base_[off] = 0;
-  }
+  // Fault every page in now, once, by touching it. (MADV_POPULATE_WRITE on
+  // a THP region measured 6-15x slower here: 1.8-4.3 s per 2 GiB against
+  // 0.28 s for touching.)
+  for (uint64_t off = 0; off < usable; off += 4096) a->base_[off] = 0;
   if (lock) {
     if (mlock(a->base_, usable) != 0) {
       return Status::FromErrno(errno, "lock the " + Mib(usable) +
