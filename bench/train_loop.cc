@@ -10,8 +10,8 @@
 //
 // usage: sluice-train-bench --tier DIR [--tier DIR2] [--state SIZE] [--steps N]
 //                           [--every K] [--compute-ms MS] [--rounds R]
-// Defaults: 2 GiB state, 1 s steps (a GPU trainer's), a checkpoint every 8
-// steps, 24 steps per run, 3 rounds.
+// Defaults: 2 GiB state, 1 s steps (a GPU trainer's), a checkpoint every 10
+// steps, 30 steps per run, 3 rounds (about 6 minutes).
 #include <sched.h>
 
 #include <algorithm>
@@ -68,7 +68,7 @@ float Compute(std::vector<float>& a, long iters) {
 int main(int argc, char** argv) {
   std::vector<std::string> tiers;
   uint64_t state_bytes = 2ull << 30;
-  int steps = 24, every = 8, rounds = 3;
+  int steps = 30, every = 10, rounds = 3;
   double compute_ms = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i], v = argv[i + 1];
