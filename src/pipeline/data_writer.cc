@@ -21,27 +21,62 @@ DataWriter::DataWriter(Backend& backend, std::function<std::string(uint32_t)> ob
 
 DataWriter::~DataWriter() {
   // Abandoned mid-write (error path): wait for in-flight writes so the kernel
-  // never touches freed buffers. The object itself is left for the caller or
-  // gc to remove.
-  if (object_) {
-    while (object_->in_flight() > 0) {
-      if (!object_->Reap().ok()) break;
+  // never touches freed buffers. The objects themselves are left for the
+  // caller or gc to remove.
+  bool quiet = true;
+  auto wait_out = [&](WritableObject* o) {
+    while (o->in_flight() > 0) {
+      if (!o->Reap().ok()) break;
     }
-  }
-  if (object_ == nullptr || object_->in_flight() == 0) {
+    if (o->in_flight() > 0) quiet = false;
+  };
+  for (auto& d : draining_) wait_out(d.object.get());
+  if (object_) wait_out(object_.get());
+  if (quiet) {
     for (auto& b : buffers_) BufferPool::Give(std::move(b));
   }
 }
 
+// Reaps one completion, from the oldest object with writes in flight (its
+// writes were started first); finishes that object once it has none left.
 Status DataWriter::ReapOne() {
-  auto c = object_->Reap();
+  const bool from_draining = !draining_.empty();
+  WritableObject* o = from_draining ? draining_.front().object.get() : object_.get();
+  auto c = o->Reap();
   if (!c.ok()) {
     if (error_.ok()) error_ = c.status();
     return error_;
   }
   free_.push_back(static_cast<size_t>(c->tag));
   if (!c->status.ok() && error_.ok()) error_ = c->status;
+  if (from_draining && o->in_flight() == 0) return FinishOldest();
   return error_;
+}
+
+Status DataWriter::FinishOldest() {
+  Draining d = std::move(draining_.front());
+  draining_.pop_front();
+  if (error_.ok()) {
+    Status st = d.object->Finish(d.size);
+    if (!st.ok()) error_ = st;
+    else objects_[d.index].size = d.size;
+  }
+  return error_;
+}
+
+Status DataWriter::DrainOldest() {
+  WritableObject* o = draining_.front().object.get();
+  while (o->in_flight() > 0) {
+    auto c = o->Reap();
+    if (!c.ok()) {
+      // Cannot reap: leave the object to the destructor.
+      if (error_.ok()) error_ = c.status();
+      return error_;
+    }
+    free_.push_back(static_cast<size_t>(c->tag));
+    if (!c->status.ok() && error_.ok()) error_ = c->status;
+  }
+  return FinishOldest();
 }
 
 Status DataWriter::GetFreeBuffer() {
@@ -90,7 +125,7 @@ Status DataWriter::OpenNextObject(uint64_t first_chunk) {
   return Status::OK();
 }
 
-Status DataWriter::CloseObject() {
+Status DataWriter::RetireObject() {
   if (current_ >= 0) {
     if (fill_ > 0) {
       RETURN_IF_ERROR(FlushCurrentBuffer(true));
@@ -99,12 +134,13 @@ Status DataWriter::CloseObject() {
       current_ = -1;
     }
   }
-  while (object_->in_flight() > 0) (void)ReapOne();
-  RETURN_IF_ERROR(error_);
-  RETURN_IF_ERROR(object_->Finish(object_size_));
-  objects_.back().size = object_size_;
-  object_.reset();
-  return Status::OK();
+  draining_.push_back(Draining{std::move(object_), object_size_, objects_.size() - 1});
+  // At most one earlier object outstanding besides the one just retired.
+  while (draining_.size() > 1 ||
+         (!draining_.empty() && draining_.front().object->in_flight() == 0)) {
+    RETURN_IF_ERROR(DrainOldest());
+  }
+  return error_;
 }
 
 Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRef>* out) {
@@ -113,7 +149,7 @@ Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRe
   while (remaining > 0) {
     uint64_t clen = std::min(chunk_bytes_, remaining);
     if (!object_ || object_size_ + clen > object_bytes_) {
-      if (object_) RETURN_IF_ERROR(CloseObject());
+      if (object_) RETURN_IF_ERROR(RetireObject());
       RETURN_IF_ERROR(OpenNextObject(clen));
     }
     ChunkRef ref;
@@ -148,7 +184,8 @@ Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRe
 
 Status DataWriter::Finish() {
   RETURN_IF_ERROR(error_);
-  if (object_) RETURN_IF_ERROR(CloseObject());
+  if (object_) RETURN_IF_ERROR(RetireObject());
+  while (!draining_.empty()) RETURN_IF_ERROR(DrainOldest());
   for (auto& b : buffers_) BufferPool::Give(std::move(b));
   buffers_.clear();
   free_.clear();

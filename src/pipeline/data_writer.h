@@ -3,13 +3,17 @@
 // queue_depth of them in flight whatever the item sizes are. Chunks are
 // packed back to back (no per-chunk padding); only an object's tail is padded
 // to the backend's alignment and then trimmed by Finish. A chunk never spans
-// two objects; objects roll over before object_bytes.
+// two objects; objects roll over before object_bytes. At a rollover the next
+// object is opened while the previous one's writes are still in flight (it is
+// finished once they are reaped), so the queue stays full across object
+// boundaries; at most one such previous object is outstanding.
 //
 // Thread-safety: one thread.
 #ifndef SLUICE_PIPELINE_DATA_WRITER_H_
 #define SLUICE_PIPELINE_DATA_WRITER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,7 +49,13 @@ class DataWriter {
   Status FlushCurrentBuffer(bool last);
   Status GetFreeBuffer();
   Status ReapOne();
-  Status CloseObject();
+  // Flushes the current object's tail and moves it to draining_.
+  Status RetireObject();
+  // Reaps every write of the oldest draining object, then finishes it.
+  Status DrainOldest();
+  // Finishes (unless a write failed) and drops the oldest draining object,
+  // which has nothing in flight.
+  Status FinishOldest();
 
   Backend& backend_;
   std::function<std::string(uint32_t)> object_name_;
@@ -59,6 +69,13 @@ class DataWriter {
   // waits for writes in flight) is destroyed first.
   std::vector<AlignedBuffer> buffers_;
   std::unique_ptr<WritableObject> object_;
+  // Earlier objects, oldest first, whose writes are still in flight.
+  struct Draining {
+    std::unique_ptr<WritableObject> object;
+    uint64_t size;  // logical bytes appended
+    size_t index;   // into objects_
+  };
+  std::deque<Draining> draining_;
   uint64_t object_size_ = 0;      // logical bytes appended to the current object
   uint64_t flushed_offset_ = 0;   // object offset where the current buffer begins
   std::vector<size_t> free_;      // indices of idle buffers

@@ -931,19 +931,27 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options)
   RETURN_IF_ERROR(StagingArena::CheckBudget(
       options.staging_bytes, AlignUp(std::max<uint64_t>(options.store.io_bytes, 4096), 4096)));
   std::vector<std::unique_ptr<Store>> stores;
+  Status first_error;
+  bool opened_any = false;
   for (size_t k = 0; k < options.tiers.size(); ++k) {
     auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);
     if (!b.ok()) {
-      // Tier 0 is where saves land: it must be there. A bad URI is a bad
-      // URI on any tier.
-      if (k == 0 || b.status().code() == StatusCode::kInvalidArgument) {
+      // Tier 0 is where saves land: a pipeline that may create stores needs
+      // it there. A reading pipeline (restore, ls) does without any tier but
+      // one. A bad URI is a bad URI on any tier.
+      if ((k == 0 && options.store.create_if_missing) ||
+          b.status().code() == StatusCode::kInvalidArgument) {
         return b.status().WithContext("tier " + std::to_string(k));
       }
+      if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));
       b = std::unique_ptr<Backend>(new DeferredBackend(options.tiers[k].uri,
                                                        options.store.create_if_missing, b.status()));
+    } else {
+      opened_any = true;
     }
     stores.push_back(Store::Open(std::move(b).value(), options.store));
   }
+  if (!opened_any) return first_error;
   return Open(options, std::move(stores));
 }
 

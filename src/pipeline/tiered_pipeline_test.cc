@@ -431,6 +431,64 @@ TEST_F(PipelineTest, TwoRanksSaveOneCheckpoint) {
   EXPECT_TRUE(got["rank1"] == d1);
 }
 
+// A store that refuses to create or remove objects while "down" (as a
+// cluster with every OSD stopped), the rest passing through.
+class FlakyBackend final : public Backend {
+ public:
+  FlakyBackend(std::unique_ptr<Backend> inner, std::atomic<bool>* down) : inner_(std::move(inner)), down_(down) {}
+  const BackendCaps& caps() const override { return inner_->caps(); }
+  const std::string& uri() const override { return inner_->uri(); }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
+    if (*down_) return Status::Unavailable("create " + n + ": store down");
+    return inner_->Create(n, h);
+  }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
+  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
+  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
+  Result<std::vector<ObjectInfo>> List(const std::string& p) override { return inner_->List(p); }
+  Status Remove(const std::string& n) override {
+    if (*down_) return Status::Unavailable("remove " + n + ": store down");
+    return inner_->Remove(n);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::atomic<bool>* down_;
+};
+
+// A drain that failed while the destination was down, leaving its writer
+// lock behind (the remove failed too), must not block this same process's
+// retry once the destination is back.
+TEST_F(PipelineTest, RetryAfterAnOutageIsNotBlockedByItsOwnStaleLock) {
+  auto o = Options(2);
+  std::atomic<bool> down{true};
+  std::vector<std::unique_ptr<Store>> stores;
+  auto s0 = Store::Open(Tier(0), o.store);
+  ASSERT_TRUE(s0.ok());
+  stores.push_back(std::move(s0).value());
+  auto b1 = OpenBackend(Tier(1), true);
+  ASSERT_TRUE(b1.ok());
+  stores.push_back(Store::Open(std::make_unique<FlakyBackend>(std::move(b1).value(), &down), o.store));
+  auto opened = Pipeline::Open(o, std::move(stores));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto p = std::move(opened).value();
+  auto h = Save(*p, "out", 1, {{"x", Bytes(3 << 20, 5)}});
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->WaitTier(0).ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (h->progress()[1].attempts < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(h->progress()[1].attempts, 2u) << "the drain should have failed and retried";
+  down = false;
+  // Bounded: retries are 100..400 ms apart here.
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!h->done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(h->progress()[1].state, TierState::kCommitted) << h->progress()[1].error.ToString();
+}
+
 TEST(TokenBucketTest, HoldsTheRateAcrossThreads) {
   const uint64_t rate = 40ull << 20;
   TokenBucket bucket(rate, 1 << 20, 0);

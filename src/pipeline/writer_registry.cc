@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -49,13 +51,27 @@ int64_t NowUnixMs() {
       .count();
 }
 
-WriterState StateOfLock(const WriterLock& lock) {
+// The writer ids this process holds locks for. A lock written by this very
+// process but no longer in the set was released, even if removing its object
+// failed (a store that was down): it must not block this process's own retry
+// of the same step, and gc may reclaim it.
+std::mutex held_mu;
+std::set<std::string>& Held() {
+  static std::set<std::string> held;
+  return held;
+}
+
+WriterState StateOfLock(const WriterLock& lock, std::string_view writer) {
   if (!lock.host.empty() && lock.host == HostName()) {
     // Same host: the writer is alive only in this boot, as the very process
     // that wrote the lock (not another that reused its pid).
     if (lock.boot_id != BootId()) return WriterState::kGone;
     if (::kill(static_cast<pid_t>(lock.pid), 0) != 0 && errno != EPERM) return WriterState::kGone;
     if (lock.pid_start != 0 && ProcessStartTicks(lock.pid) != lock.pid_start) return WriterState::kGone;
+    if (lock.pid == static_cast<uint32_t>(getpid())) {
+      std::lock_guard<std::mutex> g(held_mu);
+      return Held().count(std::string(writer)) ? WriterState::kAlive : WriterState::kGone;
+    }
     return WriterState::kAlive;
   }
   return NowUnixMs() - lock.start_unix_ms > kUnknownWriterStaleMs ? WriterState::kGone
@@ -68,12 +84,25 @@ Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer) {
   const auto pid = static_cast<uint32_t>(getpid());
   WriterLock lock{HostName(), BootId(), pid, ProcessStartTicks(pid), NowUnixMs()};
-  return backend.PublishIfAbsent(WriterLockObject(name, step, writer), EncodeWriterLock(lock))
-      .WithContext("register writer");
+  {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().insert(std::string(writer));
+  }
+  Status st = backend.PublishIfAbsent(WriterLockObject(name, step, writer), EncodeWriterLock(lock))
+                  .WithContext("register writer");
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().erase(std::string(writer));
+  }
+  return st;
 }
 
 void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
                        std::string_view writer) {
+  {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().erase(std::string(writer));
+  }
   (void)backend.Remove(WriterLockObject(name, step, writer));
 }
 
@@ -87,7 +116,7 @@ Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint6
   }
   auto lock = DecodeWriterLock(*bytes, "writer lock " + object);
   if (!lock.ok()) return WriterState::kGone;
-  return StateOfLock(*lock);
+  return StateOfLock(*lock, writer);
 }
 
 }  // namespace sluice
