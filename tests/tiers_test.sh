@@ -7,7 +7,7 @@
 # fastest first). Covers: two-tier save and ls states, --async / --detach and
 # `sluice drain`, restore falling back to a later tier and repairing tier 0,
 # a durable tier going away (retention must not drop steps it lacks), kill -9
-# during a drain, --rate-limit, and bad input. File stores in a fresh
+# during a drain, --rate-limit, bad input, and a durable tier that is full. File stores in a fresh
 # temporary directory (removed on exit). Prints one "ok - ..." / "not ok - ..."
 # line per check and last "N passed, M failed". Exits 0 if every check passed,
 # 1 if any failed, 77 (skip) if the binary is missing, 2 on bad usage.
@@ -31,6 +31,7 @@ cleanup() {
   local p
   for p in "${BGPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
+  umount "$W/full-b" 2>/dev/null
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -346,6 +347,34 @@ for st in 1PiB 1024TiB; do
   created_by "--staging $st"
 done
 check "no refused save or drain created a tier directory${CREATED:+ (created by:$CREATED)}" [ -z "$CREATED" ]
+
+# ------------------------------------------------------ 8. the durable tier is full
+# A 16 MiB tmpfs as tier B (needs root: mount); a 40 MiB checkpoint cannot fit.
+FA=$W/full-a FB=$W/full-b
+mkdir -p "$FA" "$FB"
+if mount -t tmpfs -o size=16m sluice-tiers-test "$FB" 2>/dev/null; then
+  sl save --tier "$FA" --tier "$FB" --name full --step 1 --synthetic 40MiB --async --detach
+  expect_ok "a save whose later tier is too small still commits on tier 0"
+  sl drain --tier "$FA" --tier "$FB" --keep-last 0=1
+  if [ "$RC" -eq 1 ] && grep -qi "space" "$W/err"; then ok "drain into a full tier exits 1 and says the tier is out of space"
+  else nok "drain into a full tier: exit $RC (want 1 naming no space), stderr: $(errtext)"; fi
+  sl save --tier "$FA" --tier "$FB" --name full --step 2 --synthetic 1MiB --async --detach --keep-last 0=1
+  sl ls --tier "$FA" --tier "$FB" --keep-last 0=1 --json
+  check "ls shows the full tier as failed with a reason naming the lack of space" \
+    [ "$(pyj '[c["tiers"][1]["state"] + ":" + str("space" in c["tiers"][1].get("reason", "").lower()) for c in d if c["step"] == 1][0]')" = "failed:True" ]
+  sl verify --store "$FA" --name full --step 1
+  expect_ok "tier 0 keeps the checkpoint the full tier could not take (retention removed nothing)"
+  check "no partial copy is committed on the full tier" [ ! -e "$(stepdir "$FB" full 1)/COMMIT" ]
+  umount "$FB"
+  sl drain --tier "$FA" --tier "$FB" --keep-last 0=1
+  expect_ok "once the tier has room, drain finishes"
+  sl verify --store "$FB" --name full --step 1
+  expect_ok "the drained copy verifies"
+elif [ "${CI:-}" = true ]; then
+  nok "cannot mount a tmpfs for the full-tier case (needs root)"
+else
+  echo "ok - full durable tier # SKIP cannot mount a tmpfs (needs root)"
+fi
 
 echo "# tiers_test.sh took $(elapsed "$T0") s"
 echo "$PASS passed, $FAIL failed"
