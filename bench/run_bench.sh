@@ -60,3 +60,8 @@ print("per-checkpoint seconds: write " + " ".join(f"{x:.2f}" for x in s["write"]
 print("(sluice: median over checkpoints, checksummed + fsynced + committed / verified; "
       "fio: best of the runs before and after)")
 PY
+
+# The stall: a 2 GiB state held in memory, snapshotted through the staged
+# pipeline, next to a bare memcpy of the same bytes (one tier: this store).
+echo "== sluice bench --async (the checkpoint stall)" >&2
+"$sluice" bench --async --tier "$dir" --size "${ASYNC_SIZE:-2GiB}" --checkpoints 3
