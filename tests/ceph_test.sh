@@ -62,19 +62,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-PASS=0
-FAIL=0
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-nok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
-sl() { "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
-errtext() { head -c 400 "$W/err" | tr '\n' '|'; }
-one_sluice_line() { [ "$(wc -l <"$W/err")" -eq 1 ] && [ "$(head -c 8 "$W/err")" = "sluice: " ]; }
-expect_ok() { if [ "$RC" -eq 0 ]; then ok "$1"; else nok "$1: exit $RC, stderr: $(errtext)"; fi; }
-pyj() {
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
-    "${2:-$W/out}" "$1" 2>/dev/null
-}
+. "$HERE/tests/lib.sh"
 T0=$(date +%s)
 
 # ---------------------------------------------------------------- cluster

@@ -54,8 +54,7 @@ double SecondsSince(Clock::time_point t) {
 
 class HandleImpl final : public SaveHandle {
  public:
-  HandleImpl(CheckpointId id, const std::vector<std::string>& uris, std::function<void()> on_done)
-      : id_(std::move(id)), on_done_(std::move(on_done)) {
+  HandleImpl(CheckpointId id, const std::vector<std::string>& uris) : id_(std::move(id)) {
     for (const auto& u : uris) {
       TierProgress p;
       p.uri = u;
@@ -102,35 +101,23 @@ class HandleImpl final : public SaveHandle {
     stall_ = s;
   }
   void SetState(size_t k, TierState state, Status error = Status::OK()) {
-    bool now_done;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      bool was_done = DoneLocked();
       TierProgress& t = tiers_[k];
       t.state = state;
       if (state == TierState::kWriting) ++t.attempts;
       if (state == TierState::kCommitted) t.durable_seconds = SecondsSince(start_);
       if (!error.ok()) t.error = error;
       if (state == TierState::kCommitted) t.error = Status::OK();
-      now_done = !was_done && DoneLocked();
     }
-    // The pipeline's in-flight count drops before any waiter wakes, so a
-    // waiter may start its next save at once.
-    if (now_done) Finished();
     cv_.notify_all();
   }
   // The save cannot go on (its tier-0 write failed, or the pipeline closed).
   void FailForGood(const Status& why) {
-    bool now_done;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      bool was_done = DoneLocked();
       if (final_.ok()) final_ = why;
-      now_done = !was_done && DoneLocked();
     }
-    // The pipeline's in-flight count drops before any waiter wakes, so a
-    // waiter may start its next save at once.
-    if (now_done) Finished();
     cv_.notify_all();
   }
 
@@ -145,16 +132,6 @@ class HandleImpl final : public SaveHandle {
     }
     return true;
   }
-  void Finished() {
-    std::function<void()> f;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      f = std::move(on_done_);
-      on_done_ = nullptr;
-    }
-    if (f) f();
-  }
-
   const CheckpointId id_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -163,7 +140,6 @@ class HandleImpl final : public SaveHandle {
   double stall_ = 0;
   Status final_;
   Clock::time_point start_;
-  std::function<void()> on_done_;
 };
 
 class PipelineImpl;
@@ -700,7 +676,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
   snapshotted_ = true;
   PipelineImpl* p = p_;
-  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), nullptr);
+  auto handle = std::make_shared<HandleImpl>(id_, p->Uris());
   std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
   std::shared_ptr<StagedImage> image =
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,

@@ -45,7 +45,7 @@ int CmdDrain(int argc, char** argv) {
   // Later tiers may be created; tier 0 must exist (it is where the data is).
   popts->store.create_if_missing = true;
   const auto t0 = std::chrono::steady_clock::now();
-  auto pipeline = OpenPipeline(*popts);
+  auto pipeline = Pipeline::Open(*popts);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   DrainReport total;
   uint64_t backoff_ms = 1000;

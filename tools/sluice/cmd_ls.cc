@@ -45,7 +45,7 @@ int CmdLs(int argc, char** argv) {
   }
   auto popts = PipelineOptionsFromFlags(flags, false);
   if (!popts.ok()) return Fail(popts.status(), true);
-  auto pipeline = OpenPipeline(*popts);
+  auto pipeline = Pipeline::Open(*popts);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   auto tiered = (*pipeline)->List(name);
   if (!tiered.ok()) return Fail(tiered.status());

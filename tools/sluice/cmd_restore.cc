@@ -266,7 +266,7 @@ int CmdRestore(int argc, char** argv) {
 
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
-  auto pipeline = OpenPipeline(*popts);
+  auto pipeline = Pipeline::Open(*popts);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   // Reads the fastest tier with a committed copy; a bad or missing chunk
   // there is read from a later tier, and the bad copy rewritten.

@@ -7,31 +7,31 @@
 
 namespace sluice::cli {
 
+namespace {
+
 // Verifies one store's copy; kExitNotHeld if `several` and it has none.
 constexpr int kExitNotHeld = -1;
-int VerifyOne(Store& store, const Flags& flags, const std::string& name_ref,
-              std::optional<uint64_t> step_ref, bool several) {
-  const std::string* name = &name_ref;
-  const std::optional<uint64_t>* step = &step_ref;
+int VerifyOne(Store& store, const Flags& flags, const std::string& name,
+              std::optional<uint64_t> step, bool several) {
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
   uint64_t resolved = 0;
-  if (step->has_value()) {
-    resolved = **step;
+  if (step.has_value()) {
+    resolved = *step;
   } else {
-    auto r = store.OpenCheckpoint(*name, std::nullopt);
+    auto r = store.OpenCheckpoint(name, std::nullopt);
     if (!r.ok() && several && r.status().IsNotFound()) return kExitNotHeld;
     if (!r.ok()) return Fail(r.status());
     resolved = (*r)->info().step;
   }
-  auto report = store.Verify(*name, resolved);
+  auto report = store.Verify(name, resolved);
   if (!report.ok() && several && report.status().IsNotFound()) return kExitNotHeld;
   if (!report.ok()) return Fail(report.status());
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
     Json j;
     j.BeginObject()
-        .Key("tier").Str(store.backend().uri()).Key("name").Str(*name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
+        .Key("tier").Str(store.backend().uri()).Key("name").Str(name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
         .Key("items").UInt(report->items).Key("chunks").UInt(report->chunks)
         .Key("bytes").UInt(report->bytes).Key("seconds").Num(secs)
         .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0)
@@ -53,17 +53,19 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name_ref,
                   static_cast<unsigned long long>(b.length), b.reason.c_str());
     }
     std::printf("%s %s@%llu: %llu items, %llu chunks, %s checked in %.2f s, %zu bad chunk(s)\n",
-                report->ok() ? "OK" : "FAILED", name->c_str(), static_cast<unsigned long long>(resolved),
+                report->ok() ? "OK" : "FAILED", name.c_str(), static_cast<unsigned long long>(resolved),
                 static_cast<unsigned long long>(report->items), static_cast<unsigned long long>(report->chunks),
                 HumanBytes(report->bytes).c_str(), secs, report->bad.size());
   }
   if (!report->ok()) {
-    std::fprintf(stderr, "sluice: %s@%llu has %zu bad chunk(s)\n", name->c_str(),
+    std::fprintf(stderr, "sluice: %s@%llu has %zu bad chunk(s)\n", name.c_str(),
                  static_cast<unsigned long long>(resolved), report->bad.size());
     return kExitError;
   }
   return kExitOk;
 }
+
+}  // namespace
 
 int CmdVerify(int argc, char** argv) {
   CommandSpec spec;

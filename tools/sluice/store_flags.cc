@@ -103,10 +103,6 @@ Result<PipelineOptions> PipelineOptionsFromFlags(const Flags& flags, bool create
   return o;
 }
 
-Result<std::unique_ptr<Pipeline>> OpenPipeline(const PipelineOptions& options) {
-  return Pipeline::Open(options);
-}
-
 Result<std::unique_ptr<Store>> OpenStoreFromFlags(const Flags& flags, bool create) {
   ASSIGN_OR_RETURN(auto uris, TierUrisFromFlags(flags));
   if (uris.size() != 1) return Status::InvalidArgument("this command takes one store (--store URI)");

@@ -25,7 +25,6 @@ Result<std::vector<std::string>> TierUrisFromFlags(const Flags& flags);
 // Tiers with their --rate-limit/--keep-last policies and the store options.
 // Staging is one I/O buffer unless the caller sets it.
 Result<PipelineOptions> PipelineOptionsFromFlags(const Flags& flags, bool create);
-Result<std::unique_ptr<Pipeline>> OpenPipeline(const PipelineOptions& options);
 
 // Reads the flags of StoreFlagSpecs into options (defaults where absent).
 Result<StoreOptions> StoreOptionsFromFlags(const Flags& flags);
