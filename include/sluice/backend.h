@@ -128,6 +128,19 @@ class Backend {
   // across a crash or power loss (removing a commit record must not be
   // undone after the data it named is gone). NotFound if absent.
   virtual Status Remove(const std::string& name) = 0;
+
+  // Reclaims what the backend keeps beside its objects once no object needs
+  // it: a file store's directories left empty under `prefix` (a writer
+  // killed between making a directory and creating the file in it leaves
+  // one that no Remove() would ever prune). Only containers last modified
+  // before `older_than_unix_ms` are touched. Garbage collection calls this
+  // after removing objects. Backends with a flat namespace have nothing to
+  // reclaim.
+  virtual Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) {
+    (void)prefix;
+    (void)older_than_unix_ms;
+    return Status::OK();
+  }
 };
 
 // Opens a backend from a store URI:

@@ -10,6 +10,8 @@
 // works under its own random sub-prefix of PREFIX, and removes what it made.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <cstdint>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -285,6 +287,22 @@ TEST_P(BackendConformance, RemoveMakesObjectsDisappear) {
   // The name can be created again.
   WriteObject("r/a", "again");
   EXPECT_EQ(ReadObject("r/a", 0, 10), "again");
+}
+
+TEST_P(BackendConformance, RemovingEmptyContainersNeverTouchesObjects) {
+  WriteObject("e/keep/a", "a");
+  WriteObject("e/gone/b", "b");
+  ASSERT_TRUE(backend_->Remove("e/gone/b").ok());
+  ASSERT_TRUE(backend_->RemoveEmptyContainers("e/", INT64_MAX).ok());
+  auto listed = backend_->List("e/");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "e/keep/a");
+  EXPECT_EQ(ReadObject("e/keep/a", 0, 10), "a");
+  // What went can be created again.
+  WriteObject("e/gone/b", "again");
+  EXPECT_EQ(ReadObject("e/gone/b", 0, 10), "again");
+  EXPECT_TRUE(backend_->RemoveEmptyContainers("absent/", INT64_MAX).ok());
 }
 
 TEST_P(BackendConformance, ManyWritesInFlightOutOfOrderCompletion) {

@@ -873,6 +873,10 @@ class DeferredBackend final : public Backend {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Remove(name);
   }
+  Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->RemoveEmptyContainers(prefix, older_than_unix_ms);
+  }
 
  private:
   Result<Backend*> Get() {

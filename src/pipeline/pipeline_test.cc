@@ -453,6 +453,27 @@ TEST_F(StoreTest, GcSparesYoungObjects) {
   EXPECT_EQ(gc->objects_removed, 2u);  // the data object and the manifest
 }
 
+// A writer killed between making a step's directories and creating a file
+// in them leaves empty directories that no object removal prunes: gc must.
+TEST_F(StoreTest, GcRemovesEmptyDirectoriesCrashedWritersLeft) {
+  Save("kept", 1, {{"a", Bytes(1000, 1)}});
+  const std::string empty_step = dir_ + "/ckpt/crashed/00000000000000000007";
+  ASSERT_EQ(std::system(("mkdir -p " + empty_step + "/data " + empty_step + "/writers").c_str()), 0);
+  auto gc = store_->CollectGarbage(3600 * 1000);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  struct stat st;
+  EXPECT_EQ(::stat((empty_step + "/data").c_str(), &st), 0) << "a young directory is spared";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_NE(::stat((dir_ + "/ckpt/crashed").c_str(), &st), 0) << "the empty name directory is gone";
+  EXPECT_EQ(Load("kept", 1)["a"], Bytes(1000, 1));
+  EXPECT_EQ(::stat(dir_.c_str(), &st), 0) << "the store root stays";
+  // A save into a step whose directories went meanwhile makes them again.
+  Save("crashed", 7, {{"b", Bytes(10, 2)}});
+  EXPECT_EQ(Load("crashed", 7)["b"], Bytes(10, 2));
+}
+
 TEST_F(StoreTest, WorksOnEveryIoPath) {
   for (const char* q : {"io=threads", "direct=off", "io=threads&direct=off", "qd=1"}) {
     Reopen(StoreOptions{}, q);

@@ -358,7 +358,9 @@ TEST_F(PipelineTest, RetentionKeepsLastKButNeverTheOnlyCopy) {
   auto listed = p->List("r");
   ASSERT_TRUE(listed.ok());
   for (const auto& c : *listed) {
-    if (c.info.step == 7) EXPECT_EQ(c.tiers[1].state, "committed");
+    if (c.info.step == 7) {
+      EXPECT_EQ(c.tiers[1].state, "committed");
+    }
   }
 }
 

@@ -347,6 +347,13 @@ class FileBackend final : public Backend {
     return Status::OK();
   }
 
+  Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
+    if (!prefix.empty()) RETURN_IF_ERROR(CheckName(prefix.substr(0, prefix.size() - 1)));
+    bool empty = false;
+    return PruneEmptyDirs(prefix.empty() ? root_ : root_ + "/" + prefix.substr(0, prefix.size() - 1),
+                          older_than_unix_ms, &empty);
+  }
+
  private:
   // Object names map to paths under the root: no absolute names, no empty,
   // "." or ".." components (a checkpoint named "run..2" is fine).
@@ -380,11 +387,65 @@ class FileBackend final : public Backend {
         return Status::Unavailable(what + ": the store directory " + root_ +
                                    " no longer exists (removed or unmounted?)");
       }
-      RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
+      Status made = MakeDirs(ParentOf(path));
+      if (!made.ok()) {
+        if (made.IsNotFound() && attempt < 5) continue;  // a parent went meanwhile
+        return made;
+      }
       int fd = ::open(path.c_str(), flags, 0644);
       if (fd >= 0) return fd;
       if (errno != ENOENT || attempt >= 5) return Status::FromErrno(errno, what);
     }
+  }
+
+  // Post-order: removes the empty directories below `dir` (and `dir` itself
+  // unless it is the root) that were last modified before the cutoff.
+  // rmdir() refuses a directory that is not empty, so a file created
+  // meanwhile is never lost; a writer whose fresh directory goes makes it
+  // again (CreateFile).
+  Status PruneEmptyDirs(const std::string& dir, int64_t older_than_unix_ms, bool* now_empty) {
+    *now_empty = false;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT || errno == ENOTDIR) return Status::OK();
+      return Status::FromErrno(errno, "list " + dir);
+    }
+    // The age is taken before the walk: removing a child below touches this
+    // directory's mtime, and that must not make it look freshly made.
+    struct stat self;
+    bool old_enough = false;
+    if (::fstat(dirfd(d), &self) == 0) {
+      int64_t ms = static_cast<int64_t>(self.st_mtim.tv_sec) * 1000 + self.st_mtim.tv_nsec / 1000000;
+      old_enough = ms < older_than_unix_ms;
+    }
+    Status result;
+    bool holds_anything = false;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      struct stat st;
+      if (::fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        result = Status::FromErrno(errno, "stat " + dir + "/" + std::string(n));
+        break;
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        holds_anything = true;
+        continue;
+      }
+      bool child_gone = false;
+      result = PruneEmptyDirs(dir + "/" + std::string(n), older_than_unix_ms, &child_gone);
+      if (!result.ok()) break;
+      if (!child_gone) holds_anything = true;
+    }
+    ::closedir(d);
+    if (!result.ok() || holds_anything || !old_enough || dir == root_) return result;
+    if (::rmdir(dir.c_str()) == 0) {
+      *now_empty = true;
+    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
+      return Status::FromErrno(errno, "remove empty directory " + dir);
+    }
+    return Status::OK();
   }
 
   Status Walk(const std::string& rel_dir, std::vector<ObjectInfo>* out) {
