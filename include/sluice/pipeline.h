@@ -72,6 +72,11 @@ struct PipelineOptions {
   // Staging arena in bytes: allocated once when the pipeline opens and kept.
   // At least one I/O buffer (store.io_bytes); at most 80% of physical memory.
   uint64_t staging_bytes = 1ull << 30;
+  // Allocate and fault in the arena when the pipeline opens, so that even
+  // the first save's stall is a plain memory copy. Off: at the first
+  // Begin(), so that a pipeline used only to read (a job resuming) costs
+  // neither the memory nor the time. The budget is checked at open either way.
+  bool staging_at_open = true;
   // mlock the arena (needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK).
   bool lock_staging = false;
   // Ask for transparent huge pages (fewer page faults and TLB misses).

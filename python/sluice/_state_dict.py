@@ -329,8 +329,11 @@ def load_with(pipeline, name, step="latest", into=None):
             fresh = torch.empty(shape, dtype=dtype)
             plans.append((key, meta, fresh, fresh))
 
-    destinations = {key: (landing.data_ptr(), landing.numel() * landing.element_size())
-                    for key, _, _, landing in plans}
+    # Order matters: the binding faults fresh memory in ahead of the reads
+    # in this order, which is the checkpoint's item order.
+    destinations = {key: (landing.data_ptr(), landing.numel() * landing.element_size(),
+                          into is None or key not in existing or landing is not out)
+                    for key, _, out, landing in plans}
     structure = reader.read_bytes(STRUCTURE_KEY)
     with torch.no_grad():
         reader.read_all_into(destinations)

@@ -251,9 +251,9 @@ class PipelineImpl final : public Pipeline {
     }
     if (opts_.max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
     align_ = std::max<size_t>(stores_[0]->backend().caps().io_alignment, 1);
-    uint64_t slab = AlignUp(opts_.store.io_bytes, std::max<uint64_t>(4096, align_));
-    ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab, opts_.lock_staging,
-                                                  opts_.huge_pages));
+    slab_bytes_ = AlignUp(opts_.store.io_bytes, std::max<uint64_t>(4096, align_));
+    RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
+    if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
@@ -304,6 +304,11 @@ class PipelineImpl final : public Pipeline {
       }
       ++active_;
       own_saves_.insert({id.name, id.step});
+    }
+    Status arena = EnsureArena();
+    if (!arena.ok()) {
+      SaveEnded();
+      return arena.WithContext(Label(id));
     }
     auto w = NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
     if (!w.ok()) {
@@ -405,7 +410,15 @@ class PipelineImpl final : public Pipeline {
                                                            ReadRecovery* recovery) override;
 
   // --- used by PendingImpl
-  StagingArena& arena() { return *arena_; }
+  StagingArena& arena() { return *arena_; }  // set by Begin() at the latest
+
+  Status EnsureArena() {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (arena_) return Status::OK();
+    ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_,
+                                                  opts_.lock_staging, opts_.huge_pages));
+    return Status::OK();
+  }
   const PipelineOptions& options() const { return opts_; }
   size_t align() const { return align_; }
   std::vector<std::string> Uris() const {
@@ -647,6 +660,8 @@ class PipelineImpl final : public Pipeline {
   PipelineOptions opts_;
   std::vector<std::unique_ptr<Store>> stores_;
   std::vector<std::unique_ptr<TokenBucket>> buckets_;
+  std::mutex arena_mu_;
+  uint64_t slab_bytes_ = 0;
   std::unique_ptr<StagingArena> arena_;
   std::unique_ptr<CopyPool> pool_;
   size_t align_ = 1;

@@ -202,13 +202,40 @@ TEST_F(PipelineTest, ShortSourceFailsTheSaveAndCommitsNothing) {
 }
 
 TEST_F(PipelineTest, BadStagingBudgetsAreClearErrors) {
-  for (uint64_t budget : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 50, ~uint64_t{0}}) {
-    auto o = Options(1, budget);
-    auto p = Pipeline::Open(o);
-    ASSERT_FALSE(p.ok()) << budget;
-    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();
-    EXPECT_NE(p.status().message().find("staging"), std::string::npos) << p.status().ToString();
+  for (bool at_open : {true, false}) {
+    for (uint64_t budget : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 50, ~uint64_t{0}}) {
+      auto o = Options(1, budget);
+      o.staging_at_open = at_open;
+      auto p = Pipeline::Open(o);
+      ASSERT_FALSE(p.ok()) << budget;
+      EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();
+      EXPECT_NE(p.status().message().find("staging"), std::string::npos) << p.status().ToString();
+    }
   }
+}
+
+TEST_F(PipelineTest, ArenaMadeAtFirstSaveServesReadsBeforeAndSavesAfter) {
+  {
+    auto p = Open(Options(1));
+    ASSERT_TRUE(Save(*p, "lazy", 1, {{"a", Bytes(3 << 20, 1)}})->Wait().ok());
+  }
+  auto o = Options(1);
+  o.staging_at_open = false;
+  auto p = Open(o);
+  ASSERT_NE(p, nullptr);
+  auto r = p->OpenCheckpoint("lazy", 1, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string got(3 << 20, '\0');
+  ASSERT_TRUE((*r)->ReadRange("a", 0, got.data(), got.size()).ok());
+  EXPECT_EQ(got, Bytes(3 << 20, 1));
+  auto h = Save(*p, "lazy", 2, {{"a", Bytes(100 << 20, 2)}});  // larger than the arena: streams
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->Wait().ok());
+  auto r2 = p->OpenCheckpoint("lazy", 2, nullptr);
+  ASSERT_TRUE(r2.ok());
+  std::string got2(100 << 20, '\0');
+  ASSERT_TRUE((*r2)->ReadRange("a", 0, got2.data(), got2.size()).ok());
+  EXPECT_TRUE(got2 == Bytes(100 << 20, 2));
 }
 
 TEST_F(PipelineTest, DrainsToTheNextTierAndListsStates) {
