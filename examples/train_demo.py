@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The checkpoint stall, made visible: one small PyTorch training loop on the
-CPU, run three times -- without checkpoints, checkpointing every N steps with
-torch.save + fsync in the training thread, and with sluice.save (async) --
-and the figures side by side.
+CPU, trained without checkpoints, checkpointing with torch.save + fsync in the
+training thread, and with sluice.save (async), and the figures side by side.
 
     PYTHONPATH=build/python python3 examples/train_demo.py            # ~1 minute
     PYTHONPATH=build/python python3 examples/train_demo.py --hidden 4096 --layers 6 \\
         --steps 40 --every 10                                        # 100M params, 1.2 GB state
 
+The three modes take turns in rounds of --every steps (one checkpoint in the
+middle of each round), so that they share the machine's ups and downs; the
+overhead is the median round's, against that round's no-checkpoint steps.
 Compute runs on one thread (torch.set_num_threads(1)), as a GPU trainer leaves
 the host's cores to the data loader and the checkpoint engine. Step time is
 the wall time of a training step plus the checkpoint call made after it, so
@@ -60,38 +62,51 @@ def torch_save_fsync(state, path):
         os.fsync(f.fileno())
 
 
-def run(mode, args, model, optimizer, x, y, directory):
-    """Trains args.steps steps; returns (step seconds, [(stall, durable)])."""
-    step_seconds, checkpoints, pending = [], [], []
-    loss_fn = torch.nn.MSELoss()
-    for step in range(1, args.steps + 1):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-        if mode != "none" and step % args.every == 0:
-            t0 = time.perf_counter()
-            if mode == "torch.save":
-                path = os.path.join(directory, f"ckpt-{step}.pt")
-                torch_save_fsync(state_of(model, optimizer, step), path)
-                stall = time.perf_counter() - t0
-                checkpoints.append((stall, stall))
-                for old in os.listdir(directory):  # keep the newest only, like keep_last=1
-                    if old != os.path.basename(path):
-                        os.remove(os.path.join(directory, old))
-            else:
-                handle = sluice.save(directory, "demo", step, state_of(model, optimizer, step))
-                pending.append((time.perf_counter() - t0, handle))
-        step_seconds.append(time.perf_counter() - start)
-        # Handles whose save is durable: record (stall, time to durable).
-        for item in [p for p in pending if p[1].done()]:
-            item[1].wait()  # re-raises if the save failed
-            checkpoints.append((item[0], item[1].durable_seconds))
-            pending.remove(item)
-    for stall, handle in pending:
-        handle.wait()
-        checkpoints.append((stall, handle.durable_seconds))
-    return step_seconds, checkpoints
+class Mode:
+    """One way of checkpointing, trained in segments of `every` steps with
+    one checkpoint in the middle of each (so its background work, if any,
+    falls inside the segment that caused it)."""
+
+    def __init__(self, name, directory):
+        self.name, self.directory = name, directory
+        self.step = 0
+        self.segments = []     # mean step seconds of each segment
+        self.checkpoints = []  # (stall, time to durable)
+        self.pending = []      # (stall, sluice handle) not yet durable
+
+    def collect(self, wait=False):
+        for item in list(self.pending):
+            if wait or item[1].done():
+                item[1].wait()  # re-raises if the save failed
+                self.checkpoints.append((item[0], item[1].durable_seconds))
+                self.pending.remove(item)
+
+    def segment(self, args, model, optimizer, x, y):
+        loss_fn = torch.nn.MSELoss()
+        seconds = []
+        for i in range(args.every):
+            self.step += 1
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            if self.name != "none" and i == args.every // 2:
+                t0 = time.perf_counter()
+                if self.name == "torch.save":
+                    path = os.path.join(self.directory, f"ckpt-{self.step}.pt")
+                    torch_save_fsync(state_of(model, optimizer, self.step), path)
+                    stall = time.perf_counter() - t0
+                    self.checkpoints.append((stall, stall))
+                    for old in os.listdir(self.directory):  # keep the newest only
+                        if old != os.path.basename(path):
+                            os.remove(os.path.join(self.directory, old))
+                else:
+                    handle = sluice.save(self.directory, "demo", self.step,
+                                         state_of(model, optimizer, self.step))
+                    self.pending.append((time.perf_counter() - t0, handle))
+            seconds.append(time.perf_counter() - start)
+            self.collect()
+        self.segments.append(statistics.mean(seconds))
 
 
 def main():
@@ -100,8 +115,10 @@ def main():
     parser.add_argument("--hidden", type=int, default=2048, help="width of each Linear layer")
     parser.add_argument("--layers", type=int, default=6, help="number of Linear+ReLU blocks")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=60, help="timed steps per mode")
-    parser.add_argument("--every", type=int, default=10, help="checkpoint every N steps")
+    parser.add_argument("--steps", type=int, default=80,
+                        help="timed steps per mode (rounds of --every steps)")
+    parser.add_argument("--every", type=int, default=10,
+                        help="checkpoint every N steps (one per round, mid-round)")
     parser.add_argument("--dir", default="/tmp/sluice-train-demo",
                         help="where checkpoints go (the same disk for both)")
     parser.add_argument("--threads", type=int, default=1, help="torch compute threads")
@@ -130,12 +147,18 @@ def main():
     sluice.configure(staging_bytes=nbytes + (64 << 20), keep_last=[2])
     sluice.pipeline(dirs["sluice"])  # open once: the arena is allocated and faulted here
 
-    results = {}
-    for mode in ("none", "torch.save", "sluice"):
-        print(f"  running {mode} ...", file=sys.stderr, flush=True)
-        results[mode] = run(mode, args, model, optimizer, x, y, dirs.get(mode, args.dir))
+    modes = {"none": Mode("none", None), "torch.save": Mode("torch.save", dirs["torch.save"]),
+             "sluice": Mode("sluice", dirs["sluice"])}
+    order = list(modes)
+    rounds = max(1, args.steps // args.every)
+    print(f"  {rounds} rounds of {args.every} steps per mode, modes interleaved ...",
+          file=sys.stderr, flush=True)
+    for r in range(rounds):
+        # Rotate the order so that no mode always follows another's tail.
+        for name in order[r % 3:] + order[:r % 3]:
+            modes[name].segment(args, model, optimizer, x, y)
+    modes["sluice"].collect(wait=True)
 
-    base = statistics.mean(results["none"][0])
     print()
     print(f"{'':28}{'no checkpoint':>16}{'torch.save+fsync':>18}{'sluice async':>16}")
 
@@ -145,16 +168,20 @@ def main():
     def med(xs):
         return f"{statistics.median(xs):.3f} s" if xs else "-"
 
-    row("mean step time", [f"{statistics.mean(results[m][0]):.3f} s"
-                           for m in ("none", "torch.save", "sluice")])
-    row("stall per checkpoint (med)", ["-"] + [med([c[0] for c in results[m][1]])
-                                               for m in ("torch.save", "sluice")])
-    row("time to durable (med)", ["-"] + [med([c[1] for c in results[m][1]])
-                                          for m in ("torch.save", "sluice")])
-    row("checkpoints", ["-"] + [str(len(results[m][1])) for m in ("torch.save", "sluice")])
-    row("step-time overhead", ["-"] + [
-        f"{100 * (statistics.mean(results[m][0]) - base) / base:+.1f} %"
-        for m in ("torch.save", "sluice")])
+    def overhead(name):
+        # Per round, against that round's no-checkpoint segment (the machine
+        # drifts between rounds); the median round.
+        return statistics.median(m / b - 1 for m, b in zip(modes[name].segments,
+                                                           modes["none"].segments))
+
+    named = ("torch.save", "sluice")
+    row("mean step time", [f"{statistics.mean(modes[m].segments):.3f} s" for m in modes])
+    row("stall per checkpoint (med)", ["-"] + [med([c[0] for c in modes[m].checkpoints])
+                                               for m in named])
+    row("time to durable (med)", ["-"] + [med([c[1] for c in modes[m].checkpoints])
+                                          for m in named])
+    row("checkpoints", ["-"] + [str(len(modes[m].checkpoints)) for m in named])
+    row("step-time overhead (med)", ["-"] + [f"{100 * overhead(m):+.1f} %" for m in named])
     sluice.close()
 
 

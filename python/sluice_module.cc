@@ -464,7 +464,7 @@ class PyPipeline {
 PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t staging_bytes,
                             uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
                             uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
-                            bool create_if_missing, bool huge_pages,
+                            bool create_if_missing, bool huge_pages, bool staging_at_open,
                             const std::vector<uint64_t>& rate_bytes_per_sec,
                             const std::vector<uint32_t>& keep_last) {
   if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
@@ -482,9 +482,7 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
     o.tiers.push_back(t);
   }
   o.staging_bytes = staging_bytes;
-  // Python opens a store's pipeline on its first use: a job that only
-  // loads must not pay for (nor hold) the staging arena.
-  o.staging_at_open = false;
+  o.staging_at_open = staging_at_open;
   o.copy_threads = copy_threads;
   o.max_in_flight = max_in_flight;
   o.huge_pages = huge_pages;
@@ -545,13 +543,13 @@ PYBIND11_MODULE(_sluice, m) {
       .def(py::init([](const std::vector<std::string>& tiers, uint64_t staging_bytes,
                        uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
                        uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
-                       bool create_if_missing, bool huge_pages,
+                       bool create_if_missing, bool huge_pages, bool staging_at_open,
                        const std::vector<uint64_t>& rate_bytes_per_sec,
                        const std::vector<uint32_t>& keep_last) {
              return std::make_unique<PyPipeline>(MakeOptions(
                  tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
-                 object_bytes, rank_timeout_ms, create_if_missing, huge_pages, rate_bytes_per_sec,
-                 keep_last));
+                 object_bytes, rank_timeout_ms, create_if_missing, huge_pages, staging_at_open,
+                 rate_bytes_per_sec, keep_last));
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
            py::arg("copy_threads") = PipelineOptions{}.copy_threads,
@@ -561,6 +559,7 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("object_bytes") = StoreOptions{}.object_bytes,
            py::arg("rank_timeout_ms") = StoreOptions{}.rank_timeout_ms,
            py::arg("create_if_missing") = true, py::arg("huge_pages") = true,
+           py::arg("staging_at_open") = PipelineOptions{}.staging_at_open,
            py::arg("rate_bytes_per_sec") = std::vector<uint64_t>{},
            py::arg("keep_last") = std::vector<uint32_t>{})
       .def_property_readonly("tier_count", &PyPipeline::tier_count)

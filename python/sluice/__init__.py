@@ -89,15 +89,20 @@ def _tiers(store):
                     f"first), not {store!r}")
 
 
-def pipeline(store):
-    """This process's pipeline for `store` (opened on first use, then kept)."""
+def pipeline(store, _reading=False):
+    """This process's pipeline for `store` (opened on first use, then kept).
+
+    Opening it allocates and faults in the staging arena, so that even the
+    first save's stall is a memory copy: call it before training starts. A
+    pipeline first opened by a load (a job resuming) makes its arena at the
+    first save instead, so a load neither waits for nor holds it."""
     tiers = _tiers(store)
     with _lock:
         opts = dict(_options)
         key = (tiers, repr(sorted(opts.items())))
         p = _pipelines.get(key)
         if p is None or p.closed:
-            p = _sluice.Pipeline(list(tiers), **opts)
+            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading, **opts)
             _pipelines[key] = p
         return p
 
@@ -137,10 +142,10 @@ def load(store, name, step="latest", into=None):
     dtype raises ValueError naming the key before anything is read. A chunk
     failing its checksum on every tier raises CorruptionError naming the
     item and chunk."""
-    return load_with(pipeline(store), name, step, into=into)
+    return load_with(pipeline(store, _reading=True), name, step, into=into)
 
 
 def list_checkpoints(store, name=""):
     """Every checkpoint of `name` (all names if empty) on any tier, with its
     state on each tier."""
-    return pipeline(store).list(name)
+    return pipeline(store, _reading=True).list(name)

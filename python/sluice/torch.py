@@ -260,7 +260,7 @@ class StorageReader(dcp.StorageReader):
     def _open(self):
         if self._reader is None:
             step = None if self.step == "latest" else self.step
-            self._reader = pipeline(self.store).open(self.name, step)
+            self._reader = pipeline(self.store, _reading=True).open(self.name, step)
             self._items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
         return self._reader
 
