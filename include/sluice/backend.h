@@ -124,6 +124,22 @@ class Backend {
   // so that garbage collection can see them.
   virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
 
+  // The named objects that exist, with their sizes (objects absent are left
+  // out; any order). For checks of objects whose names are known, where a
+  // List of their prefix would cost a RADOS pool walk. The default opens
+  // each in turn (mtime then 0); backends with a round trip per object ask
+  // concurrently.
+  virtual Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) {
+    std::vector<ObjectInfo> out;
+    for (const auto& name : names) {
+      auto opened = Open(name);
+      if (opened.status().IsNotFound()) continue;
+      if (!opened.ok()) return opened.status();
+      out.push_back(ObjectInfo{name, (*opened)->size(), 0});
+    }
+    return out;
+  }
+
   // Removes an object, durably: once it returns OK the object stays gone
   // across a crash or power loss (removing a commit record must not be
   // undone after the data it named is gone). NotFound if absent.

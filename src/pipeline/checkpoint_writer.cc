@@ -265,8 +265,14 @@ class Writer final : public RankWriter {
     }
 
     // Guard against a concurrent gc or rm: every data object the manifests
-    // name must still be there, whole, before it is committed.
-    ASSIGN_OR_RETURN(auto data_objects, backend_.List(StepPrefix(id_.name, id_.step) + "data/"));
+    // name must still be there, whole, before it is committed. (Stat, not a
+    // List of the step: on RADOS a List walks every placement group.)
+    std::vector<std::string> named;
+    for (uint32_t r = 0; r < world_; ++r) {
+      named.push_back(chosen[r]->object);
+      for (const auto& obj : chosen[r]->manifest.objects) named.push_back(obj.name);
+    }
+    ASSIGN_OR_RETURN(auto data_objects, backend_.Stat(named));
     std::map<std::string, uint64_t> present;
     for (const auto& o : data_objects) present[o.name] = o.size;
     // Keys name restored files: two ranks must not both claim one.
@@ -305,7 +311,7 @@ class Writer final : public RankWriter {
     // Close the window between the check above and the publish: if a
     // concurrent rm or gc removed anything the commit names, withdraw it
     // rather than leave a torn checkpoint visible.
-    ASSIGN_OR_RETURN(auto after, backend_.List(StepPrefix(id_.name, id_.step)));
+    ASSIGN_OR_RETURN(auto after, backend_.Stat(named));
     std::map<std::string, uint64_t> now;
     for (const auto& o : after) now[o.name] = o.size;
     for (uint32_t r = 0; r < world_; ++r) {

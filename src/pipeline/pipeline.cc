@@ -888,6 +888,10 @@ class DeferredBackend final : public Backend {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Remove(name);
   }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Stat(names);
+  }
   Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->RemoveEmptyContainers(prefix, older_than_unix_ms);

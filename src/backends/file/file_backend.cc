@@ -335,6 +335,22 @@ class FileBackend final : public Backend {
     return out;
   }
 
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    std::vector<ObjectInfo> out;
+    for (const auto& name : names) {
+      RETURN_IF_ERROR(CheckName(name));
+      struct stat st;
+      if (::stat(PathOf(name).c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) continue;
+        return Status::FromErrno(errno, "stat object " + name);
+      }
+      if (!S_ISREG(st.st_mode)) continue;
+      int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+      out.push_back(ObjectInfo{name, static_cast<uint64_t>(st.st_size), ms});
+    }
+    return out;
+  }
+
   Status Remove(const std::string& name) override {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
