@@ -45,6 +45,12 @@ struct IoCompletion {
   uint64_t tag = 0;      // the caller's tag from StartWrite/StartRead
   size_t bytes = 0;      // bytes transferred (a read may stop short at end of object)
   Status status;         // per-operation outcome
+  // Reads on an object that was told AllowLentBuffers(): when non-null, the
+  // bytes are here, in a buffer of the backend's own (e.g. the one librados
+  // received them in), instead of in the caller's buffer; valid while
+  // `lent` is held.
+  const uint8_t* data = nullptr;
+  std::shared_ptr<const void> lent;
 };
 
 // An object being written. Writes may complete in any order; the object's
@@ -87,6 +93,11 @@ class ReadableObject {
   virtual Result<IoCompletion> Reap() = 0;
   virtual size_t in_flight() const = 0;
   virtual size_t queue_depth() const = 0;
+
+  // Lets later reads complete with the bytes left in the backend's own
+  // buffer (IoCompletion::data) where that saves a copy. Backends that read
+  // straight into the caller's buffer ignore it.
+  virtual void AllowLentBuffers() {}
 };
 
 struct ObjectInfo {
