@@ -159,21 +159,23 @@ class Reader final : public CheckpointReader {
       if (rank && items_[i].rank != *rank) continue;
       if (items_[i].size == 0) RETURN_IF_ERROR(sink(items_[i], 0, nullptr, 0));
     }
+    // One stream over every object, so reads stay in flight across object
+    // boundaries.
+    std::vector<ObjectChunks> objects;
     for (const auto& [key, tasks] : plan.per_object) {
-      const std::string& object = loaded_.manifests[key.first].objects[key.second].name;
-      RETURN_IF_ERROR(ReadChunks(
-          backend_, object, tasks, options_.io_bytes,
-          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
-            const ChunkPlace& p = plan.places[t.user];
-            std::vector<uint8_t> recovered;
-            if (data == nullptr) {
-              RETURN_IF_ERROR(Recover(p, object, *t.ref, problem, &recovered));
-              data = recovered.data();
-            }
-            return sink(*p.item, p.item_offset, data, t.ref->length);
-          }));
+      objects.push_back(ObjectChunks{loaded_.manifests[key.first].objects[key.second].name, tasks});
     }
-    return Status::OK();
+    return ReadChunksAcross(
+        backend_, objects, options_.io_bytes,
+        [&](size_t k, const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+          const ChunkPlace& p = plan.places[t.user];
+          std::vector<uint8_t> recovered;
+          if (data == nullptr) {
+            RETURN_IF_ERROR(Recover(p, objects[k].object, *t.ref, problem, &recovered));
+            data = recovered.data();
+          }
+          return sink(*p.item, p.item_offset, data, t.ref->length);
+        });
   }
 
   VerifyReport Verify() {

@@ -35,6 +35,22 @@ using ChunkCallback = std::function<Status(const ChunkTask& task, const uint8_t*
 Status ReadChunks(Backend& backend, const std::string& object, const std::vector<ChunkTask>& tasks,
                   uint64_t io_bytes, const ChunkCallback& callback);
 
+// The chunks of several objects, read as one stream: reads stay in flight
+// across object boundaries (the next object is opened while the last reads
+// of the previous one are outstanding), so a restore of many objects keeps
+// the backend's queue full. Objects are handed out in the order given, each
+// one's tasks in order; `object` is the index into `objects`. A missing
+// object's tasks are reported bad as in ReadChunks. A read error stops
+// everything (unlike ReadChunks per object, which verify uses to go on).
+struct ObjectChunks {
+  std::string object;
+  std::vector<ChunkTask> tasks;  // sorted by ref->offset
+};
+using ObjectChunkCallback = std::function<Status(size_t object, const ChunkTask& task,
+                                                 const uint8_t* data, const std::string& problem)>;
+Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objects,
+                        uint64_t io_bytes, const ObjectChunkCallback& callback);
+
 }  // namespace sluice
 
 #endif  // SLUICE_PIPELINE_CHUNK_READER_H_

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -102,6 +103,42 @@ TEST_F(StoreTest, RoundTripsItemsOfEverySizeAroundChunkAndIoBoundaries) {
   Save("sizes", 1, items);
   EXPECT_EQ(Load("sizes", 1), items);
   EXPECT_GT(DataFiles().size(), 3u) << "object rollover should have produced several data objects";
+}
+
+// A whole-checkpoint read is one stream over every data object (reads stay
+// in flight across object boundaries): at every queue depth each byte lands
+// once, and a missing object in the middle fails the read naming it, after
+// the objects before it were handed out whole.
+TEST_F(StoreTest, ReadAllStreamsAcrossObjectsAndStopsAtAMissingOne) {
+  for (const char* q : {"qd=1", "qd=3", ""}) {
+    StoreOptions o;
+    o.chunk_bytes = 64 << 10;
+    o.io_bytes = 128 << 10;
+    o.object_bytes = 1 << 20;
+    Reopen(o, q);
+    std::map<std::string, std::string> items;
+    for (int i = 0; i < 6; ++i) items["i" + std::to_string(i)] = Bytes((700 << 10) + i * 4099, i + 1);
+    std::string name = std::string("across") + (q[0] ? q + 3 : "def");
+    Save(name, 1, items);
+    EXPECT_EQ(Load(name, 1), items) << q;
+    std::vector<std::string> data;
+    for (const auto& f : DataFiles()) {
+      if (f.find(name + "/") != std::string::npos) data.push_back(f);
+    }
+    ASSERT_GE(data.size(), 4u) << q;
+    std::sort(data.begin(), data.end());
+    ASSERT_EQ(unlink((dir_ + "/" + data[2]).c_str()), 0);
+    auto r = store_->OpenCheckpoint(name, 1);
+    ASSERT_TRUE(r.ok());
+    uint64_t delivered = 0;
+    Status st = (*r)->ReadAll(std::nullopt, [&](const ItemInfo&, uint64_t, const void*, size_t n) {
+      delivered += n;
+      return Status::OK();
+    });
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << q << ": " << st.ToString();
+    EXPECT_NE(st.message().find("object missing"), std::string::npos) << st.ToString();
+    EXPECT_GE(delivered, 2u * (1 << 20) - (64 << 10) * 2) << q << ": the first two objects' chunks";
+  }
 }
 
 TEST_F(StoreTest, RangeReadsReturnExactBytesAnywhere) {
