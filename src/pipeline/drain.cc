@@ -261,7 +261,12 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
     }
   }
   // Every object the commit reaches must be there, whole, before it is.
-  ASSIGN_OR_RETURN(auto listed, dst.List(StepPrefix(name, step)));
+  // (Stat of the named objects, not a List: on RADOS that walks the pool.)
+  std::vector<std::string> named;
+  for (const auto& m : loaded.manifests) {
+    for (const auto& o : m.objects) named.push_back(o.name);
+  }
+  ASSIGN_OR_RETURN(auto listed, dst.Stat(named));
   std::map<std::string, uint64_t> present;
   for (const auto& o : listed) present[o.name] = o.size;
   for (const auto& m : loaded.manifests) {
