@@ -198,6 +198,18 @@ class PyPendingCheckpoint {
     return PySaveHandle(ValueOrThrow(std::move(*handle)), pipeline_);
   }
 
+  // Gives the save up before its snapshot: nothing is written, and its
+  // writer lock goes now rather than whenever Python frees this object.
+  void Abandon() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pending_) return;
+    {
+      py::gil_scoped_release release;  // the release is a store operation
+      pending_.reset();
+    }
+    owners_ = py::list();
+  }
+
  private:
   static bool IsContiguous(const py::buffer_info& info) {
     py::ssize_t expected = info.itemsize;
@@ -208,7 +220,7 @@ class PyPendingCheckpoint {
     return true;
   }
   void RequireOpen() const {
-    if (!pending_) throw py::value_error("this checkpoint was already snapshotted");
+    if (!pending_) throw py::value_error("this checkpoint was already snapshotted or abandoned");
   }
 
   std::mutex mu_;
@@ -527,7 +539,8 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("address"), py::arg("size"), py::arg("owner"))
       .def("add_buffer", &PyPendingCheckpoint::AddBuffer, py::arg("key"), py::arg("metadata"),
            py::arg("data"))
-      .def("snapshot", &PyPendingCheckpoint::Snapshot);
+      .def("snapshot", &PyPendingCheckpoint::Snapshot)
+      .def("abandon", &PyPendingCheckpoint::Abandon);
 
   py::class_<PyReader>(m, "Reader")
       .def_property_readonly("info", &PyReader::Info)

@@ -114,6 +114,29 @@ def _check_step(step):
     return step
 
 
+def _agree_before_writing(assignment, error):
+    """Every rank of a multi-rank save says whether it could stage its items
+    before any of them writes: a rank that failed (a bad tensor, a store it
+    cannot write) would otherwise leave rank 0 waiting for its manifest for
+    the whole rank timeout. Done over the default process group when it is
+    exactly the ranks of this save (DCP does not tell the storage layer its
+    group; with a subgroup the wait stays bounded by the rank timeout).
+    Raises `error` on the rank that had it, a RuntimeError naming the failed
+    ranks on the others; nothing is then written or committed."""
+    dist = torch.distributed
+    if error is None and assignment.world <= 1:
+        return
+    if (assignment.world > 1 and dist.is_available() and dist.is_initialized()
+            and dist.get_world_size() == assignment.world):
+        said = [None] * assignment.world
+        dist.all_gather_object(said, None if error is None else f"{type(error).__name__}: {error}")
+        failed = [(rank, why) for rank, why in enumerate(said) if why is not None]
+        if error is None and failed:
+            raise RuntimeError("sluice.torch.StorageWriter: rank(s) "
+                               + ", ".join(f"{r} ({why})" for r, why in failed)
+                               + " could not stage their items; nothing was written or committed")
+
+
 class StorageWriter(dcp.StorageWriter):
     """Writes a DCP save as sluice checkpoint `name`@`step` of `store` (a URI
     or a list of tier URIs, fastest first). After save_state_dict returns,
@@ -171,8 +194,32 @@ class StorageWriter(dcp.StorageWriter):
         if not isinstance(assignment, _RankAssignment):
             raise RuntimeError("sluice.torch.StorageWriter: the plan carries no rank assignment "
                                "(prepare_global_plan of this writer did not run on the coordinator)")
+        try:
+            pending, results = self._stage(plan, planner, assignment)
+        except Exception as error:
+            _agree_before_writing(assignment, error)
+            raise
+        _agree_before_writing(assignment, None)
+        self.handle = _state_dict.SaveHandle(pending.snapshot())
+        # Committed on tier 0: on rank 0 it published the commit record, on
+        # the others the commit record lists their manifest.
+        self.handle.wait(tier=0)
+        future = torch.futures.Future()
+        future.set_result(results)
+        return future
+
+    def _stage(self, plan, planner, assignment):
         pending = pipeline(self.store).begin(self.name, self.step, assignment.rank,
                                              assignment.world, assignment.attempt)
+        try:
+            return self._add_items(pending, plan, planner)
+        except BaseException:
+            # At once, not whenever the traceback (which holds `pending`)
+            # goes: abandoning releases the save's writer lock.
+            pending.abandon()
+            raise
+
+    def _add_items(self, pending, plan, planner):
         results = []
         for item in plan.items:
             key = storage_key(item.index)
@@ -194,13 +241,7 @@ class StorageWriter(dcp.StorageWriter):
             pending.add_buffer(METADATA_KEY, b'{"format":"torch.dcp.metadata/pickle"}',
                                pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
             self._stored_metadata = metadata
-        self.handle = _state_dict.SaveHandle(pending.snapshot())
-        # Committed on tier 0: on rank 0 it published the commit record, on
-        # the others the commit record lists their manifest.
-        self.handle.wait(tier=0)
-        future = torch.futures.Future()
-        future.set_result(results)
-        return future
+        return pending, results
 
     def finish(self, metadata, results):
         if self._stored_metadata is None:

@@ -1,10 +1,10 @@
 """One rank of a DCP save or load over a gloo group (run by test_dcp.py).
 
-    dcp_worker.py save|load STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
+    dcp_worker.py save|save-rank1-fails|load STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
 sharded by rows across the WORLD ranks, plus a dense tensor and a plain
-value. `save` saves it; rank 0 then prints, as JSON, which rank wrote which
+value. `save` saves it (`save-rank1-fails`: rank 1 fails staging its items); rank 0 then prints, as JSON, which rank wrote which
 item. `load` loads into zeroed state laid out for WORLD ranks (which may differ
 from the world that saved) and exits 1 if any value differs.
 """
@@ -42,7 +42,14 @@ def main():
     step, rank, world, rows, cols = int(step), int(rank), int(world), int(rows), int(cols)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     dense = torch.arange(10, dtype=torch.int64)
-    if mode == "save":
+    if mode == "save-rank1-fails" and rank == 1:
+        # A fault injected on one rank while it stages its items.
+        from sluice import _state_dict
+
+        def fail(tensor, where):
+            raise ValueError(f"injected: rank 1 cannot stage {where}")
+        _state_dict.check_tensor = fail
+    if mode.startswith("save"):
         state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
         writer = StorageWriter(store, name, step)
         dcp.save_state_dict(state, storage_writer=writer)

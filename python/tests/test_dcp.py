@@ -6,6 +6,7 @@ import json
 import re
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -125,7 +126,7 @@ def test_metadata_less_checkpoint_is_refused_clearly(store):
     assert_rank_raised(failed.value, ValueError, "plain@1 is not a DCP checkpoint")
 
 
-def run_world(mode, store, name, step, world, tmp_path, rows=16, cols=6):
+def run_world(mode, store, name, step, world, tmp_path, rows=16, cols=6, expect_ok=True):
     init_file = tmp_path / f"init-{mode}-{world}"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, WORKER, mode, store, name, str(step), str(rank),
@@ -140,9 +141,25 @@ def run_world(mode, store, name, step, world, tmp_path, rows=16, cols=6):
             for q in procs:
                 q.kill()
             raise
-        assert p.returncode == 0, f"{mode} rank {rank} of {world} failed:\n{err}"
-        outputs.append(out)
+        if expect_ok:
+            assert p.returncode == 0, f"{mode} rank {rank} of {world} failed:\n{err}"
+            outputs.append(out)
+        else:
+            outputs.append((p.returncode, err))
     return outputs
+
+
+def test_gloo_a_rank_failing_to_stage_fails_every_rank_at_once(store, tmp_path):
+    # Without the ranks' agreement before writing, rank 0 would wait for
+    # rank 1's manifest for the whole rank timeout (10 minutes).
+    start = time.monotonic()
+    results = run_world("save-rank1-fails", store, "failing", 1, 2, tmp_path, expect_ok=False)
+    assert time.monotonic() - start < 60
+    (rc0, err0), (rc1, err1) = results
+    assert rc0 != 0 and rc1 != 0
+    assert "injected: rank 1 cannot stage" in err1
+    assert "rank(s) 1" in err0 and "nothing was written or committed" in err0, err0
+    assert [c for c in sluice.list_checkpoints(store, "failing") if c["complete"]] == []
 
 
 @pytest.mark.parametrize("world", [2, 4])
