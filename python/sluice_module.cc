@@ -280,7 +280,7 @@ class PyReader {
   }
 
   // Streams every item of `rank` (all ranks if None) that has a destination
-  // in `destinations` (key -> (address, size)) straight into it, reading
+  // in `destinations` (key -> (address, size, fresh)) straight into it, reading
   // each data object once, front to back. Items without a destination are
   // read and verified but dropped (use ReadRange to read a few items).
   void ReadAllInto(const py::dict& destinations, std::optional<uint32_t> rank) {

@@ -157,7 +157,8 @@ class Backend {
   virtual Status Remove(const std::string& name) = 0;
 
   // Reclaims what the backend keeps beside its objects once no object needs
-  // it: a file store's directories left empty under `prefix` (a writer
+  // it: a file store's directories left empty below `prefix` (which must
+  // end in '/'; the prefix's own directory stays) (a writer
   // killed between making a directory and creating the file in it leaves
   // one that no Remove() would ever prune). Only containers last modified
   // before `older_than_unix_ms` are touched. Garbage collection calls this

@@ -28,6 +28,7 @@ import io
 import json
 import pickle
 import re
+import threading
 import uuid
 
 import torch
@@ -119,15 +120,21 @@ def _agree_before_writing(assignment, error):
     before any of them writes: a rank that failed (a bad tensor, a store it
     cannot write) would otherwise leave rank 0 waiting for its manifest for
     the whole rank timeout. Done over the default process group when it is
-    exactly the ranks of this save (DCP does not tell the storage layer its
-    group; with a subgroup the wait stays bounded by the rank timeout).
+    exactly the ranks of this save, from the main thread (DCP does not tell
+    the storage layer its group; with a subgroup, or from another thread, the
+    wait stays bounded by the rank timeout). A custom planner whose
+    finish_plan fails on one rank only makes that rank skip write_data: the
+    others then meet DCP's own collective here, and it fails or times out.
     Raises `error` on the rank that had it, a RuntimeError naming the failed
     ranks on the others; nothing is then written or committed."""
     dist = torch.distributed
     if error is None and assignment.world <= 1:
         return
+    # Only on the main thread: a save run from a background thread (an async
+    # DCP save) would interleave this collective with the training loop's.
     if (assignment.world > 1 and dist.is_available() and dist.is_initialized()
-            and dist.get_world_size() == assignment.world):
+            and dist.get_world_size() == assignment.world
+            and threading.current_thread() is threading.main_thread()):
         said = [None] * assignment.world
         dist.all_gather_object(said, None if error is None else f"{type(error).__name__}: {error}")
         failed = [(rank, why) for rank, why in enumerate(said) if why is not None]
@@ -199,7 +206,11 @@ class StorageWriter(dcp.StorageWriter):
         except Exception as error:
             _agree_before_writing(assignment, error)
             raise
-        _agree_before_writing(assignment, None)
+        try:
+            _agree_before_writing(assignment, None)
+        except BaseException:
+            pending.abandon()  # a peer failed: its writer lock and staging slot go now
+            raise
         self.handle = _state_dict.SaveHandle(pending.snapshot())
         # Committed on tier 0: on rank 0 it published the commit record, on
         # the others the commit record lists their manifest.

@@ -39,9 +39,11 @@ Status ReadChunks(Backend& backend, const std::string& object, const std::vector
 // across object boundaries (the next object is opened while the last reads
 // of the previous one are outstanding), so a restore of many objects keeps
 // the backend's queue full. Objects are handed out in the order given, each
-// one's tasks in order; `object` is the index into `objects`. A missing
-// object's tasks are reported bad as in ReadChunks. A read error stops
-// everything (unlike ReadChunks per object, which verify uses to go on).
+// one's tasks in order; `object` is the index into `objects`. An object
+// that cannot be opened, a failed read and a checksum mismatch are reported
+// per chunk (data null, `problem` says why) and reading goes on; only a
+// failure to reap a read, or the callback's non-OK Status, stops it.
+// ReadChunks is this for one object.
 struct ObjectChunks {
   std::string object;
   std::vector<ChunkTask> tasks;  // sorted by ref->offset

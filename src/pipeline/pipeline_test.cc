@@ -506,6 +506,15 @@ TEST_F(StoreTest, GcRemovesEmptyDirectoriesCrashedWritersLeft) {
   EXPECT_NE(::stat((dir_ + "/ckpt/crashed").c_str(), &st), 0) << "the empty name directory is gone";
   EXPECT_EQ(Load("kept", 1)["a"], Bytes(1000, 1));
   EXPECT_EQ(::stat(dir_.c_str(), &st), 0) << "the store root stays";
+  // A symlink in the store to an empty directory elsewhere: never followed.
+  const std::string outside = dir_ + "-outside";
+  ASSERT_EQ(std::system(("mkdir -p " + outside + "/empty && ln -s " + outside + " " + dir_ +
+                         "/ckpt/link && ln -s " + outside + "/empty " + dir_ + "/ckpt/link2").c_str()),
+            0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(store_->CollectGarbage(0).ok());
+  EXPECT_EQ(::stat((outside + "/empty").c_str(), &st), 0) << "gc followed a symlink out of the store";
+  (void)std::system(("rm -rf " + outside + " " + dir_ + "/ckpt/link " + dir_ + "/ckpt/link2").c_str());
   // A save into a step whose directories went meanwhile makes them again.
   Save("crashed", 7, {{"b", Bytes(10, 2)}});
   EXPECT_EQ(Load("crashed", 7)["b"], Bytes(10, 2));

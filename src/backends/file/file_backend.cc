@@ -336,6 +336,12 @@ class FileBackend final : public Backend {
   }
 
   Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    // As in List: a store that is gone is not a store whose objects are gone.
+    struct stat root;
+    if (::stat(root_.c_str(), &root) != 0 || !S_ISDIR(root.st_mode)) {
+      return Status::Unavailable("stat in " + uri_ + ": the store directory " + root_ +
+                                 " no longer exists (removed or unmounted?)");
+    }
     std::vector<ObjectInfo> out;
     for (const auto& name : names) {
       RETURN_IF_ERROR(CheckName(name));
@@ -364,11 +370,20 @@ class FileBackend final : public Backend {
   }
 
   Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
+    if (!prefix.empty() && prefix.back() != '/') {
+      return Status::InvalidArgument("prefix '" + prefix + "' must end in '/'");
+    }
     if (!prefix.empty()) RETURN_IF_ERROR(CheckName(prefix.substr(0, prefix.size() - 1)));
-    bool empty = false;
-    return PruneEmptyDirs(prefix.empty() ? root_ : root_ + "/" + prefix.substr(0, prefix.size() - 1),
-                          older_than_unix_ms, &empty);
+    const std::string dir = prefix.empty() ? root_ : root_ + "/" + prefix.substr(0, prefix.size() - 1);
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) return Status::OK();
+      return Status::FromErrno(errno, "open directory " + dir);
+    }
+    bool unused = false;
+    return PruneEmptyDirsAt(fd, dir, older_than_unix_ms, &unused);  // closes fd
   }
+
 
  private:
   // Object names map to paths under the root: no absolute names, no empty,
@@ -414,25 +429,20 @@ class FileBackend final : public Backend {
     }
   }
 
-  // Post-order: removes the empty directories below `dir` (and `dir` itself
-  // unless it is the root) that were last modified before the cutoff.
-  // rmdir() refuses a directory that is not empty, so a file created
-  // meanwhile is never lost; a writer whose fresh directory goes makes it
-  // again (CreateFile).
-  Status PruneEmptyDirs(const std::string& dir, int64_t older_than_unix_ms, bool* now_empty) {
-    *now_empty = false;
-    DIR* d = ::opendir(dir.c_str());
+  // Post-order: removes the empty directories below the directory open as
+  // `fd` (named `dir` in messages) that were last modified before the
+  // cutoff; sets `*empty` when `fd`'s directory holds nothing afterwards.
+  // Everything is relative to directory descriptors and nothing follows a
+  // symlink, so no directory outside the store is ever touched. rmdir()
+  // refuses a directory that is not empty, so a file created meanwhile is
+  // never lost; a writer whose fresh directory goes makes it again
+  // (CreateFile). Takes ownership of `fd`.
+  Status PruneEmptyDirsAt(int fd, const std::string& dir, int64_t older_than_unix_ms, bool* empty) {
+    *empty = false;
+    DIR* d = ::fdopendir(fd);
     if (d == nullptr) {
-      if (errno == ENOENT || errno == ENOTDIR) return Status::OK();
+      ::close(fd);
       return Status::FromErrno(errno, "list " + dir);
-    }
-    // The age is taken before the walk: removing a child below touches this
-    // directory's mtime, and that must not make it look freshly made.
-    struct stat self;
-    bool old_enough = false;
-    if (::fstat(dirfd(d), &self) == 0) {
-      int64_t ms = static_cast<int64_t>(self.st_mtim.tv_sec) * 1000 + self.st_mtim.tv_nsec / 1000000;
-      old_enough = ms < older_than_unix_ms;
     }
     Status result;
     bool holds_anything = false;
@@ -449,19 +459,29 @@ class FileBackend final : public Backend {
         holds_anything = true;
         continue;
       }
-      bool child_gone = false;
-      result = PruneEmptyDirs(dir + "/" + std::string(n), older_than_unix_ms, &child_gone);
+      // The age is the one seen before the walk below: removing a child
+      // touches a directory's mtime, which must not make it look fresh.
+      int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+      int child = ::openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child < 0) {
+        if (errno == ENOENT) continue;
+        holds_anything = true;  // replaced by something else meanwhile: leave it
+        continue;
+      }
+      bool child_empty = false;
+      result = PruneEmptyDirsAt(child, dir + "/" + std::string(n), older_than_unix_ms, &child_empty);
       if (!result.ok()) break;
-      if (!child_gone) holds_anything = true;
+      if (child_empty && ms < older_than_unix_ms &&
+          ::unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0) {
+        continue;
+      }
+      // Not empty, too young, or refused (ENOTEMPTY: a writer got there
+      // first; EBUSY: a mount point; EACCES): it stays.
+      holds_anything = true;
     }
     ::closedir(d);
-    if (!result.ok() || holds_anything || !old_enough || dir == root_) return result;
-    if (::rmdir(dir.c_str()) == 0) {
-      *now_empty = true;
-    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
-      return Status::FromErrno(errno, "remove empty directory " + dir);
-    }
-    return Status::OK();
+    *empty = result.ok() && !holds_anything;
+    return result;
   }
 
   Status Walk(const std::string& rel_dir, std::vector<ObjectInfo>* out) {
