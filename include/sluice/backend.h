@@ -158,15 +158,14 @@ class Backend {
 
   // Reclaims what the backend keeps beside its objects once no object needs
   // it: a file store's directories left empty below `prefix` (which must
-  // end in '/'; the prefix's own directory stays) (a writer
-  // killed between making a directory and creating the file in it leaves
-  // one that no Remove() would ever prune). Only containers last modified
-  // before `older_than_unix_ms` are touched. Garbage collection calls this
-  // after removing objects. Backends with a flat namespace have nothing to
-  // reclaim.
-  virtual Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) {
+  // end in '/'; the prefix's own directory stays). A writer killed between
+  // making a directory and creating the file in it leaves one that no
+  // Remove() would ever prune. Garbage collection calls this after removing
+  // objects. Safe against running writers: a writer whose directory goes
+  // before its file is created makes it again. Backends with a flat
+  // namespace have nothing to reclaim.
+  virtual Status RemoveEmptyContainers(const std::string& prefix) {
     (void)prefix;
-    (void)older_than_unix_ms;
     return Status::OK();
   }
 };

@@ -190,12 +190,12 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
       }
     }
   }
-  // Last, so that what the removals above left empty goes too. The cutoff
-  // spares a directory a writer has just made and not yet filled (and a
-  // writer whose directory goes anyway makes it again). Tidying only: a
+  // Last, so that what the removals above left empty goes too. No age
+  // applies: the removals above just touched these directories' mtimes, and
+  // a writer whose fresh directory goes makes it again. Tidying only: a
   // failure here (an unreadable directory) does not undo the report of what
   // was removed, and the next gc tries again.
-  (void)backend.RemoveEmptyContainers(CheckpointsPrefix(), cutoff);
+  (void)backend.RemoveEmptyContainers(CheckpointsPrefix());
   return report;
 }
 

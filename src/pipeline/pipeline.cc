@@ -892,9 +892,9 @@ class DeferredBackend final : public Backend {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Stat(names);
   }
-  Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
+  Status RemoveEmptyContainers(const std::string& prefix) override {
     ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->RemoveEmptyContainers(prefix, older_than_unix_ms);
+    return b->RemoveEmptyContainers(prefix);
   }
 
  private:

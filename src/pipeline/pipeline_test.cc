@@ -496,14 +496,20 @@ TEST_F(StoreTest, GcRemovesEmptyDirectoriesCrashedWritersLeft) {
   Save("kept", 1, {{"a", Bytes(1000, 1)}});
   const std::string empty_step = dir_ + "/ckpt/crashed/00000000000000000007";
   ASSERT_EQ(std::system(("mkdir -p " + empty_step + "/data " + empty_step + "/writers").c_str()), 0);
-  auto gc = store_->CollectGarbage(3600 * 1000);
+  // And a crashed save's leftovers in an otherwise empty directory tree:
+  // gc removes the objects (touching the directories) and then the tree.
+  const std::string killed = dir_ + "/ckpt/killed/00000000000000000003";
+  ASSERT_EQ(std::system(("mkdir -p " + killed + "/data " + killed + "/manifest && echo x > " +
+                         killed + "/data/r000000-0123456789abcdef-000000.dat").c_str()),
+            0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // older than the gc below
+  auto gc = store_->CollectGarbage(0);
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->objects_removed, 1u);
   struct stat st;
-  EXPECT_EQ(::stat((empty_step + "/data").c_str(), &st), 0) << "a young directory is spared";
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  gc = store_->CollectGarbage(0);
-  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
   EXPECT_NE(::stat((dir_ + "/ckpt/crashed").c_str(), &st), 0) << "the empty name directory is gone";
+  EXPECT_NE(::stat((dir_ + "/ckpt/killed").c_str(), &st), 0) << "the emptied name directory is gone";
+  EXPECT_EQ(::stat((dir_ + "/ckpt").c_str(), &st), 0) << "the prefix's own directory stays";
   EXPECT_EQ(Load("kept", 1)["a"], Bytes(1000, 1));
   EXPECT_EQ(::stat(dir_.c_str(), &st), 0) << "the store root stays";
   // A symlink in the store to an empty directory elsewhere: never followed.

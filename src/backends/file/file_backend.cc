@@ -361,15 +361,17 @@ class FileBackend final : public Backend {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     if (::unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove object " + name);
-    // An unlink is durable only once its directory is synced.
-    RETURN_IF_ERROR(FsyncDir(ParentOf(path)));
+    // An unlink is durable only once its directory is synced. A directory
+    // that a concurrent Remove or gc pruned meanwhile went with the entry.
+    Status synced = FsyncDir(ParentOf(path));
+    if (!synced.ok() && !synced.IsNotFound()) return synced;
     // Prune directories left empty, up to (not including) the root.
     std::string dir = ParentOf(path);
     while (dir.size() > root_.size() && ::rmdir(dir.c_str()) == 0) dir = ParentOf(dir);
     return Status::OK();
   }
 
-  Status RemoveEmptyContainers(const std::string& prefix, int64_t older_than_unix_ms) override {
+  Status RemoveEmptyContainers(const std::string& prefix) override {
     if (!prefix.empty() && prefix.back() != '/') {
       return Status::InvalidArgument("prefix '" + prefix + "' must end in '/'");
     }
@@ -381,7 +383,7 @@ class FileBackend final : public Backend {
       return Status::FromErrno(errno, "open directory " + dir);
     }
     bool unused = false;
-    return PruneEmptyDirsAt(fd, dir, older_than_unix_ms, &unused);  // closes fd
+    return PruneEmptyDirsAt(fd, dir, &unused);  // closes fd
   }
 
 
@@ -430,14 +432,14 @@ class FileBackend final : public Backend {
   }
 
   // Post-order: removes the empty directories below the directory open as
-  // `fd` (named `dir` in messages) that were last modified before the
-  // cutoff; sets `*empty` when `fd`'s directory holds nothing afterwards.
+  // `fd` (named `dir` in messages); sets `*empty` when `fd`'s directory
+  // holds nothing afterwards.
   // Everything is relative to directory descriptors and nothing follows a
   // symlink, so no directory outside the store is ever touched. rmdir()
   // refuses a directory that is not empty, so a file created meanwhile is
   // never lost; a writer whose fresh directory goes makes it again
   // (CreateFile). Takes ownership of `fd`.
-  Status PruneEmptyDirsAt(int fd, const std::string& dir, int64_t older_than_unix_ms, bool* empty) {
+  Status PruneEmptyDirsAt(int fd, const std::string& dir, bool* empty) {
     *empty = false;
     DIR* d = ::fdopendir(fd);
     if (d == nullptr) {
@@ -459,9 +461,6 @@ class FileBackend final : public Backend {
         holds_anything = true;
         continue;
       }
-      // The age is the one seen before the walk below: removing a child
-      // touches a directory's mtime, which must not make it look fresh.
-      int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
       int child = ::openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (child < 0) {
         if (errno == ENOENT) continue;
@@ -469,14 +468,11 @@ class FileBackend final : public Backend {
         continue;
       }
       bool child_empty = false;
-      result = PruneEmptyDirsAt(child, dir + "/" + std::string(n), older_than_unix_ms, &child_empty);
+      result = PruneEmptyDirsAt(child, dir + "/" + std::string(n), &child_empty);
       if (!result.ok()) break;
-      if (child_empty && ms < older_than_unix_ms &&
-          ::unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0) {
-        continue;
-      }
-      // Not empty, too young, or refused (ENOTEMPTY: a writer got there
-      // first; EBUSY: a mount point; EACCES): it stays.
+      if (child_empty && ::unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0) continue;
+      // Not empty, or refused (ENOTEMPTY: a writer got there first; EBUSY:
+      // a mount point; EACCES): it stays.
       holds_anything = true;
     }
     ::closedir(d);
