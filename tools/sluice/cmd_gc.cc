@@ -13,7 +13,8 @@ int CmdGc(int argc, char** argv) {
   spec.summary =
       "Removes every object no valid commit record reaches: data and manifests of\n"
       "aborted or crashed saves, leftovers of interrupted commits. A step whose commit\n"
-      "record or manifest is damaged is left untouched (verify reports it).";
+      "record or manifest is damaged is left untouched (verify reports it). A file\n"
+      "store's directories left empty go too.";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"min-age", "DURATION", "spare objects modified more recently than this (default 0s;\n"
