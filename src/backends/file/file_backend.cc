@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/uri_query.h"
 #include "io/aligned_buffer.h"
 #include "io/io_engine.h"
 
@@ -96,15 +97,7 @@ struct FileOptions {
 
 Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query) {
   FileOptions o;
-  size_t pos = 0;
-  while (pos < query.size()) {
-    size_t amp = query.find('&', pos);
-    std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-    pos = amp == std::string::npos ? query.size() : amp + 1;
-    if (kv.empty()) continue;
-    size_t eq = kv.find('=');
-    std::string key = kv.substr(0, eq);
-    std::string val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
     auto bad = [&](const char* expect) {
       return Status::InvalidArgument("store URI '" + uri + "': option " + key + "='" + val +
                                      "' (expected " + expect + ")");
@@ -120,16 +113,13 @@ Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query)
       else if (val == "off" || val == "0" || val == "false") o.direct = FileOptions::Direct::kOff;
       else return bad("auto, on or off");
     } else if (key == "qd") {
-      char* end = nullptr;
-      errno = 0;
-      unsigned long v = std::strtoul(val.c_str(), &end, 10);
-      if (val.empty() || *end != '\0' || errno != 0 || v < 1 || v > 4096) return bad("1..4096");
-      o.queue_depth = static_cast<unsigned>(v);
+      ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
     } else {
       return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
                                      "' (file stores take io, direct, qd)");
     }
-  }
+    return Status::OK();
+  }));
   return o;
 }
 

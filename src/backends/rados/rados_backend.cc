@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "backends/uri_query.h"
+
 namespace sluice {
 namespace {
 
@@ -71,18 +73,6 @@ struct RadosOptions {
   unsigned op_timeout_s = 60;
 };
 
-Result<unsigned> ParseUnsigned(const std::string& uri, const std::string& key, const std::string& val,
-                               unsigned lo, unsigned hi) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long v = std::strtoul(val.c_str(), &end, 10);
-  if (val.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    return Status::InvalidArgument("store URI '" + uri + "': option " + key + "='" + val +
-                                   "' (expected " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
-  }
-  return static_cast<unsigned>(v);
-}
-
 Result<RadosOptions> ParseUri(const std::string& uri, const std::string& location,
                               const std::string& query) {
   RadosOptions o;
@@ -97,15 +87,7 @@ Result<RadosOptions> ParseUri(const std::string& uri, const std::string& locatio
     return Status::InvalidArgument("store URI '" + uri + "': prefix '" + o.prefix +
                                    "' has an empty component");
   }
-  size_t pos = 0;
-  while (pos < query.size()) {
-    size_t amp = query.find('&', pos);
-    std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
-    pos = amp == std::string::npos ? query.size() : amp + 1;
-    if (kv.empty()) continue;
-    size_t eq = kv.find('=');
-    std::string key = kv.substr(0, eq);
-    std::string val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
     auto need_value = [&]() -> Status {
       if (val.empty()) {
         return Status::InvalidArgument("store URI '" + uri + "': option " + key + " needs a value");
@@ -123,17 +105,18 @@ Result<RadosOptions> ParseUri(const std::string& uri, const std::string& locatio
       RETURN_IF_ERROR(need_value());
       o.keyring = val;
     } else if (key == "qd") {
-      ASSIGN_OR_RETURN(o.queue_depth, ParseUnsigned(uri, key, val, 1, 4096));
+      ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
     } else if (key == "connect_timeout_s") {
-      ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsigned(uri, key, val, 1, 3600));
+      ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsignedOption(uri, key, val, 1, 3600));
     } else if (key == "op_timeout_s") {
-      ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsigned(uri, key, val, 0, 86400));
+      ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsignedOption(uri, key, val, 0, 86400));
     } else {
       return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
                                      "' (rados stores take conf, id, keyring, qd, "
                                      "connect_timeout_s, op_timeout_s)");
     }
-  }
+    return Status::OK();
+  }));
   return o;
 }
 
