@@ -98,16 +98,7 @@ else
 fi
 
 # ---------------------------------------------------------------- round trip
-mkdir -p "$W/tree"
-python3 - "$W/tree" <<'EOF'
-import os, sys
-root = sys.argv[1]
-def w(rel, data, mode=0o644):
-    p = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, 'wb') as f:
-        f.write(data)
-    os.chmod(p, mode)
+make_tree "$W/tree" <<'EOF'
 w('empty', b'')
 w('small.txt', b'hello\n', 0o600)
 w('deep/er/random-3MiB.bin', os.urandom(3 * 1024 * 1024 + 17))

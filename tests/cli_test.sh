@@ -45,16 +45,7 @@ EOF
 T0=$(date +%s)
 
 # ---------------------------------------------------------------- round trip
-mkdir -p "$W/tree"
-python3 - "$W/tree" <<'EOF'
-import os, sys
-root = sys.argv[1]
-def w(rel, data, mode=0o644):
-    p = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, 'wb') as f:
-        f.write(data)
-    os.chmod(p, mode)
+make_tree "$W/tree" <<'EOF'
 w('empty', b'')
 w('sub/also-empty', b'', 0o600)
 deep = '/'.join('d%02d' % i for i in range(1, 31))     # 30 levels

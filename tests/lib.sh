@@ -32,3 +32,20 @@ pyj() {
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
     "${2:-$W/out}" "$1" 2>/dev/null
 }
+# make_tree DIR <<'EOF' ... EOF: makes DIR and runs the Python on stdin with
+# os, sys and w(rel, data, mode=0o644) defined, w writing DIR/rel.
+make_tree() {
+  mkdir -p "$1"
+  python3 -c "$(cat <<'PY'
+import os, sys
+root = sys.argv[1]
+def w(rel, data, mode=0o644):
+    p = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, 'wb') as f:
+        f.write(data)
+    os.chmod(p, mode)
+PY
+)
+$(cat)" "$1"
+}

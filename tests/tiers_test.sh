@@ -72,15 +72,7 @@ T0=$(now)
 # -------------------------------------------------- 1. two-tier save of a tree
 A1=$W/t1/A
 B1=$W/t1/B
-mkdir -p "$W/tree"
-python3 - "$W/tree" <<'EOF'
-import os, sys
-root = sys.argv[1]
-def w(rel, data):
-    p = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, 'wb') as f:
-        f.write(data)
+make_tree "$W/tree" <<'EOF'
 w('big.bin', os.urandom(3 * 1024 * 1024 + 17))
 w('empty', b'')
 w('sub/mid.bin', os.urandom(1024 * 1024 + 5))
