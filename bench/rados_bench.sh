@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Ceph's own ceiling and sluice in one run, on the same pool: `rados bench`
-# write then seq at the object size, write size and concurrency sluice uses,
-# then `sluice bench --store rados://...` in each rank layout of PATTERNS
-# (all at the same total writes in flight), then rados bench again (a shared
-# VM drifts), and the sluice/rados-bench ratios against rados bench's best.
+# Ceph's own ceiling and sluice in one run, on the same pool. rados bench
+# (write then seq, at the object size, write size and concurrency sluice
+# uses) and `sluice bench --store rados://...` take turns: rados bench, then
+# ROUNDS rounds of [sluice bench in each rank layout of PATTERNS, rados bench].
+# Each sluice run is compared with the mean of the two rados bench runs on
+# either side of it, so that the drift of a shared VM (rados bench alone
+# moves 5-15% between runs here) falls on both sides of a ratio, and the
+# median of those per-round ratios is printed.
 #
 # Usage: bench/rados_bench.sh [sluice bench flags...]
 #   SLUICE=path/to/sluice   binary (default build/sluice)
@@ -12,7 +15,8 @@
 #                           client, 16 writes in flight); 8x2 is eight ranks
 #                           writing eight objects at once. rados bench runs
 #                           RANKS*QD operations in flight (the same for all)
-#   SIZE=3GiB CHECKPOINTS=2 sluice bench's checkpoint size and count (~1 min each)
+#   ROUNDS=3                rounds (one sluice run per layout in each)
+#   SIZE=3GiB CHECKPOINTS=1 each sluice run's checkpoint size and count
 #   SECONDS_PER_RUN=20      each rados bench write
 # Uses the cluster of scripts/ceph-dev-cluster ($SLUICE_CEPH_DIR), starting
 # one if none runs (and stopping it at the end).
@@ -21,7 +25,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 sluice=${SLUICE:-$here/build/sluice}
 patterns=${PATTERNS:-1x16 8x2}
 size=${SIZE:-3GiB}
-checkpoints=${CHECKPOINTS:-2}
+checkpoints=${CHECKPOINTS:-1}
+rounds=${ROUNDS:-3}
 seconds=${SECONDS_PER_RUN:-20}
 io=4194304  # sluice's default --io-size: one RADOS write
 [ -x "$sluice" ] || { echo "rados_bench: $sluice not built (cmake --build build)" >&2; exit 1; }
@@ -62,36 +67,50 @@ rb_run() {  # prints "write_MiB/s read_MiB/s"
   echo "$w $r"  # rados bench's "MB/sec" is MiB/s
 }
 
-echo "== rados bench (before): $((io >> 20)) MiB writes to $((object >> 20)) MiB objects, $threads in flight" >&2
-read -r w1 r1 <<<"$(rb_run)"
-echo "rados bench write $w1 MiB/s, seq $r1 MiB/s" >&2
+echo "== rados bench: $((io >> 20)) MiB writes to $((object >> 20)) MiB objects, $threads in flight" >&2
+rb=()
+read -r w r <<<"$(rb_run)"
+echo "rados bench write $w MiB/s, seq $r MiB/s" >&2
+rb+=("$w/$r")
 jsons=()
-for p in $patterns; do
-  ranks=${p%x*} qd=${p#*x}
-  echo "== sluice bench: $ranks ranks x qd $qd" >&2
-  jsons+=("$("$sluice" bench --store "$SLUICE_RADOS_URI&qd=$qd" --ranks "$ranks" --size "$size" \
-              --checkpoints "$checkpoints" --object-size "$object" --io-size "$io" --json "$@")")
+for ((round = 1; round <= rounds; round++)); do
+  for p in $patterns; do
+    ranks=${p%x*} qd=${p#*x}
+    echo "== round $round/$rounds: sluice bench, $ranks ranks x qd $qd" >&2
+    jsons+=("$round $p $("$sluice" bench --store "$SLUICE_RADOS_URI&qd=$qd" --ranks "$ranks" --size "$size" \
+                           --checkpoints "$checkpoints" --object-size "$object" --io-size "$io" --json "$@")")
+  done
+  echo "== round $round/$rounds: rados bench" >&2
+  read -r w r <<<"$(rb_run)"
+  echo "rados bench write $w MiB/s, seq $r MiB/s" >&2
+  rb+=("$w/$r")
 done
-echo "== rados bench (after)" >&2
-read -r w2 r2 <<<"$(rb_run)"
-echo "rados bench write $w2 MiB/s, seq $r2 MiB/s" >&2
 
-python3 - "$w1" "$w2" "$r1" "$r2" "${jsons[@]}" <<'PY'
-import json, sys
-bw = max(float(sys.argv[1]), float(sys.argv[2])) / 1024
-br = max(float(sys.argv[3]), float(sys.argv[4])) / 1024
-print(f"rados bench best: write {bw:.3f} GiB/s, seq {br:.3f} GiB/s")
-print(f"{'sluice':22}{'GiB/s':>8}{'ratio':>7}{'CPU s/GiB':>11}   per-checkpoint seconds")
-for arg in sys.argv[5:]:
-    s = json.loads(arg)
-    layout = f"{s['ranks']}x qd {s['io_path'].split('qd ')[1].split(',')[0]}"
-    for what, best in (("write", bw), ("read", br)):
-        r = s[what]
-        print(f"{what + ' ' + layout:22}{r['median_gib_per_second']:8.3f}"
-              f"{r['median_gib_per_second'] / best:7.2f}{r['cpu_seconds_per_gib']:11.3f}   "
-              + " ".join(f"{x:.2f}" for x in r["checkpoint_seconds"]))
-s = json.loads(sys.argv[5])
-print(f"({s['checkpoint_bytes']/2**30:.2f} GiB x {s['checkpoints']} checkpoints, {s['io_path'].split(',')[0]}; "
-      "sluice: median over checkpoints, each checksummed + committed / every chunk verified; "
-      "rados bench: best of the runs before and after)")
+python3 - "$patterns" "${rb[*]}" "${jsons[@]}" <<'PY'
+import json, statistics, sys
+patterns = sys.argv[1].split()
+rb = [tuple(float(x) / 1024 for x in run.split("/")) for run in sys.argv[2].split()]
+runs = {}
+for arg in sys.argv[3:]:
+    round_, pattern, text = arg.split(" ", 2)
+    runs.setdefault(pattern, []).append((int(round_), json.loads(text)))
+print("rados bench write GiB/s: " + " ".join(f"{w:.3f}" for w, _ in rb))
+print("rados bench seq   GiB/s: " + " ".join(f"{r:.3f}" for _, r in rb))
+print(f"{'sluice':18}{'GiB/s':>7}{'ratio':>7}{'CPU s/GiB':>11}   per round: GiB/s / rados bench on either side")
+for pattern in patterns:
+    for what, k in (("write", 0), ("read", 1)):
+        rates, ratios, cpus, cells = [], [], [], []
+        for round_, s in runs[pattern]:
+            rate = s[what]["median_gib_per_second"]
+            ceiling = (rb[round_ - 1][k] + rb[round_][k]) / 2
+            rates.append(rate)
+            ratios.append(rate / ceiling)
+            cpus.append(s[what]["cpu_seconds_per_gib"])
+            cells.append(f"{rate:.3f}/{ceiling:.3f}={rate / ceiling:.2f}")
+        print(f"{what + ' ' + pattern:18}{statistics.median(rates):7.3f}{statistics.median(ratios):7.2f}"
+              f"{statistics.median(cpus):11.3f}   " + "  ".join(cells))
+s = runs[patterns[0]][0][1]
+print(f"(medians over {len(runs[patterns[0]])} rounds; {s['checkpoint_bytes']/2**30:.2f} GiB x {s['checkpoints']} "
+      f"checkpoint(s) per sluice run, {s['io_path'].split(',')[0]}; sluice: each checkpoint checksummed + "
+      "committed, then every chunk read back and verified)")
 PY

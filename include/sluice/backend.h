@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,12 @@ struct IoCompletion {
   // `lent` is held.
   const uint8_t* data = nullptr;
   std::shared_ptr<const void> lent;
+  // Reads, where the backend can tell it more cheaply than by reading the
+  // bytes again: returns the CRC32C (io/crc32c.h: Crc32c) of all `bytes`
+  // bytes read. RADOS: the messenger computed a crc over the bytes as they
+  // arrived (to check them against the sender's) and librados remembers it,
+  // so a chunk read whole is checked for free. Empty otherwise.
+  std::function<uint32_t()> crc32c;
 };
 
 // An object being written. Writes may complete in any order; the object's

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "io/aligned_buffer.h"
+#include "io/crc32c.h"
 #include "sluice/backend.h"
 
 namespace sluice {
@@ -201,6 +202,45 @@ TEST_P(BackendConformance, WrittenObjectReadsBackExactlyAtAnyOffset) {
 TEST_P(BackendConformance, ReadPastEndStopsShort) {
   WriteObject("short", "hello");
   EXPECT_EQ(ReadObject("short", 0, 100000), "hello");
+}
+
+// A reader that lets the backend lend its buffers (the chunk reader) gets
+// every byte, from wherever it landed, and a crc the backend offers for a
+// read is the crc of exactly those bytes: the chunk reader checks chunks by it.
+TEST_P(BackendConformance, LentReadsHandOutTheBytesAndTheirCrc) {
+  const size_t piece = 1 << 20;
+  const std::string data = Pattern(4 * piece + 777, 5);  // the last read is short
+  WriteObject("lent", data, piece);
+  auto r = backend_->Open("lent");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  (*r)->AllowLentBuffers();
+  const size_t reads = (data.size() + piece - 1) / piece;
+  auto buf = AlignedBuffer::Allocate(reads * piece);
+  ASSERT_TRUE(buf.ok());
+  size_t reaped = 0, offered = 0;
+  auto reap_one = [&] {
+    auto c = (*r)->Reap();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_TRUE(c->status.ok()) << c->status.ToString();
+    const size_t off = static_cast<size_t>(c->tag) * piece;
+    ASSERT_EQ(c->bytes, std::min(piece, data.size() - off)) << "read " << c->tag;
+    const uint8_t* got = c->data != nullptr ? c->data : buf->data() + off;
+    EXPECT_EQ(std::memcmp(got, data.data() + off, c->bytes), 0) << "read " << c->tag;
+    if (c->crc32c) {
+      ++offered;
+      EXPECT_EQ(c->crc32c(), Crc32c(data.data() + off, c->bytes)) << "read " << c->tag;
+    }
+    ++reaped;
+  };
+  for (size_t i = 0; i < reads; ++i) {
+    while ((*r)->in_flight() >= (*r)->queue_depth()) reap_one();
+    ASSERT_TRUE((*r)->StartRead(i * piece, buf->data() + i * piece, piece, i).ok());
+  }
+  while ((*r)->in_flight() > 0) reap_one();
+  EXPECT_EQ(reaped, reads);
+  if (GetParam().uri.rfind("rados://", 0) == 0) {
+    EXPECT_EQ(offered, reads) << "RADOS offers the crc of every read";
+  }
 }
 
 TEST_P(BackendConformance, EmptyObject) {

@@ -198,6 +198,11 @@ class AioQueue {
       if (lend_ && c.bytes > 0 && op->bl.get_num_buffers() == 1) {
         auto held = std::make_shared<librados::bufferlist>(std::move(op->bl));
         c.data = reinterpret_cast<const uint8_t*>(held->front().c_str());
+        // bufferlist::crc32c is the raw (uninverted) CRC32C register and
+        // caches per buffer range: the messenger computed it with seed -1 over
+        // this very buffer when it checked the bytes on arrival, so this is a
+        // lookup. Crc32c is the inverted register: ~raw(~0, bytes).
+        if (held->length() == c.bytes) c.crc32c = [held] { return ~held->crc32c(0xFFFFFFFFu); };
         c.lent = std::move(held);
       } else {
         op->bl.begin().copy(static_cast<unsigned>(c.bytes), static_cast<char*>(op->read_into));
