@@ -217,7 +217,13 @@ class Writer final : public RankWriter {
     chosen[0] = Candidate{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()), manifest_};
     std::unordered_set<std::string> rejected;  // manifests already judged not ours
 
+    auto all_chosen = [&] {
+      return std::all_of(chosen.begin(), chosen.end(), [](const auto& c) { return c.has_value(); });
+    };
     auto gather = [&]() -> Result<bool> {
+      // A save of one rank has nothing to gather, and a listing is not free
+      // (on RADOS it walks every placement group of the pool).
+      if (all_chosen()) return true;
       ASSIGN_OR_RETURN(auto listed, backend_.List(ManifestPrefix(id_.name, id_.step)));
       for (const auto& o : listed) {
         if (o.name == own_name || rejected.count(o.name)) continue;
@@ -249,7 +255,7 @@ class Writer final : public RankWriter {
           chosen[*rank] = Candidate{o.name, bytes->size(), Crc32c(bytes->data(), bytes->size()), std::move(m).value()};
         }
       }
-      return std::all_of(chosen.begin(), chosen.end(), [](const auto& c) { return c.has_value(); });
+      return all_chosen();
     };
     Status waited = Poll(gather, "");
     if (!waited.ok()) {
