@@ -56,7 +56,8 @@ struct IoCompletion {
   // bytes again: returns the CRC32C (io/crc32c.h: Crc32c) of all `bytes`
   // bytes read. RADOS: the messenger computed a crc over the bytes as they
   // arrived (to check them against the sender's) and librados remembers it,
-  // so a chunk read whole is checked for free. Empty otherwise.
+  // so a chunk read whole is checked for free. Empty otherwise; where set,
+  // callable only while `lent` is held.
   std::function<uint32_t()> crc32c;
 };
 

@@ -174,6 +174,7 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
       stop = callback(head.object, tasks[i], problem.empty() ? base + rel : nullptr, problem);
     }
     if (head.submitted) free_buffers.push_back(head.buffer);
+    head.result.crc32c = nullptr;  // refers into the lent buffer
     head.result.lent.reset();
     ++next_deliver;
     // An object whose extents are all handed out has nothing in flight.

@@ -202,7 +202,11 @@ class AioQueue {
         // caches per buffer range: the messenger computed it with seed -1 over
         // this very buffer when it checked the bytes on arrival, so this is a
         // lookup. Crc32c is the inverted register: ~raw(~0, bytes).
-        if (held->length() == c.bytes) c.crc32c = [held] { return ~held->crc32c(0xFFFFFFFFu); };
+        // The function does not own the buffer (a caller that kept it would
+        // keep every buffer it ever read): it is valid while `lent` is held.
+        if (held->length() == c.bytes) {
+          c.crc32c = [bl = held.get()] { return ~bl->crc32c(0xFFFFFFFFu); };
+        }
         c.lent = std::move(held);
       } else {
         op->bl.begin().copy(static_cast<unsigned>(c.bytes), static_cast<char*>(op->read_into));
