@@ -154,6 +154,9 @@ printf '[global]\nmon host = 127.0.0.1:1\n[client]\nlog file = /dev/null\n' >"$W
 expect_bounded "unreachable monitor (127.0.0.1:1)" "127.0.0.1:1" "rados://$POOL/$PREFIX?conf=$W/unreachable.conf&id=sluice&keyring=$KEYRING"
 sl ls --store "rados://$POOL/$PREFIX?conf=$CEPH_CONF&colour=blue"
 check "unknown URI option: usage error (exit 2) naming it" bash -c "[ $RC -eq 2 ] && grep -q \"'colour'\" '$W/err'"
+sl bench --store "$U" --size 8MiB --ranks 2 --mode processes
+check "bench --mode processes on rados://: usage error (exit 2) at once, not a hang in a forked librados" \
+  bash -c "[ $RC -eq 2 ] && grep -q 'does not survive fork' '$W/err'"
 
 # ---------------------------------------------------------------- corruption behind sluice's back
 sl save --store "$U" --name flip --step 1 --from "$W/tree" --chunk-size 64KiB --json

@@ -58,7 +58,7 @@ CommandSpec BenchSpec() {
       {"ranks", "N", "ranks (default: the preset's, at most 8 on this tool)"},
       {"checkpoints", "N", "checkpoints written and read (default 3)"},
       {"items", "K", "items (tensors) per rank (default 16)"},
-      {"mode", "threads|processes", "run ranks as threads (default) or processes"},
+      {"mode", "threads|processes", "run ranks as threads (default) or forked processes (file stores only)"},
       {"no-drop-caches", "", "do not drop the page cache between writes and reads"},
       {"keep", "", "keep the benchmark's checkpoints instead of removing them"},
       {"json", "", "print the result as one JSON object"},
@@ -253,6 +253,14 @@ int CmdBench(int argc, char** argv) {
   }
   if (flags.Has("tier")) return Fail(Status::InvalidArgument("--tier needs --async (the write/read bench uses one --store)"), true);
 
+  // A forked rank would inherit the parent's RADOS client, whose threads do
+  // not survive fork, and librados is not fork-safe even for a fresh client
+  // opened in the child: its operations hang until they time out.
+  if (mode == "processes" && flags.Get("store")->rfind("rados://", 0) == 0) {
+    return Fail(Status::InvalidArgument("--mode processes does not work with rados:// stores (librados does not "
+                                        "survive fork); use --mode threads, or one `sluice save --rank R "
+                                        "--world W` process per rank"), true);
+  }
   auto opts = StoreOptionsFromFlags(flags);
   if (!opts.ok()) return Fail(opts.status(), true);
   opts->create_if_missing = true;
