@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "format/layout.h"
 #include "io/crc32c.h"
@@ -127,30 +126,29 @@ class Reader final : public CheckpointReader {
       pos += ref.length;
     }
     auto* dst = static_cast<uint8_t*>(out);
-    size_t i = 0;
-    while (i < places.size()) {
-      uint32_t obj = mi.chunks[places[i].chunk_index].object;
-      std::vector<ChunkTask> group;
-      for (; i < places.size() && mi.chunks[places[i].chunk_index].object == obj; ++i) {
-        group.push_back(ChunkTask{&mi.chunks[places[i].chunk_index], i});
-      }
-      const std::string& object = m.objects[obj].name;
-      RETURN_IF_ERROR(ReadChunks(
-          backend_, object, group, options_.io_bytes,
-          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
-            const ChunkPlace& p = places[t.user];
-            std::vector<uint8_t> recovered;
-            if (data == nullptr) {
-              RETURN_IF_ERROR(Recover(p, object, *t.ref, problem, &recovered));
-              data = recovered.data();
-            }
-            uint64_t from = std::max(offset, p.item_offset);
-            uint64_t to = std::min(offset + len, p.item_offset + t.ref->length);
-            std::memcpy(dst + (from - offset), data + (from - p.item_offset), to - from);
-            return Status::OK();
-          }));
+    // The chunks of the range, grouped by data object in item order, read as
+    // one stream so that reads stay in flight across object boundaries.
+    std::vector<ObjectChunks> objects;
+    for (size_t i = 0; i < places.size(); ++i) {
+      const ChunkRef& ref = mi.chunks[places[i].chunk_index];
+      const std::string& object = m.objects[ref.object].name;
+      if (objects.empty() || objects.back().object != object) objects.push_back(ObjectChunks{object, {}});
+      objects.back().tasks.push_back(ChunkTask{&ref, i});
     }
-    return Status::OK();
+    return ReadChunksAcross(
+        backend_, objects, options_.io_bytes,
+        [&](size_t k, const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+          const ChunkPlace& p = places[t.user];
+          std::vector<uint8_t> recovered;
+          if (data == nullptr) {
+            RETURN_IF_ERROR(Recover(p, objects[k].object, *t.ref, problem, &recovered));
+            data = recovered.data();
+          }
+          uint64_t from = std::max(offset, p.item_offset);
+          uint64_t to = std::min(offset + len, p.item_offset + t.ref->length);
+          std::memcpy(dst + (from - offset), data + (from - p.item_offset), to - from);
+          return Status::OK();
+        });
   }
 
   Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) override {
@@ -182,32 +180,49 @@ class Reader final : public CheckpointReader {
     VerifyReport report;
     ReadPlan plan = Plan(std::nullopt);
     report.items = items_.size();
+    std::vector<ObjectChunks> objects;
     for (const auto& [key, tasks] : plan.per_object) {
-      const std::string& object = loaded_.manifests[key.first].objects[key.second].name;
-      std::unordered_set<uint64_t> reported;
-      Status st = ReadChunks(
-          backend_, object, tasks, options_.io_bytes,
-          [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
-            const ChunkPlace& p = plan.places[t.user];
-            reported.insert(t.user);
-            ++report.chunks;
-            report.bytes += t.ref->length;
-            if (data == nullptr) {
-              report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object,
-                                            t.ref->offset, t.ref->length, problem});
-            }
-            return Status::OK();
-          });
-      if (!st.ok()) {
-        // The object could not be read on: every chunk not yet judged is bad.
-        for (const auto& t : tasks) {
-          if (reported.count(t.user)) continue;
-          const ChunkPlace& p = plan.places[t.user];
-          ++report.chunks;
-          report.bytes += t.ref->length;
-          report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object,
-                                        t.ref->offset, t.ref->length, st.ToString()});
-        }
+      objects.push_back(ObjectChunks{loaded_.manifests[key.first].objects[key.second].name, tasks});
+    }
+    std::vector<bool> judged(plan.places.size(), false);
+    auto judge = [&](const std::string& object, const ChunkTask& t, const uint8_t* data,
+                     const std::string& problem) {
+      const ChunkPlace& p = plan.places[t.user];
+      judged[t.user] = true;
+      ++report.chunks;
+      report.bytes += t.ref->length;
+      if (data == nullptr) {
+        report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object, t.ref->offset,
+                                      t.ref->length, problem});
+      }
+    };
+    // One stream over every object (reads in flight across object
+    // boundaries); missing objects, failed reads and bad checksums are judged
+    // per chunk and reading goes on.
+    Status st = ReadChunksAcross(backend_, objects, options_.io_bytes,
+                                 [&](size_t k, const ChunkTask& t, const uint8_t* data,
+                                     const std::string& problem) -> Status {
+                                   judge(objects[k].object, t, data, problem);
+                                   return Status::OK();
+                                 });
+    if (st.ok()) return report;
+    // The stream stopped (a read that could not be reaped): the chunks left
+    // are read object by object, and an object that cannot be read on has
+    // every chunk not yet judged reported bad.
+    for (const auto& o : objects) {
+      std::vector<ChunkTask> left;
+      for (const auto& t : o.tasks) {
+        if (!judged[t.user]) left.push_back(t);
+      }
+      if (left.empty()) continue;
+      Status ost = ReadChunks(backend_, o.object, left, options_.io_bytes,
+                              [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+                                judge(o.object, t, data, problem);
+                                return Status::OK();
+                              });
+      if (ost.ok()) continue;
+      for (const auto& t : left) {
+        if (!judged[t.user]) judge(o.object, t, nullptr, ost.ToString());
       }
     }
     return report;
