@@ -1,4 +1,6 @@
 // sluice: the command-line tool. One cmd_<verb>.cc per subcommand.
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -29,10 +31,25 @@ const char kTopHelp[] =
     "Run 'sluice COMMAND --help' for a command's flags.\n"
     "Exit status: 0 success, 1 operational error, 2 usage error.\n";
 
+// librados receives every read into a buffer of its own, ~4 MiB each,
+// allocated per message and freed once the chunk is checked. glibc's defaults
+// hand such buffers out as fresh mmaps, or trim the heap under them as soon
+// as they are freed, so every byte read arrived in a freshly faulted, zeroed
+// page: 276k page faults and 0.4 s of kernel time per 3 GiB verified. In
+// this process (the tool's own; the library leaves its host's allocator
+// alone) buffers up to 32 MiB come from one heap that is not trimmed below
+// 1 GiB, so their pages are reused: 23k faults.
+void TuneAllocatorForStreaming() {
+  (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  (void)mallopt(M_ARENA_MAX, 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace sluice::cli;
+  TuneAllocatorForStreaming();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::fputs(kTopHelp, argc < 2 ? stderr : stdout);
