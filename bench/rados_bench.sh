@@ -6,7 +6,9 @@
 # Each sluice run is compared with the mean of the two rados bench runs on
 # either side of it, so that the drift of a shared VM (rados bench alone
 # moves 5-15% between runs here) falls on both sides of a ratio, and the
-# median of those per-round ratios is printed.
+# median of those per-round ratios is printed. rados bench's seq follows the
+# same page-cache drop as sluice bench's read phase (where the script may
+# write /proc/sys/vm/drop_caches).
 #
 # Usage: bench/rados_bench.sh [sluice bench flags...]
 #   SLUICE=path/to/sluice   binary (default build/sluice)
@@ -61,6 +63,11 @@ rb_run() {  # prints "write_MiB/s read_MiB/s"
   local w r
   w=$(rados bench -p "$pool" "$seconds" write -b "$io" -O "$object" -t "$threads" \
         --no-cleanup --run-name "$run_name" 2>/dev/null | awk -F: '/^Bandwidth \(MB\/sec\)/ {print $2}')
+  # The page-cache drop sluice bench makes between its write and read phases
+  # (on this single node it also evicts the OSDs' RocksDB files), before
+  # rados bench's seq too, so that both read under the same conditions.
+  sync
+  { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null || true
   r=$(rados bench -p "$pool" "$seconds" seq -t "$threads" --run-name "$run_name" 2>/dev/null |
         awk -F: '/^Bandwidth \(MB\/sec\)/ {print $2}')
   rados -p "$pool" cleanup --run-name "$run_name" >/dev/null
