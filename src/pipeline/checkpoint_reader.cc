@@ -159,10 +159,7 @@ class Reader final : public CheckpointReader {
     }
     // One stream over every object, so reads stay in flight across object
     // boundaries.
-    std::vector<ObjectChunks> objects;
-    for (const auto& [key, tasks] : plan.per_object) {
-      objects.push_back(ObjectChunks{loaded_.manifests[key.first].objects[key.second].name, tasks});
-    }
+    const std::vector<ObjectChunks> objects = StreamOf(plan);
     return ReadChunksAcross(
         backend_, objects, options_.io_bytes,
         [&](size_t k, const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
@@ -180,10 +177,7 @@ class Reader final : public CheckpointReader {
     VerifyReport report;
     ReadPlan plan = Plan(std::nullopt);
     report.items = items_.size();
-    std::vector<ObjectChunks> objects;
-    for (const auto& [key, tasks] : plan.per_object) {
-      objects.push_back(ObjectChunks{loaded_.manifests[key.first].objects[key.second].name, tasks});
-    }
+    const std::vector<ObjectChunks> objects = StreamOf(plan);
     std::vector<bool> judged(plan.places.size(), false);
     auto judge = [&](const std::string& object, const ChunkTask& t, const uint8_t* data,
                      const std::string& problem) {
@@ -229,6 +223,15 @@ class Reader final : public CheckpointReader {
   }
 
  private:
+  // The plan's objects with their chunks, in order, for ReadChunksAcross.
+  std::vector<ObjectChunks> StreamOf(const ReadPlan& plan) const {
+    std::vector<ObjectChunks> objects;
+    for (const auto& [key, tasks] : plan.per_object) {
+      objects.push_back(ObjectChunks{loaded_.manifests[key.first].objects[key.second].name, tasks});
+    }
+    return objects;
+  }
+
   ReadPlan Plan(std::optional<uint32_t> rank) const {
     ReadPlan plan;
     for (size_t i = 0; i < items_.size(); ++i) {

@@ -376,7 +376,6 @@ class FileBackend final : public Backend {
     return PruneEmptyDirsAt(fd, dir, &unused);  // closes fd
   }
 
-
  private:
   // Object names map to paths under the root: no absolute names, no empty,
   // "." or ".." components (a checkpoint named "run..2" is fine).
