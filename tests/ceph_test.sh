@@ -2,7 +2,7 @@
 # ceph_test.sh: sluice against a real single-node Ceph cluster (1 mon, 1 mgr,
 # 3 OSDs, cephx) made by scripts/ceph-dev-cluster.
 #
-#   tests/ceph_test.sh path/to/sluice path/to/backend_conformance_test
+#   tests/ceph_test.sh path/to/sluice path/to/backend_conformance_test [path/to/rados_backend_test]
 #
 # Besides the backend on its own: a file tier 0 with a rados tier 1 (save,
 # wipe tier 0, restore from Ceph), one OSD and then all OSDs stopped in the
@@ -17,12 +17,13 @@
 # RADOS support are missing -- but 1 then when CI=true.
 set -u
 
-if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
-  echo "usage: $0 path/to/sluice path/to/backend_conformance_test" >&2
+if [ $# -lt 2 ] || [ $# -gt 3 ] || [ ! -x "$1" ] || [ ! -x "$2" ] || { [ $# -eq 3 ] && [ ! -x "$3" ]; }; then
+  echo "usage: $0 path/to/sluice path/to/backend_conformance_test [path/to/rados_backend_test]" >&2
   exit 2
 fi
 SLUICE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CONFORMANCE=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+RADOS_TEST=${3:+$(cd "$(dirname "$3")" && pwd)/$(basename "$3")}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER=$HERE/scripts/ceph-dev-cluster
 
@@ -95,6 +96,16 @@ if SLUICE_RADOS_URI="rados://$POOL/$PREFIX/conformance?conf=$CEPH_CONF&id=sluice
   ok "backend conformance suite against RADOS ($(grep -c '^\[       OK' "$W/conformance.out") tests)"
 else
   nok "backend conformance suite against RADOS: $(grep -E 'FAILED|Failure|error' "$W/conformance.out" | head -5 | tr '\n' '|')"
+fi
+
+if [ -n "$RADOS_TEST" ]; then
+  if SLUICE_RADOS_URI="rados://$POOL/$PREFIX/rados-test?conf=$CEPH_CONF&id=sluice" "$RADOS_TEST" \
+       >"$W/rados_test.out" 2>&1 &&
+     grep -q 'PASSED' "$W/rados_test.out" && ! grep -q 'SKIPPED' "$W/rados_test.out"; then
+    ok "RADOS backend tests ($(grep -c '^\[       OK' "$W/rados_test.out") tests; $(grep -m1 '^# crcs' "$W/rados_test.out" | cut -c3-))"
+  else
+    nok "RADOS backend tests: $(grep -E 'FAILED|Failure|error|Expected|Which' "$W/rados_test.out" | head -5 | tr '\n' '|')"
+  fi
 fi
 
 # ---------------------------------------------------------------- round trip

@@ -73,6 +73,19 @@ class ItemSource {
  public:
   virtual ~ItemSource() = default;
   virtual Result<size_t> Read(void* buf, size_t len) = 0;
+
+  // Optional, for sources whose bytes already sit in memory: instead of
+  // copying them, points `*data` at the next n bytes (1 <= n <= len),
+  // consumes them and returns n; returns 0 to have them copied through
+  // Read() instead. The writer may write straight from lent memory (stores
+  // that take writes at any address, e.g. RADOS), so it must stay valid and
+  // unchanged until the CheckpointWriter's Commit() returns or the writer
+  // is destroyed.
+  virtual size_t Lend(size_t len, const void** data) {
+    (void)len;
+    *data = nullptr;
+    return 0;
+  }
 };
 
 struct SaveStats {
@@ -97,7 +110,9 @@ class CheckpointWriter {
   // duplicate key, or if the source delivers a different number of bytes.
   virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
                          ItemSource& source) = 0;
-  // The same from memory.
+  // The same from memory, which must stay valid and unchanged until
+  // Commit() returns or the writer is destroyed: the writer may write
+  // straight from it instead of copying it (ItemSource::Lend).
   virtual Status AddItem(std::string_view key, std::string_view metadata, const void* data,
                          uint64_t size) = 0;
 

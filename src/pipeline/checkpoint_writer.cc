@@ -33,6 +33,13 @@ class MemorySource final : public ItemSource {
     left_ -= n;
     return n;
   }
+  size_t Lend(size_t len, const void** data) override {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(len, left_));
+    *data = p_;
+    p_ += n;
+    left_ -= n;
+    return n;
+  }
  private:
   const uint8_t* p_;
   uint64_t left_;

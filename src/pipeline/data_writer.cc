@@ -6,6 +6,15 @@
 #include "io/crc32c.h"
 
 namespace sluice {
+namespace {
+
+// The tag of a write from lent memory: it holds no buffer of ours.
+constexpr uint64_t kLentTag = UINT64_MAX;
+// Lent pieces smaller than this are copied into a buffer instead: a write
+// of their own would cost the store an operation for a few bytes.
+constexpr size_t kMinLentWriteBytes = 1 << 20;
+
+}  // namespace
 
 DataWriter::DataWriter(Backend& backend, std::function<std::string(uint32_t)> object_name,
                        uint64_t object_bytes, uint64_t io_bytes, uint64_t chunk_bytes)
@@ -47,7 +56,7 @@ Status DataWriter::ReapOne() {
     if (error_.ok()) error_ = c.status();
     return error_;
   }
-  free_.push_back(static_cast<size_t>(c->tag));
+  if (c->tag != kLentTag) free_.push_back(static_cast<size_t>(c->tag));
   if (!c->status.ok() && error_.ok()) error_ = c->status;
   if (from_draining && o->in_flight() == 0) return FinishOldest();
   return error_;
@@ -73,7 +82,7 @@ Status DataWriter::DrainOldest() {
       if (error_.ok()) error_ = c.status();
       return error_;
     }
-    free_.push_back(static_cast<size_t>(c->tag));
+    if (c->tag != kLentTag) free_.push_back(static_cast<size_t>(c->tag));
     if (!c->status.ok() && error_.ok()) error_ = c->status;
   }
   return FinishOldest();
@@ -92,13 +101,44 @@ Status DataWriter::GetFreeBuffer() {
   return Status::OK();
 }
 
+Status DataWriter::WaitForWriteSlot() {
+  size_t in_flight = object_->in_flight();
+  for (const auto& d : draining_) in_flight += d.object->in_flight();
+  // Lent writes hold no buffer, so the buffers alone no longer bound what
+  // is in flight: the current object's queue and the total both are.
+  while ((object_->in_flight() >= object_->queue_depth() || in_flight >= object_->queue_depth()) &&
+         in_flight > 0) {
+    RETURN_IF_ERROR(ReapOne());
+    --in_flight;
+  }
+  return Status::OK();
+}
+
+Status DataWriter::StartLentWrite(const void* data, size_t len) {
+  RETURN_IF_ERROR(WaitForWriteSlot());
+  Status st = object_->StartWrite(flushed_offset_, data, len, kLentTag);
+  if (!st.ok()) {
+    if (error_.ok()) error_ = st;
+    return st;
+  }
+  flushed_offset_ += len;
+  object_size_ += len;
+  return Status::OK();
+}
+
 Status DataWriter::FlushCurrentBuffer(bool last) {
-  AlignedBuffer& b = buffers_[static_cast<size_t>(current_)];
   size_t len = fill_;
   if (last) {
+    AlignedBuffer& b = buffers_[static_cast<size_t>(current_)];
     len = static_cast<size_t>(AlignUp(fill_, align_));
     std::memset(b.data() + fill_, 0, len - fill_);
   }
+  if (Status slot = WaitForWriteSlot(); !slot.ok()) {
+    free_.push_back(static_cast<size_t>(current_));
+    current_ = -1;
+    return slot;
+  }
+  AlignedBuffer& b = buffers_[static_cast<size_t>(current_)];
   Status st = object_->StartWrite(flushed_offset_, b.data(), len, static_cast<uint64_t>(current_));
   if (!st.ok()) {
     free_.push_back(static_cast<size_t>(current_));
@@ -146,6 +186,7 @@ Status DataWriter::RetireObject() {
 Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRef>* out) {
   RETURN_IF_ERROR(error_);
   uint64_t remaining = size;
+  bool source_lends = true;  // until it declines once
   while (remaining > 0) {
     uint64_t clen = std::min(chunk_bytes_, remaining);
     if (!object_ || object_size_ + clen > object_bytes_) {
@@ -159,16 +200,42 @@ Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRe
     uint32_t crc = 0;
     uint64_t left = clen;
     while (left > 0) {
+      const void* lent = nullptr;
+      size_t lent_bytes = 0;
+      // Memory the source lends is written from where it is, with no copy,
+      // where the store takes writes at any address and nothing is buffered
+      // ahead of it (a buffer's bytes must reach the object first).
+      if (source_lends && align_ == 1 && fill_ == 0 && left >= kMinLentWriteBytes) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(left, io_bytes_));
+        lent_bytes = source.Lend(want, &lent);
+        if (lent_bytes > want || (lent_bytes > 0 && lent == nullptr)) {
+          return Status::InvalidArgument("item source lent " + std::to_string(lent_bytes) + " bytes where " +
+                                         std::to_string(want) + " were asked for");
+        }
+        if (lent_bytes == 0) source_lends = false;
+        if (lent_bytes >= kMinLentWriteBytes) {
+          crc = object_->ChecksumForWrite(crc, lent, lent_bytes);
+          RETURN_IF_ERROR(StartLentWrite(lent, lent_bytes));
+          left -= lent_bytes;
+          continue;
+        }
+      }
       if (current_ < 0) RETURN_IF_ERROR(GetFreeBuffer());
       uint8_t* dst = buffers_[static_cast<size_t>(current_)].data() + fill_;
       size_t want = static_cast<size_t>(std::min<uint64_t>(left, io_bytes_ - fill_));
-      ASSIGN_OR_RETURN(size_t got, source.Read(dst, want));
+      size_t got = 0;
+      if (lent_bytes > 0) {  // too small a piece to write on its own
+        std::memcpy(dst, lent, lent_bytes);
+        got = lent_bytes;
+      } else {
+        ASSIGN_OR_RETURN(got, source.Read(dst, want));
+      }
       if (got == 0 || got > want) {
         return Status::InvalidArgument("item source delivered " +
                                        std::to_string(size - remaining + (clen - left)) +
                                        " bytes, " + std::to_string(size) + " were declared");
       }
-      crc = Crc32cExtend(crc, dst, got);
+      crc = object_->ChecksumForWrite(crc, dst, got);
       fill_ += got;
       left -= got;
       object_size_ += got;

@@ -1,6 +1,9 @@
 // DataWriter: appends chunks to a sequence of large data objects through a
 // ring of aligned I/O buffers, so the backend sees big sequential writes with
-// queue_depth of them in flight whatever the item sizes are. Chunks are
+// queue_depth of them in flight whatever the item sizes are. Where the
+// backend takes writes at any address (io_alignment 1) and a source lends
+// its memory (ItemSource::Lend), large pieces are written straight from it
+// instead of through a buffer. Chunks are
 // packed back to back (no per-chunk padding); only an object's tail is padded
 // to the backend's alignment and then trimmed by Finish. A chunk never spans
 // two objects; objects roll over before object_bytes. At a rollover the next
@@ -47,6 +50,11 @@ class DataWriter {
  private:
   Status OpenNextObject(uint64_t first_chunk);
   Status FlushCurrentBuffer(bool last);
+  // Reaps until the current object can take one more write.
+  Status WaitForWriteSlot();
+  // Writes `len` bytes of memory an item source lent, at the current
+  // object's end. REQUIRES: nothing buffered (fill_ == 0).
+  Status StartLentWrite(const void* data, size_t len);
   Status GetFreeBuffer();
   Status ReapOne();
   // Flushes the current object's tail and moves it to draining_.

@@ -136,7 +136,7 @@ Status CopyObject(Backend& src, Backend& dst, const std::string& name, uint64_t 
           break;
         }
         uint64_t n = std::min<uint64_t>(ref.length - chunk_done, end - cpos);
-        chunk_crc = Crc32cExtend(chunk_crc, p + (cpos - begin), static_cast<size_t>(n));
+        chunk_crc = out->ChecksumForWrite(chunk_crc, p + (cpos - begin), static_cast<size_t>(n));
         chunk_done += n;
         if (chunk_done == ref.length) {
           if (chunk_crc != ref.crc32c) {

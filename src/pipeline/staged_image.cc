@@ -338,7 +338,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
         uint64_t cpos = objects_[ref.object].first_slab * S + ref.offset + chunk_done;
         if (cpos >= end) break;
         uint64_t n = std::min<uint64_t>(ref.length - chunk_done, end - cpos);
-        ref.crc32c = Crc32cExtend(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
+        ref.crc32c = obj->ChecksumForWrite(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
         chunk_done += static_cast<uint32_t>(n);
         if (chunk_done == ref.length) {
           ++next_chunk;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/uri_query.h"
+#include "io/crc32c.h"
 
 namespace sluice {
 namespace {
@@ -31,6 +32,9 @@ constexpr size_t kListSlices = 16;
 // The write size hinted to the OSDs for data objects: the pipeline's
 // default io size (StoreOptions::io_bytes).
 constexpr uint64_t kExpectedWriteBytes = 4ull << 20;
+// Smaller pieces are checksummed without priming the messenger's crc cache:
+// a buffer of its own per piece would cost more than the hash saves.
+constexpr size_t kMinSummedPieceBytes = 64 << 10;
 // How many OSDs are asked for their osd_max_object_size at open.
 constexpr int kMaxOsdsAsked = 16;
 
@@ -159,10 +163,41 @@ class AioQueue {
     if (len > UINT32_MAX) return Status::InvalidArgument("write of " + std::to_string(len) + " bytes");
     auto op = NewOp(tag, offset, len);
     // No copy: the caller keeps `data` valid and unchanged until the reap.
-    op->bl.push_back(ceph::buffer::create_static(static_cast<unsigned>(len),
-                                                 static_cast<char*>(const_cast<void*>(data))));
+    // The bytes go out as the pieces Checksum() saw, each carrying its
+    // cached crc, and fresh pieces for whatever lies between them.
+    char* at = static_cast<char*>(const_cast<void*>(data));
+    char* const end = at + len;
+    std::sort(summed_.begin(), summed_.end(),
+              [](const ceph::bufferptr& a, const ceph::bufferptr& b) { return a.c_str() < b.c_str(); });
+    for (ceph::bufferptr& piece : summed_) {
+      char* begin = piece.c_str();
+      if (begin < at || begin + piece.length() > end) continue;  // not (wholly) this write's
+      if (begin > at) op->bl.push_back(ceph::buffer::create_static(static_cast<unsigned>(begin - at), at));
+      at = begin + piece.length();
+      op->bl.push_back(std::move(piece));
+    }
+    summed_.clear();
+    if (at < end) op->bl.push_back(ceph::buffer::create_static(static_cast<unsigned>(end - at), at));
     int ret = cluster_->io.aio_write(oid_, op->completion, op->bl, len, offset);
     return Submit(std::move(op), ret, "write");
+  }
+
+  // The messenger checksums each message's data (crc32c, seed -1) by
+  // bufferlist::crc32c, which caches the crc of every buffer piece it hashes
+  // and, asked again with another seed, adjusts the cached value in O(log n)
+  // instead of rehashing. Computing the caller's checksum through the same
+  // call on the piece that will be sent makes the messenger's a lookup.
+  // Pieces too small to be worth a buffer of their own are hashed directly.
+  uint32_t Checksum(uint32_t crc, const void* data, size_t len) {
+    if (len < kMinSummedPieceBytes || len > UINT32_MAX) return Crc32cExtend(crc, data, len);
+    ceph::bufferptr piece =
+        ceph::buffer::create_static(static_cast<unsigned>(len), static_cast<char*>(const_cast<void*>(data)));
+    librados::bufferlist bl;
+    bl.push_back(piece);  // shares the piece's buffer, and so its crc cache
+    // bufferlist::crc32c is the raw register: Crc32cExtend(c, x) = ~raw(~c, x).
+    uint32_t out = ~bl.crc32c(~crc);
+    summed_.push_back(std::move(piece));
+    return out;
   }
 
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) {
@@ -272,6 +307,8 @@ class AioQueue {
   std::mutex mu_;
   std::condition_variable done_cv_;
   std::deque<Op*> done_;  // GUARDED_BY(mu_)
+  // Pieces checksummed for the next write, owner thread only.
+  std::vector<ceph::bufferptr> summed_;
 };
 
 class RadosWritable final : public WritableObject {
@@ -281,6 +318,9 @@ class RadosWritable final : public WritableObject {
 
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
     return aio_.StartWrite(offset, data, len, tag);
+  }
+  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
+    return aio_.Checksum(crc, data, len);
   }
   Result<IoCompletion> Reap() override { return aio_.Reap(); }
   size_t in_flight() const override { return aio_.in_flight(); }
