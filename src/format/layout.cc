@@ -31,6 +31,16 @@ std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
   return ManifestPrefix(name, step) + buf + std::string(writer) + ".man";
 }
 
+std::string RankPointerPrefix(std::string_view name, uint64_t step) {
+  return StepPrefix(name, step) + "ranks/";
+}
+
+std::string RankPointerObject(std::string_view name, uint64_t step, uint32_t rank, uint32_t k) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%06u.%04u", rank, k);
+  return RankPointerPrefix(name, step) + buf;
+}
+
 std::string DrainNotePrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "drain/";
 }

@@ -3,6 +3,7 @@
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
 //   ckpt/<name>/<step>/writers/<writer>.lock                    while a writer is active
+//   ckpt/<name>/<step>/ranks/<rank, 6 digits>.<k, 4 digits>     rank r's k-th manifest pointer
 //   ckpt/<name>/<step>/drain/<tier, 16 hex digits>.note         why a drain to a later tier failed
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
 // an object. Steps are zero-padded so names sort by step.
@@ -25,6 +26,12 @@ std::string CommitObject(std::string_view name, uint64_t step);
 std::string ManifestPrefix(std::string_view name, uint64_t step);  // ".../manifest/"
 std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
                            std::string_view writer);
+// Where rank `rank` (> 0) names the manifest it published, so that rank 0
+// finds it by name instead of by listing (a RADOS listing walks the whole
+// pool). The k-th such pointer of that rank: k counts past pointers left by
+// earlier writers of the same rank (crashed or concurrent attempts).
+std::string RankPointerPrefix(std::string_view name, uint64_t step);  // ".../ranks/"
+std::string RankPointerObject(std::string_view name, uint64_t step, uint32_t rank, uint32_t k);
 std::string DrainNotePrefix(std::string_view name, uint64_t step);  // ".../drain/"
 // The note about draining to the tier at `tier_uri` (named by a hash of it).
 std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri);

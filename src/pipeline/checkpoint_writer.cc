@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 #include <unordered_set>
 
@@ -44,6 +45,10 @@ class MemorySource final : public ItemSource {
   const uint8_t* p_;
   uint64_t left_;
 };
+
+// Pointers per rank and step before a writer gives up (gc removes those of
+// writers that are gone).
+constexpr uint32_t kMaxRankPointers = 10000;
 
 std::string CheckpointLabel(const CheckpointId& id) {
   return "checkpoint " + id.name + "@" + std::to_string(id.step);
@@ -166,9 +171,29 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
       stats.committed = true;
     } else {
-      RETURN_IF_ERROR(WaitForCommit(manifest_name));
+      ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
+      Status waited = WaitForCommit(manifest_name);
+      // Rank 0 is done with it once a commit exists; gc takes what a crash
+      // leaves.
+      if (waited.ok()) (void)backend_.Remove(pointer);
+      RETURN_IF_ERROR(waited);
     }
     return stats;
+  }
+
+  // Names this rank's manifest at the first free pointer of its rank, where
+  // rank 0 looks for it. Earlier writers of the same rank (a crashed
+  // attempt) may hold the first ones.
+  Result<std::string> PublishRankPointer(const std::string& manifest_name) {
+    for (uint32_t k = 0; k < kMaxRankPointers; ++k) {
+      std::string pointer = RankPointerObject(id_.name, id_.step, rank_, k);
+      Status st = backend_.PublishIfAbsent(pointer, manifest_name);
+      if (st.ok()) return pointer;
+      if (!st.IsAlreadyExists()) return st.WithContext(CheckpointLabel(id_) + ": publish rank pointer");
+    }
+    return Status::Unavailable(CheckpointLabel(id_) + ": rank " + std::to_string(rank_) + " has " +
+                               std::to_string(kMaxRankPointers) +
+                               " manifest pointers from earlier writers already; run gc");
   }
 
   struct Candidate {
@@ -202,7 +227,7 @@ class Writer final : public RankWriter {
   // Polls with a growing interval until `done()` or the rank timeout. The
   // interval stays short (at most 50 ms): every rank's save time includes
   // the wait for the last rank, and a long sleep past that moment would be
-  // pure added stall. A listing of one step's manifests is cheap.
+  // pure added stall. One poll (a Stat of a few names) is cheap.
   template <typename F>
   Status Poll(F done, const std::string& what_on_timeout) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.rank_timeout_ms);
@@ -227,40 +252,85 @@ class Writer final : public RankWriter {
     auto all_chosen = [&] {
       return std::all_of(chosen.begin(), chosen.end(), [](const auto& c) { return c.has_value(); });
     };
+    // Judges manifest `object` as rank `rank`'s. Returns false where it
+    // cannot tell yet: the object is asked about again on the next poll.
+    auto consider = [&](const std::string& object, uint32_t rank) -> bool {
+      if (rejected.count(object) || (chosen[rank] && chosen[rank]->object == object)) return true;
+      auto bytes = backend_.ReadSmall(object);
+      if (!bytes.ok()) {
+        if (!bytes.status().IsNotFound()) return false;
+        rejected.insert(object);  // withdrawn by its writer
+        return true;
+      }
+      auto m = DecodeManifest(*bytes, "manifest " + object);
+      if (!m.ok() || m->world != world_ || m->rank != rank || m->name != id_.name ||
+          m->step != id_.step || m->attempt != save_.attempt) {
+        rejected.insert(object);
+        return true;
+      }
+      // Only a writer that is still there (waiting for this commit) is
+      // part of this save: a manifest whose writer crashed or gave up is a
+      // leftover of an earlier attempt.
+      auto state = WriterStateOf(backend_, id_.name, id_.step, m->writer_id);
+      if (!state.ok()) return false;
+      if (*state == WriterState::kGone) {
+        rejected.insert(object);
+        return true;
+      }
+      // Several manifests for one rank: a crashed earlier attempt left one.
+      // The newest is this attempt's.
+      if (!chosen[rank] || chosen[rank]->manifest.created_unix_ms < m->created_unix_ms) {
+        chosen[rank] = Candidate{object, bytes->size(), Crc32c(bytes->data(), bytes->size()), std::move(m).value()};
+      }
+      return true;
+    };
+    // Each rank names its manifest at the first free of its pointers; the
+    // ones before it (earlier writers of that rank) are judged once and
+    // then not asked about again. Probing runs a few pointers past the
+    // highest seen, and a hole (a pointer gc removed, which a new writer of
+    // the rank may take again) stays probed. One Stat of every rank still
+    // missing per poll: no listing, which on RADOS walks every placement
+    // group of the pool.
+    constexpr uint32_t kPointersAhead = 4;
+    struct RankPointers {
+      uint32_t next = 0;       // every pointer below it is settled
+      uint32_t end = kPointersAhead;  // probe below this
+      std::set<uint32_t> settled;
+    };
+    std::vector<RankPointers> pointers(world_);
     auto gather = [&]() -> Result<bool> {
-      // A save of one rank has nothing to gather, and a listing is not free
-      // (on RADOS it walks every placement group of the pool).
-      if (all_chosen()) return true;
-      ASSIGN_OR_RETURN(auto listed, backend_.List(ManifestPrefix(id_.name, id_.step)));
-      for (const auto& o : listed) {
-        if (o.name == own_name || rejected.count(o.name)) continue;
-        auto parsed = ParseObjectName(o.name);
-        if (!parsed || o.name.find(".tmp.") != std::string::npos) continue;
-        auto rank = RankOfManifest(parsed->rest);
-        if (!rank || *rank == 0 || *rank >= world_) { rejected.insert(o.name); continue; }
-        if (chosen[*rank] && chosen[*rank]->object == o.name) continue;
-        auto bytes = backend_.ReadSmall(o.name);
-        if (!bytes.ok()) continue;  // removed meanwhile
-        auto m = DecodeManifest(*bytes, "manifest " + o.name);
-        if (!m.ok() || m->world != world_ || m->rank != *rank || m->name != id_.name ||
-            m->step != id_.step || m->attempt != save_.attempt) {
-          rejected.insert(o.name);
-          continue;
+      if (all_chosen()) return true;  // a save of one rank has nothing to gather
+      std::vector<std::string> probe;
+      std::map<std::string, std::pair<uint32_t, uint32_t>> pointer_of;  // name -> (rank, k)
+      for (uint32_t r = 1; r < world_; ++r) {
+        if (chosen[r]) continue;
+        for (uint32_t k = pointers[r].next; k < pointers[r].end && k < kMaxRankPointers; ++k) {
+          if (pointers[r].settled.count(k)) continue;
+          std::string name = RankPointerObject(id_.name, id_.step, r, k);
+          pointer_of[name] = {r, k};
+          probe.push_back(std::move(name));
         }
-        // Only a writer that is still there (waiting for this commit) is
-        // part of this save: a manifest whose writer crashed or gave up is a
-        // leftover of an earlier attempt.
-        auto state = WriterStateOf(backend_, id_.name, id_.step, m->writer_id);
-        if (!state.ok()) continue;  // ask again on the next poll
-        if (*state == WriterState::kGone) {
-          rejected.insert(o.name);
-          continue;
+      }
+      ASSIGN_OR_RETURN(auto found, backend_.Stat(probe));
+      std::sort(found.begin(), found.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
+      for (const auto& o : found) {
+        auto [rank, k] = pointer_of.at(o.name);
+        RankPointers& p = pointers[rank];
+        p.end = std::max(p.end, k + 1 + kPointersAhead);
+        auto target = backend_.ReadSmall(o.name);
+        if (!target.ok() && !target.status().IsNotFound()) continue;  // ask again
+        auto parsed = target.ok() ? ParseObjectName(*target) : std::nullopt;
+        if (parsed && parsed->name == id_.name && parsed->step == id_.step &&
+            RankOfManifest(parsed->rest) == std::optional<uint32_t>(rank) &&
+            target->find(".tmp.") == std::string::npos && !consider(*target, rank)) {
+          continue;  // ask again
         }
-        // Several manifests for one rank: a crashed earlier attempt left one.
-        // The newest is this attempt's.
-        if (!chosen[*rank] || chosen[*rank]->manifest.created_unix_ms < m->created_unix_ms) {
-          chosen[*rank] = Candidate{o.name, bytes->size(), Crc32c(bytes->data(), bytes->size()), std::move(m).value()};
-        }
+        // Withdrawn, not a manifest of this rank, or judged.
+        p.settled.insert(k);
+      }
+      for (uint32_t r = 1; r < world_; ++r) {
+        RankPointers& p = pointers[r];
+        while (p.settled.count(p.next)) p.settled.erase(p.next++);
       }
       return all_chosen();
     };

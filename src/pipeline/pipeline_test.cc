@@ -365,6 +365,110 @@ TEST_F(StoreTest, MultiRankCommitsOnceWhenAllRanksArrive) {
   EXPECT_GT(seen, 0);
 }
 
+// Forwards to a real backend and counts listings.
+class ListCountingBackend final : public Backend {
+ public:
+  ListCountingBackend(std::unique_ptr<Backend> inner, std::atomic<int>* lists)
+      : inner_(std::move(inner)), lists_(lists) {}
+  const BackendCaps& caps() const override { return inner_->caps(); }
+  const std::string& uri() const override { return inner_->uri(); }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override { return inner_->Create(n, h); }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
+  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
+  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    ++*lists_;
+    return inner_->List(prefix);
+  }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override { return inner_->Stat(names); }
+  Status Remove(const std::string& n) override { return inner_->Remove(n); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::atomic<int>* lists_;
+};
+
+// Rank 0 finds the other ranks' manifests by name, through the pointers
+// they publish: a listing walks a whole RADOS pool, every poll. The ranks
+// take their pointers back once the commit exists.
+TEST_F(StoreTest, MultiRankCommitListsNothingAndLeavesNoPointers) {
+  constexpr uint32_t kWorld = 5;
+  std::atomic<int> lists{0};
+  auto b = OpenBackend(dir_, true);
+  ASSERT_TRUE(b.ok());
+  StoreOptions o;
+  auto counted = Store::Open(std::unique_ptr<Backend>(new ListCountingBackend(std::move(b).value(), &lists)), o);
+  std::vector<std::thread> ranks;
+  std::vector<Status> results(kWorld);
+  for (uint32_t r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40 * (kWorld - r)));  // rank 0 last, and first
+      auto w = counted->BeginCheckpoint({"nolist", 3}, r, kWorld);
+      if (!w.ok()) { results[r] = w.status(); return; }
+      std::string d = Bytes(3000 + r, r);
+      Status st = (*w)->AddItem("r" + std::to_string(r), "meta:r" + std::to_string(r), d.data(), d.size());
+      results[r] = st.ok() ? (*w)->Commit().status() : st;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (uint32_t r = 0; r < kWorld; ++r) EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].ToString();
+  EXPECT_EQ(lists.load(), 0) << "a save listed the store";
+  auto loaded = Load("nolist", 3);
+  ASSERT_EQ(loaded.size(), kWorld);
+  auto left = store_->backend().List(RankPointerPrefix("nolist", 3));
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << left->size() << " rank pointer(s) left behind, e.g. " << (*left)[0].name;
+}
+
+// Pointers left by earlier writers of a rank (junk, another rank's
+// manifest, a manifest that is gone), with a hole where gc took one: rank 0
+// judges each, steps past them and finds the live rank's; gc then takes
+// the leftovers and the checkpoint stays whole.
+TEST_F(StoreTest, RankZeroStepsPastLeftoverPointersAndHoles) {
+  StoreOptions o;
+  o.rank_timeout_ms = 20000;
+  Reopen(o);
+  Backend& be = store_->backend();
+  const std::vector<std::string> leftovers = {
+      "junk",
+      ManifestObject("holes", 1, 2, "0123456789abcdef"),  // another rank's
+      "to be removed",
+      ManifestObject("holes", 1, 1, "deadbeefdeadbeef"),  // never published
+      "ckpt/holes/00000000000000000001/manifest/r000001-x.man.tmp.1",
+      "",
+  };
+  for (uint32_t k = 0; k < leftovers.size(); ++k) {
+    ASSERT_TRUE(be.PublishIfAbsent(RankPointerObject("holes", 1, 1, k), leftovers[k]).ok());
+  }
+  const std::string d1 = Bytes(12345, 1);
+  Status rank1;
+  std::thread t1([&] {
+    auto w = store_->BeginCheckpoint({"holes", 1}, 1, 2);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddItem("one", "meta:one", d1.data(), d1.size()).ok());
+    rank1 = (*w)->Commit().status();
+  });
+  const std::string mine = RankPointerObject("holes", 1, 1, static_cast<uint32_t>(leftovers.size()));
+  for (int i = 0; i < 2000 && !be.ReadSmall(mine).ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(be.ReadSmall(mine).ok()) << "rank 1 should take the first free pointer";
+  ASSERT_TRUE(be.Remove(RankPointerObject("holes", 1, 1, 2)).ok());  // a hole
+  auto w0 = store_->BeginCheckpoint({"holes", 1}, 0, 2);
+  ASSERT_TRUE(w0.ok());
+  ASSERT_TRUE((*w0)->AddItem("zero", "meta:zero", "0", 1).ok());
+  auto committed = (*w0)->Commit();
+  t1.join();
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_TRUE(rank1.ok()) << rank1.ToString();
+  EXPECT_EQ(Load("holes", 1), (std::map<std::string, std::string>{{"one", d1}, {"zero", "0"}}));
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_EQ(gc->objects_removed, leftovers.size() - 1);
+  auto left = be.List(RankPointerPrefix("holes", 1));
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  EXPECT_TRUE(store_->Verify("holes", 1)->ok());
+}
+
 TEST_F(StoreTest, MissingRankTimesOutAndLeavesItUncommitted) {
   StoreOptions o;
   o.rank_timeout_ms = 300;
