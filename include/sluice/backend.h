@@ -74,15 +74,16 @@ class WritableObject {
   // write).
   virtual Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) = 0;
 
-  // Returns the CRC32C of io/crc32c.h extended from `crc` over `len` bytes
-  // at `data` (Crc32cExtend(crc, data, len)), for bytes the caller is about
-  // to write: a later StartWrite whose range holds them, with the bytes
-  // unchanged until that write is reaped. Writers checksum their chunks
-  // through this instead of on their own so that a backend whose transport
-  // checksums every write anyway (RADOS: the messenger's crc32c of each
-  // message) hashes the bytes once, not twice. Bytes checksummed here and
-  // then not written cost nothing but the checksum. The default computes
-  // Crc32cExtend.
+  // Returns the CRC32C (Castagnoli, the chunk checksum of doc/format.md)
+  // extended from `crc` over `len` bytes at `data`, for bytes the caller is
+  // about to write: writers checksum their chunks through this rather than
+  // on their own, so that a backend whose transport checksums every write
+  // anyway (RADOS: the messenger's crc32c of each message; a peer or
+  // NVMe-oF transport with a data digest alike) hashes the bytes once, not
+  // twice. What was checksummed since the last StartWrite is matched
+  // against the next StartWrite only, so REQUIRES: the bytes stay unchanged
+  // until that next write is reaped, if it covers them. The default just
+  // computes the CRC.
   virtual uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len);
 
   // Returns the next completion, blocking until one exists.

@@ -77,10 +77,11 @@ class ItemSource {
   // Optional, for sources whose bytes already sit in memory: instead of
   // copying them, points `*data` at the next n bytes (1 <= n <= len),
   // consumes them and returns n; returns 0 to have them copied through
-  // Read() instead. The writer may write straight from lent memory (stores
-  // that take writes at any address, e.g. RADOS), so it must stay valid and
-  // unchanged until the CheckpointWriter's Commit() returns or the writer
-  // is destroyed.
+  // Read() instead. Where the store takes writes at any address (RADOS, or
+  // a file store opened with direct=off), pieces of 1 MiB and up are written
+  // straight from lent memory, so it must stay valid and unchanged until
+  // the CheckpointWriter's Commit() returns or the writer is destroyed
+  // (whichever is first; both wait for those writes).
   virtual size_t Lend(size_t len, const void** data) {
     (void)len;
     *data = nullptr;
@@ -110,9 +111,8 @@ class CheckpointWriter {
   // duplicate key, or if the source delivers a different number of bytes.
   virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
                          ItemSource& source) = 0;
-  // The same from memory, which must stay valid and unchanged until
-  // Commit() returns or the writer is destroyed: the writer may write
-  // straight from it instead of copying it (ItemSource::Lend).
+  // The same from memory, copied before AddItem returns. (To have it
+  // written in place instead, pass an ItemSource that lends it.)
   virtual Status AddItem(std::string_view key, std::string_view metadata, const void* data,
                          uint64_t size) = 0;
 

@@ -47,7 +47,7 @@ std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
 struct ParsedObjectName {
   std::string name;
   uint64_t step = 0;
-  std::string rest;  // "COMMIT", "manifest/...", "data/..."
+  std::string rest;  // "COMMIT", "manifest/...", "data/...", "writers/...", "ranks/...", "drain/..."
 };
 std::optional<ParsedObjectName> ParseObjectName(std::string_view object);
 

@@ -34,13 +34,6 @@ class MemorySource final : public ItemSource {
     left_ -= n;
     return n;
   }
-  size_t Lend(size_t len, const void** data) override {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(len, left_));
-    *data = p_;
-    p_ += n;
-    left_ -= n;
-    return n;
-  }
  private:
   const uint8_t* p_;
   uint64_t left_;
@@ -103,14 +96,15 @@ class Writer final : public RankWriter {
   }
 
   Result<SaveStats> Commit() override {
-    RETURN_IF_ERROR(sticky_);
     if (finished_) return Status::InvalidArgument("Commit called twice");
     finished_ = true;
-    // Whatever the outcome, this writer is done when Commit returns.
+    // Whatever the outcome, this writer is done when Commit returns, and no
+    // write from memory an item source lent is in flight any more.
     struct RetireOnReturn {
       Writer* w;
       ~RetireOnReturn() { w->Retire(); }
     } retire{this};
+    RETURN_IF_ERROR(sticky_);
     const std::string label = CheckpointLabel(id_);
     // Refuse early if someone already committed: no point publishing.
     if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
@@ -127,7 +121,6 @@ class Writer final : public RankWriter {
 
   Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                   std::vector<DataObjectRef> objects) override {
-    RETURN_IF_ERROR(sticky_);
     if (finished_) return Status::InvalidArgument("Commit called twice");
     if (!manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
     finished_ = true;
@@ -135,6 +128,7 @@ class Writer final : public RankWriter {
       Writer* w;
       ~RetireOnReturn() { w->Retire(); }
     } retire{this};
+    RETURN_IF_ERROR(sticky_);
     if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
       return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
     }
@@ -193,7 +187,8 @@ class Writer final : public RankWriter {
     }
     return Status::Unavailable(CheckpointLabel(id_) + ": rank " + std::to_string(rank_) + " has " +
                                std::to_string(kMaxRankPointers) +
-                               " manifest pointers from earlier writers already; run gc");
+                               " manifest pointers from earlier writers already (gc removes them once "
+                               "no writer of the step is alive)");
   }
 
   struct Candidate {
@@ -212,6 +207,10 @@ class Writer final : public RankWriter {
   void Retire() {
     if (retired_) return;
     retired_ = true;
+    // First: a write still in flight would read memory the caller may free
+    // once we return, and on RADOS it would create an object again after
+    // RemoveOwnData removed it.
+    data_.WaitOutWrites();
     if (!manifest_published_) RemoveOwnData();
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
   }
@@ -287,30 +286,38 @@ class Writer final : public RankWriter {
     // Each rank names its manifest at the first free of its pointers; the
     // ones before it (earlier writers of that rank) are judged once and
     // then not asked about again. Probing runs a few pointers past the
-    // highest seen, and a hole (a pointer gc removed, which a new writer of
-    // the rank may take again) stays probed. One Stat of every rank still
-    // missing per poll: no listing, which on RADOS walks every placement
-    // group of the pool.
-    constexpr uint32_t kPointersAhead = 4;
+    // highest seen, and a hole (a pointer gc removed before this save, which
+    // a writer of the rank may take again) stays probed. No listing: on
+    // RADOS that walks every placement group of the pool.
+    constexpr uint32_t kPointersAhead = 2;
     struct RankPointers {
-      uint32_t next = 0;       // every pointer below it is settled
+      uint32_t next = 0;              // every pointer below it is settled
       uint32_t end = kPointersAhead;  // probe below this
       std::set<uint32_t> settled;
     };
     std::vector<RankPointers> pointers(world_);
-    auto gather = [&]() -> Result<bool> {
-      if (all_chosen()) return true;  // a save of one rank has nothing to gather
+    struct Round {
+      bool extended = false;    // a rank's pointers reach past what was probed
+      bool unresolved = false;  // a pointer could not be judged yet
+    };
+    // One Stat of the unsettled pointers of the given ranks, then each one
+    // found is judged.
+    auto probe_round = [&](bool missing_ranks_only) -> Result<Round> {
+      Round round;
       std::vector<std::string> probe;
       std::map<std::string, std::pair<uint32_t, uint32_t>> pointer_of;  // name -> (rank, k)
+      std::vector<uint32_t> probed_end(world_, 0);
       for (uint32_t r = 1; r < world_; ++r) {
-        if (chosen[r]) continue;
-        for (uint32_t k = pointers[r].next; k < pointers[r].end && k < kMaxRankPointers; ++k) {
+        if (missing_ranks_only && chosen[r]) continue;
+        probed_end[r] = std::min(pointers[r].end, kMaxRankPointers);
+        for (uint32_t k = pointers[r].next; k < probed_end[r]; ++k) {
           if (pointers[r].settled.count(k)) continue;
           std::string name = RankPointerObject(id_.name, id_.step, r, k);
           pointer_of[name] = {r, k};
           probe.push_back(std::move(name));
         }
       }
+      if (probe.empty()) return round;
       ASSIGN_OR_RETURN(auto found, backend_.Stat(probe));
       std::sort(found.begin(), found.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
       for (const auto& o : found) {
@@ -318,20 +325,43 @@ class Writer final : public RankWriter {
         RankPointers& p = pointers[rank];
         p.end = std::max(p.end, k + 1 + kPointersAhead);
         auto target = backend_.ReadSmall(o.name);
-        if (!target.ok() && !target.status().IsNotFound()) continue;  // ask again
-        auto parsed = target.ok() ? ParseObjectName(*target) : std::nullopt;
+        if (!target.ok()) {
+          // Gone since the Stat: a hole now, probed again. Else ask again.
+          if (!target.status().IsNotFound()) round.unresolved = true;
+          continue;
+        }
+        auto parsed = ParseObjectName(*target);
         if (parsed && parsed->name == id_.name && parsed->step == id_.step &&
             RankOfManifest(parsed->rest) == std::optional<uint32_t>(rank) &&
             target->find(".tmp.") == std::string::npos && !consider(*target, rank)) {
-          continue;  // ask again
+          round.unresolved = true;
+          continue;
         }
-        // Withdrawn, not a manifest of this rank, or judged.
-        p.settled.insert(k);
+        p.settled.insert(k);  // not a manifest of this rank, or judged
       }
       for (uint32_t r = 1; r < world_; ++r) {
         RankPointers& p = pointers[r];
         while (p.settled.count(p.next)) p.settled.erase(p.next++);
+        if (probed_end[r] > 0 && std::min(p.end, kMaxRankPointers) > probed_end[r]) round.extended = true;
       }
+      return round;
+    };
+    auto gather = [&]() -> Result<bool> {
+      if (world_ == 1) return true;  // a save of one rank has nothing to gather
+      // While ranks are missing, only theirs are probed: one Stat per poll.
+      Round round;
+      do {
+        ASSIGN_OR_RETURN(round, probe_round(true));
+      } while (round.extended);
+      if (!all_chosen()) return false;
+      // Every rank has a manifest. Before committing, every rank's pointers
+      // are read to their end, so that a newer writer of a rank (a relaunch
+      // whose crashed predecessor still counts as alive) wins over an older
+      // one found first.
+      do {
+        ASSIGN_OR_RETURN(round, probe_round(false));
+        if (round.unresolved) return false;  // judge it on the next poll
+      } while (round.extended);
       return all_chosen();
     };
     Status waited = Poll(gather, "");

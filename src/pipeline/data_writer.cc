@@ -32,18 +32,25 @@ DataWriter::~DataWriter() {
   // Abandoned mid-write (error path): wait for in-flight writes so the kernel
   // never touches freed buffers. The objects themselves are left for the
   // caller or gc to remove.
+  if (WaitOutWrites()) {
+    for (auto& b : buffers_) BufferPool::Give(std::move(b));
+  }
+}
+
+bool DataWriter::WaitOutWrites() {
   bool quiet = true;
   auto wait_out = [&](WritableObject* o) {
     while (o->in_flight() > 0) {
-      if (!o->Reap().ok()) break;
+      auto c = o->Reap();
+      if (!c.ok()) break;
+      if (c->tag != kLentTag) free_.push_back(static_cast<size_t>(c->tag));
+      if (!c->status.ok() && error_.ok()) error_ = c->status;
     }
     if (o->in_flight() > 0) quiet = false;
   };
   for (auto& d : draining_) wait_out(d.object.get());
   if (object_) wait_out(object_.get());
-  if (quiet) {
-    for (auto& b : buffers_) BufferPool::Give(std::move(b));
-  }
+  return quiet;
 }
 
 // Reaps one completion, from the oldest object with writes in flight (its
@@ -205,7 +212,8 @@ Status DataWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRe
       // Memory the source lends is written from where it is, with no copy,
       // where the store takes writes at any address and nothing is buffered
       // ahead of it (a buffer's bytes must reach the object first).
-      if (source_lends && align_ == 1 && fill_ == 0 && left >= kMinLentWriteBytes) {
+      if (source_lends && align_ == 1 && fill_ == 0 && left >= kMinLentWriteBytes &&
+          io_bytes_ >= kMinLentWriteBytes) {
         size_t want = static_cast<size_t>(std::min<uint64_t>(left, io_bytes_));
         lent_bytes = source.Lend(want, &lent);
         if (lent_bytes > want || (lent_bytes > 0 && lent == nullptr)) {

@@ -44,13 +44,18 @@ class DataWriter {
   // Writes the last partial buffer, waits for every write and makes every
   // object durable. After OK, objects() lists them with their sizes.
   Status Finish();
+  // Waits for every write in flight (of an abandoned save: nothing is
+  // finished), so that none reads a buffer or lent memory any more. False
+  // if a write could not be reaped (it may still be in flight).
+  bool WaitOutWrites();
 
   const std::vector<DataObjectRef>& objects() const { return objects_; }
 
  private:
   Status OpenNextObject(uint64_t first_chunk);
   Status FlushCurrentBuffer(bool last);
-  // Reaps until the current object can take one more write.
+  // Reaps until the current object can take one more write and fewer than
+  // its queue depth are in flight across all objects.
   Status WaitForWriteSlot();
   // Writes `len` bytes of memory an item source lent, at the current
   // object's end. REQUIRES: nothing buffered (fill_ == 0).

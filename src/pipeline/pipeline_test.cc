@@ -137,44 +137,134 @@ class PatternLender final : public ItemSource {
 // On a store that takes writes at any address, memory a source lends is
 // written from where it is. Whatever the mix of lent pieces (large ones,
 // ones too small to write alone, a source that stops lending), buffered
-// sources and object rollovers, every byte lands where it belongs.
+// sources and object rollovers, every byte lands where it belongs, at any
+// queue depth (qd=1: a write in flight too many is refused by the thread
+// engine).
 TEST_F(StoreTest, LentMemoryRoundTripsWhateverTheMixOfPieces) {
+  for (const char* query : {"direct=off", "io=threads&direct=off&qd=1", "direct=off&qd=3"}) {
+    SCOPED_TRACE(query);
+    StoreOptions o;
+    o.io_bytes = 2 << 20;
+    o.object_bytes = 9 << 20;  // rollovers in mid-stream
+    Reopen(o, query);          // io_alignment 1: lending applies
+    ASSERT_EQ(store_->backend().caps().io_alignment, 1u);
+    std::map<std::string, std::string> items = {
+        {"big", Bytes((13 << 20) + 5, 1)},       {"tiny", Bytes(3, 2)},
+        {"pieces", Bytes((11 << 20) + 999, 3)},  {"declines", Bytes(7 << 20, 4)},
+        {"buffered", Bytes((5 << 20) + 1, 5)},   {"after", Bytes((6 << 20) + 77, 6)},
+    };
+    const std::string name = "lent-" + std::to_string(std::hash<std::string>()(query) % 100000);
+    auto w = store_->BeginCheckpoint({name, 1}, 0, 1);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    auto add = [&](const std::string& key, ItemSource* src) {
+      const std::string& v = items[key];
+      Status st = src ? (*w)->AddItem(key, "meta:" + key, v.size(), *src)
+                      : (*w)->AddItem(key, "meta:" + key, v.data(), v.size());
+      ASSERT_TRUE(st.ok()) << key << ": " << st.ToString();
+    };
+    PatternLender big(items["big"], {SIZE_MAX});
+    add("big", &big);
+    add("tiny", nullptr);
+    PatternLender pieces(items["pieces"], {100, 3 << 20, 1 << 20, (1 << 20) - 1, 4096});
+    add("pieces", &pieces);
+    PatternLender declines(items["declines"], {2 << 20, 2 << 20, 0});
+    add("declines", &declines);
+    PatternLender buffered(items["buffered"], {});
+    add("buffered", &buffered);
+    PatternLender after(items["after"], {SIZE_MAX});
+    add("after", &after);
+    EXPECT_GT(pieces.lends_asked(), 3u);
+    EXPECT_EQ(declines.lends_asked(), 3u) << "a source that declines once is not asked again for that item";
+    auto stats = (*w)->Commit();
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_EQ(Load(name, 1), items);
+    auto report = store_->Verify(name, 1);
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok());
+  }
+}
+
+// Forwards to a real backend and counts the writes started and not yet
+// reaped, across all objects.
+class InFlightCountingBackend final : public Backend {
+ public:
+  InFlightCountingBackend(std::unique_ptr<Backend> inner, std::atomic<int>* in_flight)
+      : inner_(std::move(inner)), in_flight_(in_flight) {}
+  const BackendCaps& caps() const override { return inner_->caps(); }
+  const std::string& uri() const override { return inner_->uri(); }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
+    ASSIGN_OR_RETURN(auto w, inner_->Create(n, h));
+    return std::unique_ptr<WritableObject>(new Counting(std::move(w), in_flight_));
+  }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
+  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
+  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
+  Result<std::vector<ObjectInfo>> List(const std::string& p) override { return inner_->List(p); }
+  Status Remove(const std::string& n) override { return inner_->Remove(n); }
+
+ private:
+  class Counting final : public WritableObject {
+   public:
+    Counting(std::unique_ptr<WritableObject> inner, std::atomic<int>* n) : inner_(std::move(inner)), n_(n) {}
+    Status StartWrite(uint64_t off, const void* d, size_t len, uint64_t tag) override {
+      Status st = inner_->StartWrite(off, d, len, tag);
+      if (st.ok()) ++*n_;
+      return st;
+    }
+    Result<IoCompletion> Reap() override {
+      auto c = inner_->Reap();
+      if (c.ok()) --*n_;
+      return c;
+    }
+    size_t in_flight() const override { return inner_->in_flight(); }
+    size_t queue_depth() const override { return inner_->queue_depth(); }
+    Status Finish(uint64_t size) override { return inner_->Finish(size); }
+
+   private:
+    std::unique_ptr<WritableObject> inner_;
+    std::atomic<int>* n_;
+  };
+  std::unique_ptr<Backend> inner_;
+  std::atomic<int>* in_flight_;
+};
+
+// Lent memory is the caller's again when Commit returns, whatever Commit
+// returns: no write from it may still be in flight, not after a failed
+// AddItem, nor when another writer committed the step first.
+TEST_F(StoreTest, NoWriteFromLentMemoryOutlivesCommitEvenWhenItFails) {
+  std::atomic<int> in_flight{0};
+  auto b = OpenBackend(dir_ + "?direct=off", true);
+  ASSERT_TRUE(b.ok());
   StoreOptions o;
   o.io_bytes = 2 << 20;
-  o.object_bytes = 9 << 20;  // rollovers in mid-stream
-  Reopen(o, "direct=off");   // io_alignment 1: lending applies
-  ASSERT_EQ(store_->backend().caps().io_alignment, 1u);
-  std::map<std::string, std::string> items = {
-      {"big", Bytes((13 << 20) + 5, 1)},       {"tiny", Bytes(3, 2)},
-      {"pieces", Bytes((11 << 20) + 999, 3)},  {"declines", Bytes(7 << 20, 4)},
-      {"buffered", Bytes((5 << 20) + 1, 5)},   {"after", Bytes((6 << 20) + 77, 6)},
-  };
-  auto w = store_->BeginCheckpoint({"lent", 1}, 0, 1);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  auto add = [&](const std::string& key, ItemSource* src) {
-    const std::string& v = items[key];
-    Status st = src ? (*w)->AddItem(key, "meta:" + key, v.size(), *src)
-                    : (*w)->AddItem(key, "meta:" + key, v.data(), v.size());
-    ASSERT_TRUE(st.ok()) << key << ": " << st.ToString();
-  };
-  add("big", nullptr);
-  add("tiny", nullptr);
-  PatternLender pieces(items["pieces"], {100, 3 << 20, 1 << 20, (1 << 20) - 1, 4096});
-  add("pieces", &pieces);
-  PatternLender declines(items["declines"], {2 << 20, 2 << 20, 0});
-  add("declines", &declines);
-  PatternLender buffered(items["buffered"], {});
-  add("buffered", &buffered);
-  add("after", nullptr);
-  EXPECT_GT(pieces.lends_asked(), 3u);
-  EXPECT_EQ(declines.lends_asked(), 3u) << "a source that declines once is not asked again for that item";
-  auto stats = (*w)->Commit();
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
-  EXPECT_EQ(Load("lent", 1), items);
-  auto report = store_->Verify("lent", 1);
-  ASSERT_TRUE(report.ok());
-  EXPECT_TRUE(report->ok());
-  EXPECT_GT(DataFiles().size(), 4u);
+  auto counted = Store::Open(std::unique_ptr<Backend>(new InFlightCountingBackend(std::move(b).value(), &in_flight)), o);
+  const std::string v = Bytes(24 << 20, 7);
+  {  // another writer commits the step first
+    auto loser = counted->BeginCheckpoint({"outlive", 1}, 0, 1);
+    ASSERT_TRUE(loser.ok());
+    PatternLender lent(v, {SIZE_MAX});
+    ASSERT_TRUE((*loser)->AddItem("x", "", v.size(), lent).ok());
+    EXPECT_GT(in_flight.load(), 0) << "the test needs writes still in flight here";
+    {
+      auto winner = counted->BeginCheckpoint({"outlive", 1}, 0, 1);
+      ASSERT_TRUE(winner.ok());
+      ASSERT_TRUE((*winner)->AddItem("y", "", "1", 1).ok());
+      ASSERT_TRUE((*winner)->Commit().ok());
+    }
+    auto lost = (*loser)->Commit();
+    EXPECT_TRUE(lost.status().IsAlreadyExists()) << lost.status().ToString();
+    EXPECT_EQ(in_flight.load(), 0) << "lent writes still in flight after Commit returned";
+  }
+  {  // an item fails midway, then Commit returns that error
+    auto w = counted->BeginCheckpoint({"outlive", 2}, 0, 1);
+    ASSERT_TRUE(w.ok());
+    PatternLender lent(v, {SIZE_MAX});
+    ASSERT_TRUE((*w)->AddItem("x", "", v.size(), lent).ok());
+    PatternLender liar(v, {1 << 20}, /*overlend=*/true);
+    EXPECT_FALSE((*w)->AddItem("z", "", v.size(), liar).ok());
+    EXPECT_FALSE((*w)->Commit().ok());
+    EXPECT_EQ(in_flight.load(), 0) << "lent writes still in flight after Commit returned";
+  }
 }
 
 TEST_F(StoreTest, ASourceLendingMoreThanAskedIsRefused) {
@@ -402,7 +492,7 @@ TEST_F(StoreTest, MultiRankCommitListsNothingAndLeavesNoPointers) {
   std::vector<Status> results(kWorld);
   for (uint32_t r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(40 * (kWorld - r)));  // rank 0 last, and first
+      std::this_thread::sleep_for(std::chrono::milliseconds(40 * r));  // rank 0 polls while the others arrive
       auto w = counted->BeginCheckpoint({"nolist", 3}, r, kWorld);
       if (!w.ok()) { results[r] = w.status(); return; }
       std::string d = Bytes(3000 + r, r);
@@ -421,52 +511,90 @@ TEST_F(StoreTest, MultiRankCommitListsNothingAndLeavesNoPointers) {
 }
 
 // Pointers left by earlier writers of a rank (junk, another rank's
-// manifest, a manifest that is gone), with a hole where gc took one: rank 0
-// judges each, steps past them and finds the live rank's; gc then takes
-// the leftovers and the checkpoint stays whole.
-TEST_F(StoreTest, RankZeroStepsPastLeftoverPointersAndHoles) {
+// manifest, a manifest that is gone, a temporary) around a hole gc left:
+// rank 0 judges each once and keeps probing the hole, which is where the
+// live rank 1, arriving later, puts its pointer (the first free one). gc
+// then takes the leftovers and the checkpoint stays whole.
+TEST_F(StoreTest, RankZeroStepsPastLeftoverPointersAndFindsARankInAHole) {
   StoreOptions o;
   o.rank_timeout_ms = 20000;
   Reopen(o);
   Backend& be = store_->backend();
-  const std::vector<std::string> leftovers = {
-      "junk",
-      ManifestObject("holes", 1, 2, "0123456789abcdef"),  // another rank's
-      "to be removed",
-      ManifestObject("holes", 1, 1, "deadbeefdeadbeef"),  // never published
-      "ckpt/holes/00000000000000000001/manifest/r000001-x.man.tmp.1",
-      "",
+  const std::map<uint32_t, std::string> leftovers = {
+      {0, "junk"},
+      {1, ManifestObject("holes", 1, 2, "0123456789abcdef")},  // another rank's
+      {3, ManifestObject("holes", 1, 1, "deadbeefdeadbeef")},  // never published
+      {4, "ckpt/holes/00000000000000000001/manifest/r000001-x.man.tmp.1"},
+      {5, ""},
   };
-  for (uint32_t k = 0; k < leftovers.size(); ++k) {
-    ASSERT_TRUE(be.PublishIfAbsent(RankPointerObject("holes", 1, 1, k), leftovers[k]).ok());
+  for (const auto& [k, target] : leftovers) {
+    ASSERT_TRUE(be.PublishIfAbsent(RankPointerObject("holes", 1, 1, k), target).ok());
   }
-  const std::string d1 = Bytes(12345, 1);
-  Status rank1;
-  std::thread t1([&] {
-    auto w = store_->BeginCheckpoint({"holes", 1}, 1, 2);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->AddItem("one", "meta:one", d1.data(), d1.size()).ok());
-    rank1 = (*w)->Commit().status();
+  Result<SaveStats> rank0 = Status::Unavailable("not run");
+  std::thread t0([&] {
+    auto w = store_->BeginCheckpoint({"holes", 1}, 0, 2);
+    if (!w.ok()) { rank0 = w.status(); return; }
+    Status st = (*w)->AddItem("zero", "meta:zero", "0", 1);
+    rank0 = st.ok() ? (*w)->Commit() : Result<SaveStats>(st);
   });
-  const std::string mine = RankPointerObject("holes", 1, 1, static_cast<uint32_t>(leftovers.size()));
-  for (int i = 0; i < 2000 && !be.ReadSmall(mine).ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(be.ReadSmall(mine).ok()) << "rank 1 should take the first free pointer";
-  ASSERT_TRUE(be.Remove(RankPointerObject("holes", 1, 1, 2)).ok());  // a hole
-  auto w0 = store_->BeginCheckpoint({"holes", 1}, 0, 2);
-  ASSERT_TRUE(w0.ok());
-  ASSERT_TRUE((*w0)->AddItem("zero", "meta:zero", "0", 1).ok());
-  auto committed = (*w0)->Commit();
-  t1.join();
-  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
-  EXPECT_TRUE(rank1.ok()) << rank1.ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 judges the leftovers
+  const std::string d1 = Bytes(12345, 1);
+  auto w1 = store_->BeginCheckpoint({"holes", 1}, 1, 2);
+  ASSERT_TRUE(w1.ok());
+  ASSERT_TRUE((*w1)->AddItem("one", "meta:one", d1.data(), d1.size()).ok());
+  Status rank1 = (*w1)->Commit().status();
+  t0.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
+  ASSERT_TRUE(rank1.ok()) << rank1.ToString();
   EXPECT_EQ(Load("holes", 1), (std::map<std::string, std::string>{{"one", d1}, {"zero", "0"}}));
   auto gc = store_->CollectGarbage(0);
   ASSERT_TRUE(gc.ok()) << gc.status().ToString();
-  EXPECT_EQ(gc->objects_removed, leftovers.size() - 1);
+  EXPECT_EQ(gc->objects_removed, leftovers.size());
   auto left = be.List(RankPointerPrefix("holes", 1));
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty());
   EXPECT_TRUE(store_->Verify("holes", 1)->ok());
+}
+
+// Without attempt ids, an earlier writer of rank 1 that is still alive (a
+// relaunch whose predecessor on another host cannot be told dead) may be
+// found first; a newer writer of that rank that arrives before the last
+// rank wins, as the newest manifest of a rank always has.
+TEST_F(StoreTest, RankZeroCommitsTheNewestWriterOfARank) {
+  StoreOptions o;
+  o.rank_timeout_ms = 20000;
+  Reopen(o);
+  Backend& be = store_->backend();
+  auto wait_for = [&](const std::string& object) {
+    for (int i = 0; i < 2000 && !be.ReadSmall(object).ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return be.ReadSmall(object).ok();
+  };
+  auto save_rank = [&](uint32_t rank, const std::string& key, const std::string& bytes, Status* out) {
+    return std::thread([=, this] {
+      auto w = store_->BeginCheckpoint({"newest", 1}, rank, 3);
+      if (!w.ok()) { *out = w.status(); return; }
+      Status st = (*w)->AddItem(key, "meta:" + key, bytes.data(), bytes.size());
+      *out = st.ok() ? (*w)->Commit().status() : st;
+    });
+  };
+  const std::string old1 = Bytes(1000, 1), new1 = Bytes(2000, 2), two = Bytes(3000, 3);
+  Status old_rank1, new_rank1, rank2, rank0;
+  std::thread t_old = save_rank(1, "r1", old1, &old_rank1);
+  ASSERT_TRUE(wait_for(RankPointerObject("newest", 1, 1, 0)));
+  std::thread t0 = save_rank(0, "r0", "0", &rank0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 has found the old rank 1
+  std::thread t_new = save_rank(1, "r1", new1, &new_rank1);
+  ASSERT_TRUE(wait_for(RankPointerObject("newest", 1, 1, 1)));
+  std::thread t2 = save_rank(2, "r2", two, &rank2);
+  for (auto* t : {&t_old, &t0, &t_new, &t2}) t->join();
+  EXPECT_TRUE(rank0.ok()) << rank0.ToString();
+  EXPECT_TRUE(rank2.ok()) << rank2.ToString();
+  EXPECT_TRUE(new_rank1.ok()) << new_rank1.ToString();
+  EXPECT_EQ(old_rank1.code(), StatusCode::kAlreadyExists) << old_rank1.ToString();
+  EXPECT_EQ(Load("newest", 1),
+            (std::map<std::string, std::string>{{"r0", "0"}, {"r1", new1}, {"r2", two}}));
 }
 
 TEST_F(StoreTest, MissingRankTimesOutAndLeavesItUncommitted) {
