@@ -184,22 +184,29 @@ TEST_F(StoreTest, LentMemoryRoundTripsWhateverTheMixOfPieces) {
   }
 }
 
-// Forwards to a real backend and counts the writes started and not yet
-// reaped, across all objects.
-class InFlightCountingBackend final : public Backend {
+// Forwards to a real backend and counts what the layers above ask of it:
+// listings, and writes started and not yet reaped (across all objects).
+class CountingBackend final : public Backend {
  public:
-  InFlightCountingBackend(std::unique_ptr<Backend> inner, std::atomic<int>* in_flight)
-      : inner_(std::move(inner)), in_flight_(in_flight) {}
+  struct Counts {
+    std::atomic<int> lists{0};
+    std::atomic<int> writes_in_flight{0};
+  };
+  CountingBackend(std::unique_ptr<Backend> inner, Counts* counts) : inner_(std::move(inner)), counts_(counts) {}
   const BackendCaps& caps() const override { return inner_->caps(); }
   const std::string& uri() const override { return inner_->uri(); }
   Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
     ASSIGN_OR_RETURN(auto w, inner_->Create(n, h));
-    return std::unique_ptr<WritableObject>(new Counting(std::move(w), in_flight_));
+    return std::unique_ptr<WritableObject>(new Counting(std::move(w), &counts_->writes_in_flight));
   }
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
   Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
   Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
-  Result<std::vector<ObjectInfo>> List(const std::string& p) override { return inner_->List(p); }
+  Result<std::vector<ObjectInfo>> List(const std::string& p) override {
+    ++counts_->lists;
+    return inner_->List(p);
+  }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override { return inner_->Stat(names); }
   Status Remove(const std::string& n) override { return inner_->Remove(n); }
 
  private:
@@ -210,6 +217,9 @@ class InFlightCountingBackend final : public Backend {
       Status st = inner_->StartWrite(off, d, len, tag);
       if (st.ok()) ++*n_;
       return st;
+    }
+    uint32_t ChecksumForWrite(uint32_t crc, const void* d, size_t len) override {
+      return inner_->ChecksumForWrite(crc, d, len);
     }
     Result<IoCompletion> Reap() override {
       auto c = inner_->Reap();
@@ -225,19 +235,20 @@ class InFlightCountingBackend final : public Backend {
     std::atomic<int>* n_;
   };
   std::unique_ptr<Backend> inner_;
-  std::atomic<int>* in_flight_;
+  Counts* counts_;
 };
 
 // Lent memory is the caller's again when Commit returns, whatever Commit
 // returns: no write from it may still be in flight, not after a failed
 // AddItem, nor when another writer committed the step first.
 TEST_F(StoreTest, NoWriteFromLentMemoryOutlivesCommitEvenWhenItFails) {
-  std::atomic<int> in_flight{0};
+  CountingBackend::Counts counts;
+  std::atomic<int>& in_flight = counts.writes_in_flight;
   auto b = OpenBackend(dir_ + "?direct=off", true);
   ASSERT_TRUE(b.ok());
   StoreOptions o;
   o.io_bytes = 2 << 20;
-  auto counted = Store::Open(std::unique_ptr<Backend>(new InFlightCountingBackend(std::move(b).value(), &in_flight)), o);
+  auto counted = Store::Open(std::unique_ptr<Backend>(new CountingBackend(std::move(b).value(), &counts)), o);
   const std::string v = Bytes(24 << 20, 7);
   {  // another writer commits the step first
     auto loser = counted->BeginCheckpoint({"outlive", 1}, 0, 1);
@@ -455,39 +466,17 @@ TEST_F(StoreTest, MultiRankCommitsOnceWhenAllRanksArrive) {
   EXPECT_GT(seen, 0);
 }
 
-// Forwards to a real backend and counts listings.
-class ListCountingBackend final : public Backend {
- public:
-  ListCountingBackend(std::unique_ptr<Backend> inner, std::atomic<int>* lists)
-      : inner_(std::move(inner)), lists_(lists) {}
-  const BackendCaps& caps() const override { return inner_->caps(); }
-  const std::string& uri() const override { return inner_->uri(); }
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override { return inner_->Create(n, h); }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
-  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
-  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
-  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
-    ++*lists_;
-    return inner_->List(prefix);
-  }
-  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override { return inner_->Stat(names); }
-  Status Remove(const std::string& n) override { return inner_->Remove(n); }
-
- private:
-  std::unique_ptr<Backend> inner_;
-  std::atomic<int>* lists_;
-};
-
 // Rank 0 finds the other ranks' manifests by name, through the pointers
 // they publish: a listing walks a whole RADOS pool, every poll. The ranks
 // take their pointers back once the commit exists.
 TEST_F(StoreTest, MultiRankCommitListsNothingAndLeavesNoPointers) {
   constexpr uint32_t kWorld = 5;
-  std::atomic<int> lists{0};
+  CountingBackend::Counts counts;
+  std::atomic<int>& lists = counts.lists;
   auto b = OpenBackend(dir_, true);
   ASSERT_TRUE(b.ok());
   StoreOptions o;
-  auto counted = Store::Open(std::unique_ptr<Backend>(new ListCountingBackend(std::move(b).value(), &lists)), o);
+  auto counted = Store::Open(std::unique_ptr<Backend>(new CountingBackend(std::move(b).value(), &counts)), o);
   std::vector<std::thread> ranks;
   std::vector<Status> results(kWorld);
   for (uint32_t r = 0; r < kWorld; ++r) {
