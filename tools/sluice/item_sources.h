@@ -43,7 +43,7 @@ class FileSource final : public ItemSource {
 // Deterministic pseudo-random bytes (not compressible, not all zero) at
 // memory speed: copies from a pool generated once, at an item-specific
 // rotation, or lends the pool's bytes where the writer can write from them
-// (as a training job's tensors are lent through AddItem).
+// (as a caller's ItemSource over tensors in memory can).
 class SyntheticSource final : public ItemSource {
  public:
   SyntheticSource(uint64_t seed, uint64_t size);
