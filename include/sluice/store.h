@@ -74,19 +74,6 @@ class ItemSource {
   virtual ~ItemSource() = default;
   virtual Result<size_t> Read(void* buf, size_t len) = 0;
 
-  // Optional, for sources whose bytes already sit in memory: instead of
-  // copying them, points `*data` at the next n bytes (1 <= n <= len),
-  // consumes them and returns n; returns 0 to have them copied through
-  // Read() instead. Where the store takes writes at any address (RADOS, or
-  // a file store opened with direct=off), pieces of 1 MiB and up are written
-  // straight from lent memory, so it must stay valid and unchanged until
-  // the CheckpointWriter's Commit() returns or the writer is destroyed
-  // (whichever is first; both wait for those writes).
-  virtual size_t Lend(size_t len, const void** data) {
-    (void)len;
-    *data = nullptr;
-    return 0;
-  }
 };
 
 struct SaveStats {
@@ -111,8 +98,7 @@ class CheckpointWriter {
   // duplicate key, or if the source delivers a different number of bytes.
   virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
                          ItemSource& source) = 0;
-  // The same from memory, copied before AddItem returns. (To have it
-  // written in place instead, pass an ItemSource that lends it.)
+  // The same from memory, copied before AddItem returns.
   virtual Status AddItem(std::string_view key, std::string_view metadata, const void* data,
                          uint64_t size) = 0;
 

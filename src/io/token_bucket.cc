@@ -50,6 +50,14 @@ void TokenBucket::Release() {
   slot_freed_.notify_one();
 }
 
+bool TokenBucket::WouldWait(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_concurrent_ > 0 && in_use_ >= max_concurrent_) return true;
+  if (rate_ == 0) return false;
+  Refill(Clock::now());
+  return tokens_ < std::min(static_cast<double>(bytes), burst_);
+}
+
 uint64_t TokenBucket::granted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return granted_;

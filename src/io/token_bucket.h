@@ -27,6 +27,8 @@ class TokenBucket {
 
   void Acquire(uint64_t bytes);
   void Release();
+  // True if Acquire(bytes) would block now (a hint: others may race).
+  bool WouldWait(uint64_t bytes);
 
   uint64_t rate() const { return rate_; }
   uint32_t max_concurrent() const { return max_concurrent_; }

@@ -7,7 +7,7 @@
 
 #include "format/layout.h"
 #include "io/crc32c.h"
-#include "pipeline/chunk_reader.h"
+#include "engine/read_stream.h"
 
 namespace sluice {
 namespace {

@@ -12,7 +12,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "io/crc32c.h"
-#include "pipeline/data_writer.h"
+#include "engine/stream_writer.h"
 #include "pipeline/writer_registry.h"
 
 namespace sluice {
@@ -474,7 +474,7 @@ class Writer final : public RankWriter {
   uint32_t rank_;
   uint32_t world_;
   std::string writer_id_;
-  DataWriter data_;
+  StreamWriter data_;
   Manifest manifest_;
   std::unordered_set<std::string> keys_;
   Status sticky_;

@@ -19,28 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "format/manifest.h"
-#include "io/token_bucket.h"
+#include "engine/object_copy.h"
 #include "sluice/backend.h"
 #include "sluice/store.h"
 
 namespace sluice {
-
-struct CopyControl {
-  TokenBucket* bucket = nullptr;            // paces writes into the destination (optional)
-  const std::atomic<bool>* stop = nullptr;  // abandon when it turns true (optional)
-  std::atomic<uint64_t>* written = nullptr; // bytes written, as they complete (optional)
-  uint64_t io_bytes = 4ull << 20;
-};
-
-// Copies object `name` (`size` bytes) from `src` to `dst`, replacing any
-// object of that name there, and checks `chunks` (sorted by offset) against
-// their crc32c as they pass. Corruption names the bad chunk's offset.
-Status CopyObject(Backend& src, Backend& dst, const std::string& name, uint64_t size,
-                  const std::vector<ChunkRef>& chunks, const CopyControl& control);
-
-// The chunks of every data object of a manifest, sorted by offset.
-std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m);
 
 // Drains (name, step) from `src` to `dst`. OK if it is committed on `dst`
 // afterwards (also when it already was). Unavailable if another live writer

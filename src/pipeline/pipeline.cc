@@ -781,8 +781,8 @@ class TieredReader final : public CheckpointReader {
       if (it == objects_.end()) continue;
       CopyControl control;  // a foreground repair: not throttled
       control.io_bytes = options_.io_bytes;
-      Status st = CopyObject(tiers_[good]->backend(), tiers_[primary_]->backend(), object,
-                             it->second.first, it->second.second, control);
+      Status st = CopyObjects(tiers_[good]->backend(), tiers_[primary_]->backend(),
+                              {ObjectToCopy{object, it->second.first, it->second.second}}, control);
       if (recovery_ != nullptr) {
         recovery_->repairs.push_back(
             (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +

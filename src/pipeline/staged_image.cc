@@ -6,7 +6,8 @@
 #include <cstring>
 
 #include "io/aligned_buffer.h"
-#include "io/crc32c.h"
+#include "engine/chunk_layout.h"
+#include "engine/write_queue.h"
 
 namespace sluice {
 namespace {
@@ -112,14 +113,11 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
                                                StagingArena& arena) {
   std::unique_ptr<StagedImage> img(new StagedImage(arena));
   const uint64_t S = arena.slab_bytes();
-  object_bytes = std::max(object_bytes, chunk_bytes);
   img->align_ = std::max<size_t>(align, 1);
   img->items_ = std::move(items);
   img->chunks_.resize(img->items_.size());
   uint64_t next_slab = 0;
-  auto close_object = [&] {
-    if (!img->objects_.empty()) next_slab += (img->objects_.back().size + S - 1) / S;
-  };
+  ChunkLayout layout(chunk_bytes, object_bytes);
   for (uint32_t i = 0; i < img->items_.size(); ++i) {
     const StagedItem& item = img->items_[i];
     img->total_bytes_ += item.size;
@@ -127,15 +125,17 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
     uint64_t item_off = 0;
     const size_t first_unit = img->units_.size();
     while (remaining > 0) {
-      uint64_t clen = std::min(chunk_bytes, remaining);
-      if (img->objects_.empty() || img->objects_.back().size + clen > object_bytes) {
-        close_object();
+      bool new_object = false;
+      ChunkRef ref = layout.Place(remaining, &new_object);
+      const uint64_t clen = ref.length;
+      if (new_object) {
+        // Each object starts on a slab of its own.
+        if (!img->objects_.empty()) next_slab += (img->objects_.back().size + S - 1) / S;
         img->objects_.push_back(ObjectPlan{next_slab, 0});
       }
       ObjectPlan& obj = img->objects_.back();
-      uint32_t obj_index = static_cast<uint32_t>(img->objects_.size() - 1);
       img->order_.push_back(ChunkPlan{i, static_cast<uint32_t>(img->chunks_[i].size())});
-      img->chunks_[i].push_back(ChunkRef{obj_index, obj.size, static_cast<uint32_t>(clen), 0});
+      img->chunks_[i].push_back(ref);
       uint64_t pos = obj.first_slab * S + obj.size;
       if (img->units_.size() > first_unit && img->units_.back().image_pos + img->units_.back().len == pos) {
         img->units_.back().len += clen;
@@ -164,7 +164,7 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
       }
     }
   }
-  close_object();
+  if (!img->objects_.empty()) next_slab += (img->objects_.back().size + S - 1) / S;
   img->slab_count_ = next_slab;
   img->unfilled_.reset(new std::atomic<uint64_t>[img->slab_count_]);
   for (const auto& o : img->objects_) {
@@ -272,24 +272,14 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
                                               TokenBucket* bucket, std::atomic<uint64_t>* written) {
   const uint64_t S = arena_.slab_bytes();
   std::vector<bool> released(slab_count_, false);
-  Status error;
-  std::unique_ptr<WritableObject> obj;
-  std::vector<DataObjectRef> refs;
-
-  auto reap_one = [&]() {
-    auto c = obj->Reap();
-    if (!c.ok()) {
-      if (error.ok()) error = c.status();
-      return false;
-    }
-    uint64_t slab = c->tag - first_seq_;
-    released[slab] = true;
-    arena_.Release(c->tag);
-    if (bucket != nullptr) bucket->Release();
-    if (!c->status.ok() && error.ok()) error = c->status;
-    if (c->status.ok() && written != nullptr) written->fetch_add(c->bytes);
-    return true;
+  WriteQueueOptions qo;
+  qo.bucket = bucket;
+  qo.written = written;
+  qo.on_complete = [&](uint64_t seq) {
+    released[seq - first_seq_] = true;
+    arena_.Release(seq);
   };
+  WriteQueue queue(backend, std::move(qo));
 
   // An image that fits the arena is written once the snapshot is complete:
   // starting earlier would only take CPU and memory bandwidth from the copy,
@@ -298,30 +288,21 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     std::unique_lock<std::mutex> lock(mu_);
     filled_cv_.wait(lock, [&] { return copy_finished_; });
   }
+  Status error;
   size_t next_chunk = 0;      // cursor into order_
   uint32_t chunk_done = 0;    // bytes of that chunk already checksummed
   for (size_t o = 0; o < objects_.size() && error.ok(); ++o) {
     const ObjectPlan& plan = objects_[o];
-    std::string name = writer.DataObjectName(static_cast<uint32_t>(o));
-    auto created = backend.Create(name, AlignUp(plan.size, align_));
-    if (!created.ok()) {
-      error = created.status();
-      break;
-    }
-    obj = std::move(created).value();
-    refs.push_back(DataObjectRef{name, plan.size});
-    size_t depth = obj->queue_depth();
-    if (bucket != nullptr && bucket->max_concurrent() > 0) {
-      depth = std::min<size_t>(depth, bucket->max_concurrent());
-    }
+    error = queue.BeginObject(writer.DataObjectName(static_cast<uint32_t>(o)),
+                              AlignUp(plan.size, align_));
     uint64_t slabs = (plan.size + S - 1) / S;
     for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
       uint64_t slab = plan.first_slab + j;
       // Reap finished writes while the copy catches up: a snapshot larger
       // than the arena is waiting for exactly those slabs.
-      while (unfilled_[slab].load(std::memory_order_acquire) != 0 && obj->in_flight() > 0 &&
+      while (unfilled_[slab].load(std::memory_order_acquire) != 0 && queue.in_flight() > 0 &&
              error.ok()) {
-        if (!reap_one()) break;
+        error = queue.ReapOne();
       }
       if (!error.ok()) break;
       if (!WaitSlabFilled(slab)) {
@@ -338,50 +319,34 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
         uint64_t cpos = objects_[ref.object].first_slab * S + ref.offset + chunk_done;
         if (cpos >= end) break;
         uint64_t n = std::min<uint64_t>(ref.length - chunk_done, end - cpos);
-        ref.crc32c = obj->ChecksumForWrite(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
+        ref.crc32c = queue.Checksum(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
         chunk_done += static_cast<uint32_t>(n);
         if (chunk_done == ref.length) {
           ++next_chunk;
           chunk_done = 0;
         }
       }
-      size_t len = static_cast<size_t>(logical);
-      if (j + 1 == slabs) {
-        len = static_cast<size_t>(AlignUp(logical, align_));
-        std::memset(p + logical, 0, len - logical);
-      }
-      while (obj->in_flight() >= depth) {
-        if (!reap_one()) break;
-      }
-      if (!error.ok()) break;
-      if (bucket != nullptr) bucket->Acquire(len);
-      Status st = obj->StartWrite(j * S, p, len, first_seq_ + slab);
-      if (!st.ok()) {
-        if (bucket != nullptr) bucket->Release();
-        error = st;
-      }
+      error = queue.Write(j * S, p, static_cast<size_t>(logical), first_seq_ + slab, j + 1 == slabs);
     }
-    while (obj->in_flight() > 0) {
-      if (!reap_one()) break;
-    }
-    if (error.ok()) error = obj->Finish(plan.size);
-    if (obj->in_flight() == 0) obj.reset();
+    if (error.ok()) error = queue.EndObject(plan.size);
   }
+  if (error.ok()) error = queue.Finish();
 
   if (!error.ok()) {
     Fail(error);
+    const bool quiet = queue.WaitOut();
     // Stop the copy, then hand every slab not yet released back to the arena
     // (the copy threads may still be inside one until CopyIn returns).
     std::unique_lock<std::mutex> lock(mu_);
     filled_cv_.wait(lock, [&] { return copy_finished_; });
     lock.unlock();
-    if (obj == nullptr || obj->in_flight() == 0) {
+    // A writer that cannot reap its own writes leaves those slabs pinned:
+    // reusing them would let the kernel write into bytes of the next image.
+    if (quiet) {
       for (uint64_t s = 0; s < slab_count_; ++s) {
         if (!released[s]) arena_.Release(first_seq_ + s);
       }
     }
-    // A writer that cannot reap its own writes leaves those slabs pinned:
-    // reusing them would let the kernel write into bytes of the next image.
     return error;
   }
   for (uint64_t s = 0; s < slab_count_; ++s) {
@@ -392,6 +357,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     std::unique_lock<std::mutex> lock(mu_);
     filled_cv_.wait(lock, [&] { return copy_finished_; });
   }
+  std::vector<DataObjectRef> refs = queue.objects();
   std::vector<ManifestItem> items;
   items.reserve(items_.size());
   for (size_t i = 0; i < items_.size(); ++i) {

@@ -149,16 +149,6 @@ Result<size_t> SyntheticSource::Read(void* buf, size_t len) {
   return n;
 }
 
-// The pool lives as long as the process: lent bytes stay valid and unchanged.
-size_t SyntheticSource::Lend(size_t len, const void** data) {
-  size_t n = static_cast<size_t>(std::min<uint64_t>({len, left_, kPoolBytes - pos_}));
-  *data = Pool() + pos_;
-  pos_ = (pos_ + n) % kPoolBytes;
-  if (pos_ == 0) pos_ = 4099;
-  left_ -= n;
-  return n;
-}
-
 std::vector<uint64_t> SplitSizes(uint64_t total, uint64_t items) {
   std::vector<uint64_t> out;
   if (items == 0) return out;

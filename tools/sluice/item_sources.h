@@ -42,13 +42,11 @@ class FileSource final : public ItemSource {
 
 // Deterministic pseudo-random bytes (not compressible, not all zero) at
 // memory speed: copies from a pool generated once, at an item-specific
-// rotation, or lends the pool's bytes where the writer can write from them
-// (as a caller's ItemSource over tensors in memory can).
+// rotation.
 class SyntheticSource final : public ItemSource {
  public:
   SyntheticSource(uint64_t seed, uint64_t size);
   Result<size_t> Read(void* buf, size_t len) override;
-  size_t Lend(size_t len, const void** data) override;
 
  private:
   uint64_t pos_;

@@ -1,4 +1,4 @@
-#include "pipeline/chunk_reader.h"
+#include "engine/read_stream.h"
 
 #include <algorithm>
 #include <deque>

@@ -4,8 +4,8 @@
 // in the order given, whatever order the reads complete in.
 //
 // Thread-safety: one thread.
-#ifndef SLUICE_PIPELINE_CHUNK_READER_H_
-#define SLUICE_PIPELINE_CHUNK_READER_H_
+#ifndef SLUICE_ENGINE_READ_STREAM_H_
+#define SLUICE_ENGINE_READ_STREAM_H_
 
 #include <cstdint>
 #include <functional>
@@ -55,4 +55,4 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
 
 }  // namespace sluice
 
-#endif  // SLUICE_PIPELINE_CHUNK_READER_H_
+#endif  // SLUICE_ENGINE_READ_STREAM_H_

@@ -1,0 +1,52 @@
+// Copying data objects between stores verbatim (same names, same bytes), as
+// drains and repairs do. The bytes travel through the one read stream
+// (ReadChunksAcross: reads in flight across objects, every chunk verified
+// against its CRC32C before it is passed on) into the one write queue
+// (WriteQueue: writes in flight across objects, throttled, padded,
+// finished), so a bad source copy is never propagated and a copy runs at
+// the speed and under the cap of any other write.
+//
+// Thread-safety: free functions; callers serialize per destination object.
+#ifndef SLUICE_ENGINE_OBJECT_COPY_H_
+#define SLUICE_ENGINE_OBJECT_COPY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "io/token_bucket.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+
+struct CopyControl {
+  TokenBucket* bucket = nullptr;            // paces writes into the destination (optional)
+  const std::atomic<bool>* stop = nullptr;  // abandon when it turns true (optional)
+  std::atomic<uint64_t>* written = nullptr; // bytes written, as they complete (optional)
+  uint64_t io_bytes = 4ull << 20;
+};
+
+struct ObjectToCopy {
+  std::string name;
+  uint64_t size = 0;
+  // Every chunk the object holds, sorted by offset; they must cover the
+  // object back to back (doc/format.md), or the copy fails as Corruption.
+  std::vector<ChunkRef> chunks;
+};
+
+// Copies `objects` from `src` to `dst` in order, replacing any object of
+// the same name there; each is durable on `dst` when this returns OK.
+// Corruption names the object and chunk whose source copy is bad; a failed
+// copy leaves the destination objects undefined (the caller's commit
+// protocol never names them), never a source object changed.
+Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& objects,
+                   const CopyControl& control);
+
+// The chunks of every data object of a manifest, sorted by offset.
+std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m);
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_OBJECT_COPY_H_

@@ -1,0 +1,177 @@
+#include "engine/write_queue.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/aligned_buffer.h"
+
+namespace sluice {
+
+WriteQueue::WriteQueue(Backend& backend, WriteQueueOptions options)
+    : backend_(backend),
+      options_(std::move(options)),
+      align_(std::max<size_t>(backend.caps().io_alignment, 1)) {}
+
+WriteQueue::~WriteQueue() { WaitOut(); }
+
+void WriteQueue::Fail(const Status& st) {
+  if (error_.ok() && !st.ok()) error_ = st;
+}
+
+size_t WriteQueue::Depth() const {
+  size_t depth = options_.max_in_flight;
+  if (!open_.empty()) {
+    size_t q = open_.back().object->queue_depth();
+    depth = depth == 0 ? q : std::min(depth, q);
+  }
+  if (options_.bucket != nullptr && options_.bucket->max_concurrent() > 0) {
+    depth = std::min<size_t>(depth, options_.bucket->max_concurrent());
+  }
+  return std::max<size_t>(depth, 1);
+}
+
+Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
+  RETURN_IF_ERROR(error_);
+  if (!open_.empty() && !open_.back().ended) {
+    Fail(Status::InvalidArgument("internal: object " + open_.back().name + " was not ended"));
+    return error_;
+  }
+  auto created = backend_.Create(name, size_hint);
+  if (!created.ok()) {
+    Fail(created.status());
+    return error_;
+  }
+  open_.push_back(Open{std::move(created).value(), name, 0, false});
+  return Status::OK();
+}
+
+uint32_t WriteQueue::Checksum(uint32_t crc, const void* data, size_t len) {
+  return open_.back().object->ChecksumForWrite(crc, data, len);
+}
+
+Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, bool tail) {
+  auto give_back = [&] {
+    if (options_.on_complete) options_.on_complete(tag);
+  };
+  if (error_.ok() && (open_.empty() || open_.back().ended)) {
+    Fail(Status::InvalidArgument("internal: write with no object begun"));
+  }
+  if (!error_.ok()) {
+    give_back();
+    return error_;
+  }
+  if (tail) {
+    size_t padded = static_cast<size_t>(AlignUp(len, align_));
+    std::memset(static_cast<uint8_t*>(data) + len, 0, padded - len);
+    len = padded;
+  }
+  WritableObject* o = open_.back().object.get();
+  while (in_flight_ >= Depth() || o->in_flight() >= o->queue_depth()) {
+    if (!ReapOne().ok()) {
+      give_back();
+      return error_;
+    }
+  }
+  if (options_.bucket != nullptr) {
+    // A throttled flow waits for tokens far longer than its writes take:
+    // reap them first, so their buffers and progress come back now rather
+    // than a queue's worth of tokens later.
+    while (in_flight_ > 0 && options_.bucket->WouldWait(len)) {
+      if (!ReapOne().ok()) {
+        give_back();
+        return error_;
+      }
+    }
+    options_.bucket->Acquire(len);
+  }
+  Status st = o->StartWrite(offset, data, len, tag);
+  if (!st.ok()) {
+    if (options_.bucket != nullptr) options_.bucket->Release();
+    give_back();
+    Fail(st.WithContext("write " + open_.back().name));
+    return error_;
+  }
+  ++in_flight_;
+  return Status::OK();
+}
+
+Status WriteQueue::EndObject(uint64_t final_size) {
+  if (open_.empty() || open_.back().ended) {
+    Fail(Status::InvalidArgument("internal: end of an object never begun"));
+    return error_;
+  }
+  open_.back().final_size = final_size;
+  open_.back().ended = true;
+  FinishReady();
+  return error_;
+}
+
+Status WriteQueue::ReapOne() {
+  if (stuck_) return error_;
+  Open* target = nullptr;
+  for (auto& o : open_) {
+    if (o.object->in_flight() > 0) {
+      target = &o;  // the oldest writes were started first
+      break;
+    }
+  }
+  if (target == nullptr) {
+    Fail(Status::InvalidArgument("internal: reap with nothing in flight"));
+    return error_;
+  }
+  auto c = target->object->Reap();
+  if (!c.ok()) {
+    // The write stays in flight as far as anyone knows: its buffer must
+    // never be handed back.
+    stuck_ = true;
+    Fail(c.status().WithContext("reap a write of " + target->name));
+    return error_;
+  }
+  --in_flight_;
+  if (options_.bucket != nullptr) options_.bucket->Release();
+  if (options_.on_complete) options_.on_complete(c->tag);
+  if (!c->status.ok()) {
+    Fail(c->status.WithContext("write " + target->name));
+  } else if (options_.written != nullptr) {
+    options_.written->fetch_add(c->bytes, std::memory_order_relaxed);
+  }
+  FinishReady();
+  return error_;
+}
+
+void WriteQueue::FinishReady() {
+  while (!open_.empty() && open_.front().ended && open_.front().object->in_flight() == 0) {
+    Open& o = open_.front();
+    if (error_.ok() && !abandoned_) {
+      Status st = o.object->Finish(o.final_size);
+      if (st.ok()) {
+        finished_.push_back(DataObjectRef{o.name, o.final_size});
+      } else {
+        Fail(st.WithContext("finish " + o.name));
+      }
+    }
+    open_.pop_front();
+  }
+}
+
+Status WriteQueue::Finish() {
+  if (error_.ok() && !open_.empty() && !open_.back().ended) {
+    Fail(Status::InvalidArgument("internal: finish before object " + open_.back().name + " ended"));
+  }
+  while (error_.ok() && in_flight_ > 0) (void)ReapOne();
+  if (!error_.ok()) {
+    WaitOut();
+    return error_;
+  }
+  FinishReady();
+  return error_;
+}
+
+bool WriteQueue::WaitOut() {
+  abandoned_ = !error_.ok() || in_flight_ > 0 || abandoned_;
+  while (in_flight_ > 0 && !stuck_) (void)ReapOne();
+  if (!stuck_) open_.clear();
+  return !stuck_;
+}
+
+}  // namespace sluice
