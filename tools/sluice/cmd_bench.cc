@@ -19,6 +19,7 @@
 #include "item_sources.h"
 #include "output.h"
 #include "store_flags.h"
+#include "io/aligned_buffer.h"
 
 namespace sluice::cli {
 namespace {
@@ -81,25 +82,29 @@ struct RankTiming {
   int failed = 0;  // 0 ok; else an error message was printed
 };
 
-// One rank's save of checkpoint `step`.
-RankTiming SaveRank(Store& store, const std::string& name, uint64_t step, uint32_t rank,
+// One rank's save of checkpoint `step`, through the path `sluice save`
+// runs: its pipeline (opened once per rank, staging faulted at open, as a
+// training job keeps one) snapshots the items into staging while the tier-0
+// writer streams them out, and the save is timed until it is committed.
+RankTiming SaveRank(Pipeline& pipeline, const std::string& name, uint64_t step, uint32_t rank,
                     uint32_t world, const std::vector<uint64_t>& sizes) {
   RankTiming t;
   auto t0 = std::chrono::steady_clock::now();
-  auto w = store.BeginCheckpoint({name, step}, rank, world);
-  Status st = w.status();
+  auto pending = pipeline.Begin({name, step}, rank, world);
+  Status st = pending.status();
+  std::vector<std::unique_ptr<SyntheticSource>> sources;
   if (st.ok()) {
-    uint64_t total = 0;
-    for (uint64_t s : sizes) total += s;
-    (*w)->SetExpectedBytes(total);
     char key[64];
     for (size_t i = 0; i < sizes.size() && st.ok(); ++i) {
       snprintf(key, sizeof key, "rank%u/tensor-%04zu", rank, i);
-      SyntheticSource src(step * 7919 + rank * 104729 + i, sizes[i]);
-      st = (*w)->AddItem(key, "", sizes[i], src);
+      sources.push_back(std::make_unique<SyntheticSource>(step * 7919 + rank * 104729 + i, sizes[i]));
+      st = (*pending)->AddItem(key, "", sizes[i], *sources.back());
       t.bytes += sizes[i];
     }
-    if (st.ok()) st = (*w)->Commit().status();
+  }
+  if (st.ok()) {
+    auto handle = (*pending)->Snapshot();
+    st = handle.ok() ? (*handle)->WaitTier(0) : handle.status();
   }
   t.seconds = SecondsSince(t0);
   if (!st.ok()) {
@@ -109,10 +114,10 @@ RankTiming SaveRank(Store& store, const std::string& name, uint64_t step, uint32
   return t;
 }
 
-RankTiming ReadRank(Store& store, const std::string& name, uint64_t step, uint32_t rank) {
+RankTiming ReadRank(Pipeline& pipeline, const std::string& name, uint64_t step, uint32_t rank) {
   RankTiming t;
   auto t0 = std::chrono::steady_clock::now();
-  auto r = store.OpenCheckpoint(name, step);
+  auto r = pipeline.OpenCheckpoint(name, step, nullptr);
   Status st = r.status();
   if (st.ok()) {
     st = (*r)->ReadAll(rank, [&](const ItemInfo&, uint64_t, const void*, size_t len) {
@@ -261,10 +266,10 @@ int CmdBench(int argc, char** argv) {
                                         "survive fork); use --mode threads, or one `sluice save --rank R "
                                         "--world W` process per rank"), true);
   }
-  auto opts = StoreOptionsFromFlags(flags);
-  if (!opts.ok()) return Fail(opts.status(), true);
-  opts->create_if_missing = true;
-  auto store = Store::Open(*flags.Get("store"), *opts);
+  auto popts = PipelineOptionsFromFlags(flags, true);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  popts->resume_drains = false;
+  auto store = Store::Open(*flags.Get("store"), popts->store);
   if (!store.ok()) return FailStoreOpen(store.status());
   // Keep the benchmark from filling the disk: a file store checks free space.
   {
@@ -316,12 +321,52 @@ int CmdBench(int argc, char** argv) {
     }
     phase->cpu = ProcessCpuSeconds() - cpu0;
   };
+  // One pipeline per rank, kept across checkpoints. Staging is what
+  // `sluice save` gives a synchronous save: the rank's share, at most
+  // 256 MiB (larger ones stream through it). Forked ranks open theirs in
+  // the child (a pipeline's threads do not survive fork).
+  std::vector<std::unique_ptr<Pipeline>> pipelines(ranks);
+  auto pipeline_of = [&](uint32_t r) -> Pipeline* {
+    if (!pipelines[r]) {
+      PipelineOptions po = *popts;
+      const uint64_t slab = AlignUp(po.store.io_bytes, 4096);
+      po.staging_bytes = std::max(slab, std::min<uint64_t>(AlignUp(rank_bytes[r], slab), 256ull << 20));
+      auto opened = Pipeline::Open(po);
+      if (!opened.ok()) {
+        Fail(opened.status().WithContext("bench rank " + std::to_string(r)));
+        return nullptr;
+      }
+      pipelines[r] = std::move(opened).value();
+    }
+    return pipelines[r].get();
+  };
+  if (!processes) {
+    for (uint32_t r = 0; r < ranks; ++r) {
+      if (pipeline_of(r) == nullptr) return kExitError;
+    }
+  }
+  auto with_pipeline = [&](uint32_t r, auto fn) {
+    Pipeline* p = pipeline_of(r);
+    if (p == nullptr) {
+      RankTiming t;
+      t.failed = 1;
+      return t;
+    }
+    RankTiming t = fn(*p);
+    if (processes) pipelines[r].reset();  // a child's: closed before it exits
+    return t;
+  };
   run_phase(&write, [&](uint64_t c, uint32_t r) {
-    return SaveRank(**store, name, c, r, ranks, SplitSizes(rank_bytes[r], *items));
+    return with_pipeline(r, [&](Pipeline& p) {
+      return SaveRank(p, name, c, r, ranks, SplitSizes(rank_bytes[r], *items));
+    });
   });
   bool dropped = false;
   if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
-  run_phase(&read, [&](uint64_t c, uint32_t r) { return ReadRank(**store, name, c, r); });
+  run_phase(&read, [&](uint64_t c, uint32_t r) {
+    return with_pipeline(r, [&](Pipeline& p) { return ReadRank(p, name, c, r); });
+  });
+  pipelines.clear();
   if (!flags.Has("keep")) {
     for (uint64_t c = 1; c <= *checkpoints; ++c) (void)(*store)->Remove({name, c});
   }

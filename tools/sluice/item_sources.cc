@@ -83,18 +83,43 @@ Result<std::vector<TreeFile>> ScanTree(const std::string& root) {
   return out;
 }
 
+// A source holds its file open only while it is being read: a save of a
+// tree of any number of files keeps a bounded number of descriptors (one
+// per copy thread), whatever RLIMIT_NOFILE is.
 Result<std::unique_ptr<FileSource>> FileSource::Open(const TreeFile& file) {
-  int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Status::FromErrno(errno, "open " + file.path);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  return std::unique_ptr<FileSource>(new FileSource(fd, file));
+  return std::unique_ptr<FileSource>(new FileSource(file));
 }
 
 FileSource::~FileSource() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+Status FileSource::OpenFile() {
+  fd_ = ::open(file_.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0) return Status::FromErrno(errno, "open " + file_.path);
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return Status::OK();
+}
+
+// Checks that the file ended where it was declared to end, and closes it.
+Status FileSource::CheckAndClose() {
+  struct stat st;
+  Status result;
+  if (::fstat(fd_, &st) != 0) {
+    result = Status::FromErrno(errno, "stat " + file_.path);
+  } else if (static_cast<uint64_t>(st.st_size) != file_.size) {
+    result = Status::IOError(file_.path + " changed size while being saved (" +
+                             std::to_string(file_.size) + " -> " + std::to_string(st.st_size) + " bytes)");
+  }
+  ::close(fd_);
+  fd_ = -1;
+  closed_ = true;
+  return result;
+}
+
 Result<size_t> FileSource::Read(void* buf, size_t len) {
+  if (closed_) return Status::InvalidArgument("read " + file_.path + " past its end");
+  if (fd_ < 0) RETURN_IF_ERROR(OpenFile());
   size_t want = static_cast<size_t>(std::min<uint64_t>(len, file_.size - offset_));
   size_t done = 0;
   while (done < want) {
@@ -116,17 +141,20 @@ Result<size_t> FileSource::Read(void* buf, size_t len) {
     ::posix_fadvise(fd_, 0, static_cast<off_t>(offset_ + done), POSIX_FADV_DONTNEED);
   }
   offset_ += done;
+  if (offset_ == file_.size) {
+    close_status_ = CheckAndClose();
+    RETURN_IF_ERROR(close_status_);
+  }
   return done;
 }
 
 Status FileSource::Close() {
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, "stat " + file_.path);
-  if (static_cast<uint64_t>(st.st_size) != file_.size) {
-    return Status::IOError(file_.path + " changed size while being saved (" +
-                           std::to_string(file_.size) + " -> " + std::to_string(st.st_size) + " bytes)");
+  if (!closed_) {
+    // Never read to its end (an empty file): check it the same way.
+    if (fd_ < 0) RETURN_IF_ERROR(OpenFile());
+    close_status_ = CheckAndClose();
   }
-  return Status::OK();
+  return close_status_;
 }
 
 SyntheticSource::SyntheticSource(uint64_t seed, uint64_t size)

@@ -25,6 +25,8 @@ struct TreeFile {
 Result<std::vector<TreeFile>> ScanTree(const std::string& root);
 
 // Streams one file with pread; fails if the file's size changes under it.
+// The file is open only while it is read (from the first Read to its last
+// byte), so any number of sources keep a bounded number of descriptors.
 class FileSource final : public ItemSource {
  public:
   static Result<std::unique_ptr<FileSource>> Open(const TreeFile& file);
@@ -34,8 +36,12 @@ class FileSource final : public ItemSource {
   Status Close();
 
  private:
-  FileSource(int fd, TreeFile file) : fd_(fd), file_(std::move(file)) {}
-  int fd_;
+  explicit FileSource(TreeFile file) : file_(std::move(file)) {}
+  Status OpenFile();
+  Status CheckAndClose();
+  int fd_ = -1;
+  bool closed_ = false;
+  Status close_status_;
   TreeFile file_;
   uint64_t offset_ = 0;
 };
