@@ -1,51 +1,15 @@
 #include "pipeline/staged_image.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "io/aligned_buffer.h"
+#include "io/stream_copy.h"
 #include "engine/chunk_layout.h"
 #include "engine/write_queue.h"
 
 namespace sluice {
 namespace {
-
-// Copy into staging with non-temporal stores: the staged bytes are next read
-// by the disk's DMA and one checksum pass, not by this core, so filling the
-// cache with them only evicts the caller's working set. On this kind of
-// machine it is also ~1.7x faster than memcpy on one thread.
-__attribute__((target("avx2"))) void StreamCopyAvx2(uint8_t* dst, const uint8_t* src, size_t n) {
-  size_t head = (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31;
-  head = std::min(head, n);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  size_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
-    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
-    __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
-  }
-  std::memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
-}
-
-void CopyToStaging(uint8_t* dst, const uint8_t* src, size_t n) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2 && n >= (64u << 10)) {
-    StreamCopyAvx2(dst, src, n);
-  } else {
-    std::memcpy(dst, src, n);
-  }
-}
 
 // Memory items are cut into pieces of this size so that every copy thread
 // gets work even when one item dominates.
@@ -212,7 +176,7 @@ Status StagedImage::CopyUnitIn(const CopyUnit& u) {
     }
     uint8_t* dst = arena_.SlabOf(seq) + in;
     if (item.data != nullptr) {
-      CopyToStaging(dst, item.data + item_off, static_cast<size_t>(n));
+      StreamCopy(dst, item.data + item_off, static_cast<size_t>(n));
     } else {
       uint64_t got = 0;
       while (got < n) {

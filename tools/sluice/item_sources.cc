@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/stream_copy.h"
+
 namespace sluice::cli {
 namespace {
 
@@ -166,7 +168,7 @@ Result<size_t> SyntheticSource::Read(void* buf, size_t len) {
   size_t done = 0;
   while (done < n) {
     size_t piece = std::min<size_t>(n - done, kPoolBytes - static_cast<size_t>(pos_));
-    std::memcpy(static_cast<uint8_t*>(buf) + done, pool + pos_, piece);
+    StreamCopy(static_cast<uint8_t*>(buf) + done, pool + pos_, piece);
     done += piece;
     // Step to a different rotation each lap so the stream does not repeat
     // with an 8 MiB period.
