@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "sluice/backend.h"
+#include "sluice/item_source.h"
+#include "sluice/names.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -55,25 +57,6 @@ struct SaveOptions {
   // their writer being gone, which it can check only for writers on its own
   // host. At most 128 bytes.
   std::string attempt;
-};
-
-// Validation shared by every entry point (and by the CLI before it touches
-// the store). Names: 1..255 bytes, no '/', no NUL or control characters, not
-// "." or "..". Item keys: relative '/'-separated paths, 1..4096 bytes, no
-// empty, "." or ".." components, no NUL.
-Status ValidateCheckpointName(std::string_view name);
-Status ValidateItemKey(std::string_view key);
-// Parses a step: decimal digits only, fits in uint64.
-Result<uint64_t> ParseStep(std::string_view text);
-
-// Supplies an item's bytes in order. Read() fills up to `len` bytes of `buf`
-// and returns how many it wrote; it must deliver exactly the size declared to
-// AddItem in total.
-class ItemSource {
- public:
-  virtual ~ItemSource() = default;
-  virtual Result<size_t> Read(void* buf, size_t len) = 0;
-
 };
 
 struct SaveStats {

@@ -20,7 +20,7 @@
 #include "format/manifest.h"
 #include "io/aligned_buffer.h"
 #include "sluice/backend.h"
-#include "sluice/store.h"
+#include "sluice/item_source.h"
 
 namespace sluice {
 

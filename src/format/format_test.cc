@@ -7,7 +7,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "io/crc32c.h"
-#include "sluice/store.h"
+#include "sluice/names.h"
 
 namespace sluice {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "format/encoding.h"
 #include "format/record_frame.h"
-#include "sluice/store.h"
+#include "sluice/names.h"
 
 namespace sluice {
 namespace {

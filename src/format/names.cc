@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "sluice/store.h"
+#include "sluice/names.h"
 
 namespace sluice {
 namespace {
@@ -70,6 +70,10 @@ Result<uint64_t> ParseStep(std::string_view text) {
     v = v * 10 + d;
   }
   return v;
+}
+
+std::string CheckpointLabel(std::string_view name, uint64_t step) {
+  return "checkpoint " + std::string(name) + "@" + std::to_string(step);
 }
 
 }  // namespace sluice

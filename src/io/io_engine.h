@@ -14,7 +14,6 @@
 #include <memory>
 #include <string>
 
-#include "sluice/backend.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -28,6 +27,13 @@ struct IoRequest {
   uint64_t tag = 0;
 };
 
+// One completed request.
+struct IoResult {
+  uint64_t tag = 0;    // the request's tag
+  size_t bytes = 0;    // bytes transferred (a read may stop short at end of file)
+  Status status;       // per-request outcome
+};
+
 class IoEngine {
  public:
   virtual ~IoEngine() = default;
@@ -35,7 +41,7 @@ class IoEngine {
   virtual Status Submit(const IoRequest& req) = 0;
   // Blocks for the next completion. REQUIRES: in_flight() > 0. The
   // completion's status carries -errno as a Status ("write at offset N: ...").
-  virtual Result<IoCompletion> Reap() = 0;
+  virtual Result<IoResult> Reap() = 0;
   virtual size_t in_flight() const = 0;
   virtual size_t queue_depth() const = 0;
   virtual std::string name() const = 0;

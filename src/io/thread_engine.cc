@@ -42,10 +42,10 @@ class ThreadEngine final : public IoEngine {
     return Status::OK();
   }
 
-  Result<IoCompletion> Reap() override {
+  Result<IoResult> Reap() override {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [this] { return !completed_.empty(); });
-    IoCompletion c = std::move(completed_.front());
+    IoResult c = std::move(completed_.front());
     completed_.pop_front();
     --in_flight_;
     return c;
@@ -56,8 +56,8 @@ class ThreadEngine final : public IoEngine {
   std::string name() const override { return "threads"; }
 
  private:
-  static IoCompletion Run(const IoRequest& r) {
-    IoCompletion c;
+  static IoResult Run(const IoRequest& r) {
+    IoResult c;
     c.tag = r.tag;
     auto* p = static_cast<char*>(r.buf);
     size_t done = 0;
@@ -89,7 +89,7 @@ class ThreadEngine final : public IoEngine {
       IoRequest r = pending_.front();
       pending_.pop_front();
       lock.unlock();
-      IoCompletion c = Run(r);
+      IoResult c = Run(r);
       lock.lock();
       completed_.push_back(std::move(c));
       done_cv_.notify_one();
@@ -102,7 +102,7 @@ class ThreadEngine final : public IoEngine {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::deque<IoRequest> pending_;        // GUARDED_BY(mu_)
-  std::deque<IoCompletion> completed_;   // GUARDED_BY(mu_)
+  std::deque<IoResult> completed_;   // GUARDED_BY(mu_)
   bool stop_ = false;                    // GUARDED_BY(mu_)
   std::vector<std::thread> workers_;
 };

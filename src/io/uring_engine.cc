@@ -56,7 +56,7 @@ class UringEngine final : public IoEngine {
     return Status::OK();
   }
 
-  Result<IoCompletion> Reap() override {
+  Result<IoResult> Reap() override {
     for (;;) {
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_wait_cqe(&ring_, &cqe);
@@ -73,7 +73,7 @@ class UringEngine final : public IoEngine {
       int res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
       Slot& s = slots_[slot];
-      IoCompletion done;
+      IoResult done;
       done.tag = s.req.tag;
       if (res == -EINTR || res == -EAGAIN) {
         if (Status st = Queue(slot); st.ok()) continue;  // retry the remainder

@@ -5,16 +5,12 @@
 #include <deque>
 
 #include "format/layout.h"
-#include "pipeline/catalog.h"
-#include "pipeline/checkpoint_reader.h"
-#include "pipeline/writer_registry.h"
+#include "checkpoint/catalog.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/writer_registry.h"
 
 namespace sluice {
 namespace {
-
-std::string Label(const std::string& name, uint64_t step) {
-  return "checkpoint " + name + "@" + std::to_string(step);
-}
 
 bool Stopped(const CopyControl& c) { return c.stop != nullptr && c.stop->load(); }
 
@@ -22,7 +18,7 @@ bool Stopped(const CopyControl& c) { return c.stop != nullptr && c.stop->load();
 
 Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
                        const CopyControl& control) {
-  const std::string label = Label(name, step) + ": drain from " + src.uri() + " to " + dst.uri();
+  const std::string label = CheckpointLabel(name, step) + ": drain from " + src.uri() + " to " + dst.uri();
   if (!dst.caps().atomic_publish_if_absent) {
     return Status::NotSupported(label + ": the destination cannot publish atomically");
   }
@@ -68,7 +64,7 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
       objects.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o])});
     }
   }
-  RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(Label(name, step)));
+  RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));
   if (Stopped(control)) return Status::Unavailable(label + ": stopped");
   for (const auto& r : loaded.commit.ranks) {
     ASSIGN_OR_RETURN(std::string bytes, src.ReadSmall(r.manifest));

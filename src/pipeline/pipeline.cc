@@ -20,9 +20,9 @@
 #include "format/layout.h"
 #include "io/aligned_buffer.h"
 #include "io/token_bucket.h"
-#include "pipeline/catalog.h"
-#include "pipeline/checkpoint_reader.h"
-#include "pipeline/checkpoint_writer.h"
+#include "checkpoint/catalog.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "pipeline/drain.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
@@ -44,9 +44,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Label(const CheckpointId& id) {
-  return "checkpoint " + id.name + "@" + std::to_string(id.step);
-}
+std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.step); }
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();

@@ -24,7 +24,7 @@
 
 #include "format/manifest.h"
 #include "io/token_bucket.h"
-#include "pipeline/checkpoint_writer.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "pipeline/staging_arena.h"
 #include "sluice/backend.h"
 #include "sluice/store.h"

@@ -59,7 +59,7 @@ int CmdRm(int argc, char** argv) {
     }
   }
   if (!removed_any) {
-    return Fail(Status::NotFound(step->has_value() ? "checkpoint " + *name + "@" + std::to_string(**step) + " not found"
+    return Fail(Status::NotFound(step->has_value() ? CheckpointLabel(*name, **step) + " not found"
                                                    : "no checkpoint named '" + *name + "'"));
   }
   return kExitOk;

@@ -134,8 +134,11 @@ class FileObjectIo {
     return engine_->Submit(IoRequest{fd_.get(), write, offset, buf, len, tag}).WithContext(name_);
   }
   Result<IoCompletion> Reap() {
-    ASSIGN_OR_RETURN(IoCompletion c, engine_->Reap());
-    c.status = c.status.WithContext("object " + name_);
+    ASSIGN_OR_RETURN(IoResult r, engine_->Reap());
+    IoCompletion c;
+    c.tag = r.tag;
+    c.bytes = r.bytes;
+    c.status = r.status.WithContext("object " + name_);
     return c;
   }
   size_t in_flight() const { return engine_->in_flight(); }

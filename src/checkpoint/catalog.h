@@ -1,8 +1,8 @@
 // Catalog: what a store holds, derived from its object listing — committed
 // and incomplete checkpoints, the latest step of a name, removal, and
 // garbage collection of everything no commit record reaches.
-#ifndef SLUICE_PIPELINE_CATALOG_H_
-#define SLUICE_PIPELINE_CATALOG_H_
+#ifndef SLUICE_CHECKPOINT_CATALOG_H_
+#define SLUICE_CHECKPOINT_CATALOG_H_
 
 #include <optional>
 #include <string>
@@ -25,4 +25,4 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms);
 
 }  // namespace sluice
 
-#endif  // SLUICE_PIPELINE_CATALOG_H_
+#endif  // SLUICE_CHECKPOINT_CATALOG_H_

@@ -2,8 +2,8 @@
 // publishes this rank's manifest, and runs the commit protocol (rank 0
 // gathers every rank's manifest and publishes the commit record; the others
 // wait for it). See doc/format.md, "Commit protocol".
-#ifndef SLUICE_PIPELINE_CHECKPOINT_WRITER_H_
-#define SLUICE_PIPELINE_CHECKPOINT_WRITER_H_
+#ifndef SLUICE_CHECKPOINT_CHECKPOINT_WRITER_H_
+#define SLUICE_CHECKPOINT_CHECKPOINT_WRITER_H_
 
 #include <memory>
 #include <string>
@@ -39,4 +39,4 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
 
 }  // namespace sluice
 
-#endif  // SLUICE_PIPELINE_CHECKPOINT_WRITER_H_
+#endif  // SLUICE_CHECKPOINT_CHECKPOINT_WRITER_H_

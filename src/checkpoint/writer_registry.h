@@ -8,8 +8,8 @@
 // than kUnknownWriterStaleMs.
 //
 // Thread-safety: thread-safe (no state of its own).
-#ifndef SLUICE_PIPELINE_WRITER_REGISTRY_H_
-#define SLUICE_PIPELINE_WRITER_REGISTRY_H_
+#ifndef SLUICE_CHECKPOINT_WRITER_REGISTRY_H_
+#define SLUICE_CHECKPOINT_WRITER_REGISTRY_H_
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint6
 
 }  // namespace sluice
 
-#endif  // SLUICE_PIPELINE_WRITER_REGISTRY_H_
+#endif  // SLUICE_CHECKPOINT_WRITER_REGISTRY_H_

@@ -1,4 +1,4 @@
-#include "pipeline/catalog.h"
+#include "checkpoint/catalog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "format/manifest.h"
-#include "pipeline/checkpoint_reader.h"
-#include "pipeline/writer_registry.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/writer_registry.h"
 
 namespace sluice {
 namespace {
@@ -125,12 +125,12 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
   ASSIGN_OR_RETURN(auto listed, backend.List(StepPrefix(id.name, id.step)));
   if (listed.empty()) {
-    return Status::NotFound("checkpoint " + id.name + "@" + std::to_string(id.step) + " not found");
+    return Status::NotFound(CheckpointLabel(id.name, id.step) + " not found");
   }
   // A running save would fail or, worse, report success for a checkpoint
   // removed under it.
   if (AnyLiveWriter(backend, id.name, id.step)) {
-    return Status::Unavailable("checkpoint " + id.name + "@" + std::to_string(id.step) +
+    return Status::Unavailable(CheckpointLabel(id.name, id.step) +
                                " is being saved right now; not removing it");
   }
   // The commit record goes first: from then on the checkpoint is invisible,

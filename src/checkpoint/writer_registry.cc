@@ -1,4 +1,4 @@
-#include "pipeline/writer_registry.h"
+#include "checkpoint/writer_registry.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,9 +1,9 @@
 // Store: the public entry point, wiring a backend to the pipeline pieces.
 #include "sluice/store.h"
 
-#include "pipeline/catalog.h"
-#include "pipeline/checkpoint_reader.h"
-#include "pipeline/checkpoint_writer.h"
+#include "checkpoint/catalog.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 
 namespace sluice {
 namespace {

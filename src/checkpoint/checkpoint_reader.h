@@ -1,7 +1,7 @@
 // Reading committed checkpoints: loading and cross-checking the commit
 // record and manifests, range reads, whole-checkpoint streaming, verify.
-#ifndef SLUICE_PIPELINE_CHECKPOINT_READER_H_
-#define SLUICE_PIPELINE_CHECKPOINT_READER_H_
+#ifndef SLUICE_CHECKPOINT_CHECKPOINT_READER_H_
+#define SLUICE_CHECKPOINT_CHECKPOINT_READER_H_
 
 #include <cstdint>
 #include <functional>
@@ -46,4 +46,4 @@ CheckpointInfo InfoOf(const CommitRecord& commit);
 
 }  // namespace sluice
 
-#endif  // SLUICE_PIPELINE_CHECKPOINT_READER_H_
+#endif  // SLUICE_CHECKPOINT_CHECKPOINT_READER_H_

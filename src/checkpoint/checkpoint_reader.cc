@@ -1,4 +1,4 @@
-#include "pipeline/checkpoint_reader.h"
+#include "checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,9 +12,7 @@
 namespace sluice {
 namespace {
 
-std::string Label(std::string_view name, uint64_t step) {
-  return "checkpoint " + std::string(name) + "@" + std::to_string(step);
-}
+std::string Label(std::string_view name, uint64_t step) { return CheckpointLabel(name, step); }
 
 // One chunk's place in its item, for the callbacks.
 struct ChunkPlace {

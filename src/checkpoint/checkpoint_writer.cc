@@ -1,4 +1,4 @@
-#include "pipeline/checkpoint_writer.h"
+#include "checkpoint/checkpoint_writer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include "format/manifest.h"
 #include "io/crc32c.h"
 #include "engine/stream_writer.h"
-#include "pipeline/writer_registry.h"
+#include "checkpoint/writer_registry.h"
 
 namespace sluice {
 namespace {
@@ -43,9 +43,7 @@ class MemorySource final : public ItemSource {
 // writers that are gone).
 constexpr uint32_t kMaxRankPointers = 10000;
 
-std::string CheckpointLabel(const CheckpointId& id) {
-  return "checkpoint " + id.name + "@" + std::to_string(id.step);
-}
+std::string CheckpointLabel(const CheckpointId& id) { return sluice::CheckpointLabel(id.name, id.step); }
 
 class Writer final : public RankWriter {
  public:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Fails (exit 1, naming file and include) when a file includes a header of a
+# layer above its own. The build runs it (target check_layers, part of ALL),
+# so a layering mistake fails the build, not only a review. doc/architecture.md
+# describes the layers; the static libraries enforce the same order at link.
+#   scripts/check_layers.sh [SOURCE_ROOT]
+set -u
+root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$root" || exit 2
+
+# What each folder may include, as extended regular expressions matched
+# against the quoted include path. Each layer may use the ones below it.
+pub_io='sluice/status\.h'
+allow_io="^(io/|$pub_io)"
+allow_backends="^(io/|backends/|sluice/(status|backend)\.h)"
+allow_format="^(io/|format/|sluice/(status|names)\.h)"
+allow_engine="^(io/|format/|engine/|sluice/(status|backend|item_source|names)\.h)"
+allow_checkpoint="^(io/|format/|engine/|checkpoint/|sluice/(status|backend|item_source|names|store)\.h)"
+allow_pipeline="^(io/|format/|engine/|checkpoint/|pipeline/|sluice/(status|backend|item_source|names|store|pipeline)\.h)"
+# Public headers: each only the ones its API needs.
+allow_public_status="^$"
+allow_public_backend="^sluice/status\.h$"
+allow_public_item_source="^sluice/status\.h$"
+allow_public_names="^sluice/status\.h$"
+allow_public_store="^sluice/(status|backend|item_source|names)\.h$"
+allow_public_pipeline="^sluice/(status|store)\.h$"
+
+bad=0
+check() {  # FILE ALLOWED_REGEX
+  local file=$1 allowed=$2 inc
+  while IFS= read -r inc; do
+    if ! [[ $inc =~ $allowed ]]; then
+      echo "layering: $file includes \"$inc\", a header of a layer above it (allowed: $allowed)" >&2
+      bad=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
+}
+for layer in io backends format engine checkpoint pipeline; do
+  allowed_var=allow_$layer
+  while IFS= read -r f; do
+    check "$f" "${!allowed_var}"
+  done < <(find "src/$layer" -name '*.h' -o -name '*.cc' | grep -v '_test\.cc$' | sort)
+done
+for h in include/sluice/*.h; do
+  base=$(basename "$h" .h)
+  allowed_var=allow_public_$base
+  if [ -z "${!allowed_var+x}" ]; then
+    echo "layering: $h is a public header with no rule in scripts/check_layers.sh" >&2
+    bad=1
+    continue
+  fi
+  check "$h" "${!allowed_var}"
+done
+exit $bad
