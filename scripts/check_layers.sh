@@ -20,6 +20,7 @@ allow_pipeline="^(io/|format/|engine/|checkpoint/|pipeline/|sluice/(status|backe
 # Public headers: each only the ones its API needs.
 allow_public_status="^$"
 allow_public_backend="^sluice/status\.h$"
+allow_public_backend_wrapper="^sluice/(status|backend)\.h$"
 allow_public_item_source="^sluice/status\.h$"
 allow_public_names="^sluice/status\.h$"
 allow_public_store="^sluice/(status|backend|item_source|names)\.h$"

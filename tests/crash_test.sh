@@ -5,8 +5,11 @@
 #   tests/crash_test.sh path/to/sluice
 #
 # Environment: CRASH_TRIALS (single-rank kill trials, default 25),
-# CRASH_MR_TRIALS (two-rank kill trials, default 4), CRASH_GC_RACES (saves
-# racing a gc loop, default 100), CRASH_SEED (for $RANDOM).
+# CRASH_QUICK_TRIALS (small saves killed early, default 60),
+# CRASH_MR_TRIALS (two-rank kill trials, default 4), CRASH_DRAIN_TRIALS
+# (drains killed, default 60), CRASH_GC_KILLS (rm + gc killed, default 60),
+# CRASH_GC_RACES (saves racing a gc loop, default 100), CRASH_SEED (for
+# $RANDOM). By default 209 processes are killed with SIGKILL.
 # Runs on a real filesystem in a fresh temporary directory (removed on exit).
 # Prints one "ok - ..." / "not ok - ..." line per check and last
 # "N passed, M failed"; exits 1 if any check failed, 2 on bad usage.
@@ -223,6 +226,112 @@ check "retry of a world-2 save whose rank 1 was killed after publishing: both ra
 sl ls --store "$S" --name retry --json
 check "the retried checkpoint holds this attempt's 2 x 64 MiB, not the crashed attempt's 8 MiB (bytes: $(pyj '[c["bytes"] for c in d]'))" \
   [ "$(pyj '[c["bytes"] for c in d]')" = "[134217728]" ]
+
+# ------------------------------------- quick single-rank saves killed at random
+# Small saves, killed within their first 80 ms: most die mid-write, some
+# inside the commit.
+QUICK=${CRASH_QUICK_TRIALS:-60}
+qkilled=0
+for i in $(seq 1 "$QUICK"); do
+  step=$((2000 + i))
+  size=$(pick 8MiB 32MiB 64MiB 16MiB)
+  items=$(pick 1 4 50)
+  ms=$((RANDOM % 81))
+  "$SLUICE" save --store "$S" --name quick --step $step --synthetic "$size" --items "$items" \
+    --chunk-size 1MiB --io-size 1MiB --object-size 16MiB >/dev/null 2>"$W/save.err" &
+  pid=$!
+  sleep "0.$(printf '%03d' "$ms")"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null; src=$?
+  [ "$src" -eq 137 ] && qkilled=$((qkilled + 1))
+  steps=" $(committed_steps quick) "
+  if [[ $steps == *" $step "* ]]; then
+    sl verify --store "$S" --name quick --step $step
+    check "quick trial $i ($size, $items items, kill at $ms ms, exit $src): committed and verifies" [ "$RC" -eq 0 ]
+  else
+    check "quick trial $i ($size, kill at $ms ms): not committed, so it was killed (exit $src)" [ "$src" -eq 137 ]
+  fi
+  if [ $((i % 20)) -eq 0 ]; then
+    vf=$(verify_all)
+    check "quick trial $i: every committed checkpoint verifies${vf:+: $vf}" [ -z "$vf" ]
+    for st in $(committed_steps quick | tr ' ' '\n' | sort -n | head -n -2); do
+      "$SLUICE" rm --store "$S" --name quick --step "$st" >/dev/null 2>&1 || nok "rm quick@$st failed"
+    done
+  fi
+done
+echo "# $qkilled of $QUICK quick saves killed mid-flight"
+
+# -------------------------------------------------- drains killed at random
+# A checkpoint committed on tier 0 (save --detach), then `sluice drain`
+# killed mid-copy: tier 1 holds it committed and verifying, or not at all,
+# and the next drain finishes the job.
+TIER0=$W/tier0; TIER1=$W/tier1
+DRAINS=${CRASH_DRAIN_TRIALS:-60}
+dkilled=0
+for i in $(seq 1 "$DRAINS"); do
+  sl save --tier "$TIER0" --tier "$TIER1" --name d --step $i --synthetic "$(pick 16MiB 32MiB 48MiB)" \
+    --chunk-size 1MiB --io-size 1MiB --async --detach
+  if [ "$RC" -ne 0 ]; then nok "drain trial $i: save --detach failed: $(errtext)"; continue; fi
+  ms=$((RANDOM % 201))
+  "$SLUICE" drain --tier "$TIER0" --tier "$TIER1" --rate-limit 1=$(pick 100MiB 200MiB 400MiB) >/dev/null 2>"$W/drain.err" &
+  pid=$!
+  sleep "0.$(printf '%03d' "$ms")"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null; src=$?
+  [ "$src" -eq 137 ] && dkilled=$((dkilled + 1))
+  bad=""
+  for st in $(S=$TIER1 committed_steps d); do
+    "$SLUICE" verify --store "$TIER1" --name d --step "$st" >/dev/null 2>&1 || bad="$bad d@$st"
+  done
+  check "drain trial $i (kill at $ms ms, exit $src): every checkpoint committed on tier 1 verifies${bad:+ (bad:$bad)}" [ -z "$bad" ]
+  sl drain --tier "$TIER0" --tier "$TIER1"
+  drc=$RC
+  steps=" $(S=$TIER1 committed_steps d) "
+  on1=no; [[ $steps == *" $i "* ]] && on1=yes
+  check "drain trial $i: the next drain exits 0 ($drc) and d@$i is committed on tier 1 ($on1)" \
+    [ "$drc" -eq 0 -a "$on1" = yes ]
+  if [ $((i % 10)) -eq 0 ]; then
+    for st in $(S=$TIER1 committed_steps d | tr ' ' '\n' | sort -n | head -n -2); do
+      "$SLUICE" rm --store "$TIER0" --name d --step "$st" >/dev/null 2>&1
+      "$SLUICE" rm --store "$TIER1" --name d --step "$st" >/dev/null 2>&1
+    done
+  fi
+done
+echo "# $dkilled of $DRAINS drains killed mid-flight"
+rm -rf "$TIER0" "$TIER1"
+
+# ---------------------------------------------- rm and gc killed at random
+# Garbage (a killed save) and a removed step, then gc killed mid-pass:
+# every committed checkpoint still verifies, and the next gc finishes.
+K=$W/gckill
+for i in $(seq 1 20); do "$SLUICE" save --store "$K" --name keep --step $i --synthetic 64K --items 2 >/dev/null 2>&1; done
+GCK=${CRASH_GC_KILLS:-60}
+gkilled=0
+for i in $(seq 1 "$GCK"); do
+  "$SLUICE" save --store "$K" --name doomed --step $i --synthetic 8MiB --chunk-size 1MiB >/dev/null 2>&1 &
+  pid=$!; sleep 0.0$((RANDOM % 5)); kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  "$SLUICE" save --store "$K" --name gone --step $i --synthetic 1MiB --items 3 >/dev/null 2>&1
+  "$SLUICE" rm --store "$K" --name gone --step $i >/dev/null 2>&1 &
+  rpid=$!
+  "$SLUICE" gc --store "$K" --min-age 0s >/dev/null 2>&1 &
+  pid=$!
+  ms=$((RANDOM % 16))
+  sleep "0.$(printf '%03d' "$ms")"
+  kill -9 "$pid" "$rpid" 2>/dev/null
+  wait "$pid" 2>/dev/null; src=$?; wait "$rpid" 2>/dev/null
+  [ "$src" -eq 137 ] && gkilled=$((gkilled + 1))
+  vf=$(S=$K verify_all)
+  check "gc trial $i (kill at $ms ms, exit $src): every committed checkpoint verifies${vf:+: $vf}" [ -z "$vf" ]
+  keep=$(S=$K committed_steps keep | wc -w)
+  check "gc trial $i: all 20 keep@N are still committed (found $keep)" [ "$keep" -eq 20 ]
+done
+echo "# $gkilled of $GCK gc runs killed mid-flight"
+sl gc --store "$K" --min-age 0s
+check "gc after the killed ones exits 0" [ "$RC" -eq 0 ]
+sl ls --store "$K" --all --json
+check "after it, ls --all shows only complete checkpoints" \
+  [ "$RC" -eq 0 -a "$(pyj 'all(c["complete"] for c in d)')" = "True" ]
+rm -rf "$K"
 
 # ------------------------------------------ gc racing saves (separate store)
 # gc --help: a save running during gc --min-age 0 "then fails before

@@ -131,6 +131,10 @@ class SaveHandle {
   virtual Status Wait() = 0;
   virtual std::vector<TierProgress> progress() const = 0;
   virtual const CheckpointId& id() const = 0;
+  // What this rank saved (bytes, items, chunks, objects; committed says
+  // whether this rank published the commit record): set once tier 0 has
+  // committed, zero before.
+  virtual SaveStats stats() const = 0;
 };
 
 // One rank's save being assembled.

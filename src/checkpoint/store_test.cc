@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "format/layout.h"
+#include "sluice/backend_wrapper.h"
 #include "sluice/store.h"
 
 namespace sluice {
@@ -176,55 +177,42 @@ TEST_F(StoreTest, SourcesOfAnyPieceSizeRoundTripAcrossRollovers) {
 
 // Forwards to a real backend and counts what the layers above ask of it:
 // listings, and writes started and not yet reaped (across all objects).
-class CountingBackend final : public Backend {
+class CountingBackend final : public BackendWrapper {
  public:
   struct Counts {
     std::atomic<int> lists{0};
     std::atomic<int> writes_in_flight{0};
   };
-  CountingBackend(std::unique_ptr<Backend> inner, Counts* counts) : inner_(std::move(inner)), counts_(counts) {}
-  const BackendCaps& caps() const override { return inner_->caps(); }
-  const std::string& uri() const override { return inner_->uri(); }
+  CountingBackend(std::unique_ptr<Backend> inner, Counts* counts)
+      : BackendWrapper(std::move(inner)), counts_(counts) {}
   Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
-    ASSIGN_OR_RETURN(auto w, inner_->Create(n, h));
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(n, h));
     return std::unique_ptr<WritableObject>(new Counting(std::move(w), &counts_->writes_in_flight));
   }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
-  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
-  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
   Result<std::vector<ObjectInfo>> List(const std::string& p) override {
     ++counts_->lists;
-    return inner_->List(p);
+    return BackendWrapper::List(p);
   }
-  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override { return inner_->Stat(names); }
-  Status Remove(const std::string& n) override { return inner_->Remove(n); }
 
  private:
-  class Counting final : public WritableObject {
+  class Counting final : public WritableObjectWrapper {
    public:
-    Counting(std::unique_ptr<WritableObject> inner, std::atomic<int>* n) : inner_(std::move(inner)), n_(n) {}
+    Counting(std::unique_ptr<WritableObject> inner, std::atomic<int>* n)
+        : WritableObjectWrapper(std::move(inner)), n_(n) {}
     Status StartWrite(uint64_t off, const void* d, size_t len, uint64_t tag) override {
-      Status st = inner_->StartWrite(off, d, len, tag);
+      Status st = WritableObjectWrapper::StartWrite(off, d, len, tag);
       if (st.ok()) ++*n_;
       return st;
     }
-    uint32_t ChecksumForWrite(uint32_t crc, const void* d, size_t len) override {
-      return inner_->ChecksumForWrite(crc, d, len);
-    }
     Result<IoCompletion> Reap() override {
-      auto c = inner_->Reap();
+      auto c = WritableObjectWrapper::Reap();
       if (c.ok()) --*n_;
       return c;
     }
-    size_t in_flight() const override { return inner_->in_flight(); }
-    size_t queue_depth() const override { return inner_->queue_depth(); }
-    Status Finish(uint64_t size) override { return inner_->Finish(size); }
 
    private:
-    std::unique_ptr<WritableObject> inner_;
     std::atomic<int>* n_;
   };
-  std::unique_ptr<Backend> inner_;
   Counts* counts_;
 };
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,19 +19,25 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/writer_lock.h"
 #include "sluice/backend.h"
+#include "sluice/backend_wrapper.h"
+#include "sluice/pipeline.h"
 #include "sluice/store.h"
 
 namespace sluice {
 namespace {
 
+// Power is lost machine-wide: one FaultState is shared by every store of a
+// test (both tiers of a pipeline), and counts their mutating operations
+// together.
 struct FaultState {
   int64_t ops = 0;                   // mutating operations so far
   int64_t crash_at = -1;             // the op that fails, and all after it
-  std::set<std::string> unsynced;    // objects created but not yet durable
+  std::set<std::string> unsynced;    // paths of objects created but not yet durable
   bool dead() const { return crash_at >= 0 && ops >= crash_at; }
   // Counts one mutating operation; false once the power is out.
   bool Tick() {
@@ -42,68 +49,72 @@ struct FaultState {
 
 Status PowerLost() { return Status::IOError("injected power loss"); }
 
-class FaultWritable final : public WritableObject {
+class FaultWritable final : public WritableObjectWrapper {
  public:
-  FaultWritable(std::unique_ptr<WritableObject> inner, FaultState* st, std::string name)
-      : inner_(std::move(inner)), st_(st), name_(std::move(name)) {}
+  FaultWritable(std::unique_ptr<WritableObject> inner, FaultState* st, std::string path)
+      : WritableObjectWrapper(std::move(inner)), st_(st), path_(std::move(path)) {}
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
     if (!st_->Tick()) return PowerLost();
-    return inner_->StartWrite(offset, data, len, tag);
+    return WritableObjectWrapper::StartWrite(offset, data, len, tag);
   }
-  Result<IoCompletion> Reap() override { return inner_->Reap(); }
-  size_t in_flight() const override { return inner_->in_flight(); }
-  size_t queue_depth() const override { return inner_->queue_depth(); }
   Status Finish(uint64_t final_size) override {
     if (!st_->Tick()) return PowerLost();
-    RETURN_IF_ERROR(inner_->Finish(final_size));
-    st_->unsynced.erase(name_);
+    RETURN_IF_ERROR(WritableObjectWrapper::Finish(final_size));
+    st_->unsynced.erase(path_);
     return Status::OK();
   }
 
  private:
-  std::unique_ptr<WritableObject> inner_;
   FaultState* st_;
-  std::string name_;
+  std::string path_;
 };
 
-class FaultBackend final : public Backend {
+// The real file backend of `root`, losing power after the op the state says.
+class FaultBackend final : public BackendWrapper {
  public:
-  FaultBackend(std::unique_ptr<Backend> inner, FaultState* st) : inner_(std::move(inner)), st_(st) {}
-  const BackendCaps& caps() const override { return inner_->caps(); }
-  const std::string& uri() const override { return inner_->uri(); }
+  FaultBackend(std::unique_ptr<Backend> inner, FaultState* st, std::string root)
+      : BackendWrapper(std::move(inner)), st_(st), root_(std::move(root)) {}
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
     if (!st_->Tick()) return PowerLost();
-    ASSIGN_OR_RETURN(auto w, inner_->Create(name, hint));
-    st_->unsynced.insert(name);
-    return std::unique_ptr<WritableObject>(new FaultWritable(std::move(w), st_, name));
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(name, hint));
+    st_->unsynced.insert(root_ + "/" + name);
+    return std::unique_ptr<WritableObject>(new FaultWritable(std::move(w), st_, root_ + "/" + name));
   }
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
     if (st_->dead()) return PowerLost();
-    return inner_->Open(name);
+    return BackendWrapper::Open(name);
   }
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
     // The publish is atomic and durable when it returns; power lost before
     // it leaves nothing (a leftover temporary at most, which the real
     // backend's own crash would leave too).
     if (!st_->Tick()) return PowerLost();
-    return inner_->PublishIfAbsent(name, bytes);
+    return BackendWrapper::PublishIfAbsent(name, bytes);
   }
   Result<std::string> ReadSmall(const std::string& name) override {
     if (st_->dead()) return PowerLost();
-    return inner_->ReadSmall(name);
+    return BackendWrapper::ReadSmall(name);
   }
   Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
     if (st_->dead()) return PowerLost();
-    return inner_->List(prefix);
+    return BackendWrapper::List(prefix);
+  }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    if (st_->dead()) return PowerLost();
+    return BackendWrapper::Stat(names);
   }
   Status Remove(const std::string& name) override {
     if (!st_->Tick()) return PowerLost();
-    return inner_->Remove(name);
+    return BackendWrapper::Remove(name);
+  }
+  Status RemoveEmptyContainers(const std::string& prefix) override {
+    if (!st_->Tick()) return PowerLost();
+    return BackendWrapper::RemoveEmptyContainers(prefix);
   }
 
  private:
-  std::unique_ptr<Backend> inner_;
   FaultState* st_;
+  std::string root_;
 };
 
 std::string Bytes(size_t n, uint32_t seed) {
@@ -119,6 +130,7 @@ class CrashConsistency : public ::testing::Test {
     char tmpl[] = "/tmp/sluice-powerloss-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    tier1_ = dir_ + "-tier1";
     options_.chunk_bytes = 64 << 10;
     options_.io_bytes = 64 << 10;
     options_.object_bytes = 1 << 20;  // several data objects per save
@@ -126,7 +138,7 @@ class CrashConsistency : public ::testing::Test {
     options_.create_if_missing = true;
   }
   void TearDown() override {
-    std::string cmd = "rm -rf " + dir_;
+    std::string cmd = "rm -rf " + dir_ + " " + tier1_;
     (void)std::system(cmd.c_str());
   }
 
@@ -137,7 +149,7 @@ class CrashConsistency : public ::testing::Test {
   std::unique_ptr<Store> FaultyStore(FaultState* st) {
     auto b = OpenBackend(dir_, true);
     EXPECT_TRUE(b.ok());
-    return Store::Open(std::unique_ptr<Backend>(new FaultBackend(std::move(b).value(), st)), options_);
+    return Store::Open(std::unique_ptr<Backend>(new FaultBackend(std::move(b).value(), st, dir_)), options_);
   }
   std::unique_ptr<Store> CleanStore() {
     auto s = Store::Open(dir_, options_);
@@ -169,23 +181,26 @@ class CrashConsistency : public ::testing::Test {
   // cut short, and after the reboot every writer of the lost boot is dead,
   // which this process (still running) models by rewriting the writer locks
   // it left with another boot id.
-  void LosePower(FaultState* st, std::mt19937* rng) {
-    auto b = OpenBackend(dir_, false);
-    ASSERT_TRUE(b.ok());
-    auto listed = (*b)->List("");
-    ASSERT_TRUE(listed.ok());
-    for (const auto& o : *listed) {
-      if (o.name.size() < 5 || o.name.compare(o.name.size() - 5, 5, ".lock") != 0) continue;
-      auto bytes = (*b)->ReadSmall(o.name);
-      if (!bytes.ok()) continue;
-      auto lock = DecodeWriterLock(*bytes, o.name);
-      if (!lock.ok()) continue;
-      lock->boot_id = "the-boot-that-lost-power";
-      ASSERT_TRUE((*b)->Remove(o.name).ok());
-      ASSERT_TRUE((*b)->PublishIfAbsent(o.name, EncodeWriterLock(*lock)).ok());
+  void LosePower(FaultState* st, std::mt19937* rng) { LosePowerOn(st, rng, {dir_, tier1_}); }
+  void LosePowerOn(FaultState* st, std::mt19937* rng, const std::vector<std::string>& dirs) {
+    for (const auto& dir : dirs) {
+      auto b = OpenBackend(dir, false);
+      if (b.status().IsNotFound()) continue;
+      ASSERT_TRUE(b.ok());
+      auto listed = (*b)->List("");
+      ASSERT_TRUE(listed.ok());
+      for (const auto& o : *listed) {
+        if (o.name.size() < 5 || o.name.compare(o.name.size() - 5, 5, ".lock") != 0) continue;
+        auto bytes = (*b)->ReadSmall(o.name);
+        if (!bytes.ok()) continue;
+        auto lock = DecodeWriterLock(*bytes, o.name);
+        if (!lock.ok()) continue;
+        lock->boot_id = "the-boot-that-lost-power";
+        ASSERT_TRUE((*b)->Remove(o.name).ok());
+        ASSERT_TRUE((*b)->PublishIfAbsent(o.name, EncodeWriterLock(*lock)).ok());
+      }
     }
-    for (const auto& name : st->unsynced) {
-      std::string path = dir_ + "/" + name;
+    for (const auto& path : st->unsynced) {
       struct stat sb;
       if (::stat(path.c_str(), &sb) != 0) continue;
       switch ((*rng)() % 3) {
@@ -199,8 +214,10 @@ class CrashConsistency : public ::testing::Test {
   // The invariants after any crash.
   void CheckStore(const std::map<uint64_t, std::map<std::string, std::string>>& must_have,
                   const std::map<uint64_t, std::map<std::string, std::string>>& may_have,
-                  int64_t crash_at) {
-    auto store = CleanStore();
+                  int64_t crash_at, const std::string& dir = "") {
+    auto opened = Store::Open(dir.empty() ? dir_ : dir, options_);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    auto store = std::move(opened).value();
     auto list = store->List("m", false);
     ASSERT_TRUE(list.ok()) << list.status().ToString();
     std::set<uint64_t> committed;
@@ -226,7 +243,57 @@ class CrashConsistency : public ::testing::Test {
     for (const auto& c : *all) EXPECT_TRUE(c.complete) << "crash at op " << crash_at << ": step " << c.step << " left incomplete after gc: " << c.problem;
   }
 
+  // The user's path: a pipeline over `tiers` stores (dir_, then tier1_),
+  // each over the real file backend, losing power as `st` says (no faults
+  // when st is null).
+  PipelineOptions PipeOptions(size_t tiers) {
+    PipelineOptions o;
+    o.store = options_;
+    o.tiers.push_back(TierOptions{dir_});
+    if (tiers > 1) o.tiers.push_back(TierOptions{tier1_});
+    o.staging_bytes = 256 << 10;  // smaller than a save: the snapshot streams
+    o.copy_threads = 1;
+    o.resume_drains = false;
+    o.retry_initial_ms = 10;
+    o.retry_max_ms = 20;
+    return o;
+  }
+  std::unique_ptr<Pipeline> OpenPipeline(FaultState* st, size_t tiers) {
+    std::vector<std::unique_ptr<Store>> stores;
+    for (size_t k = 0; k < tiers; ++k) {
+      const std::string& dir = k == 0 ? dir_ : tier1_;
+      auto b = OpenBackend(dir, true);
+      EXPECT_TRUE(b.ok()) << b.status().ToString();
+      if (!b.ok()) return nullptr;
+      std::unique_ptr<Backend> backend = std::move(b).value();
+      if (st != nullptr) backend = std::make_unique<FaultBackend>(std::move(backend), st, dir);
+      stores.push_back(Store::Open(std::move(backend), options_));
+    }
+    auto p = Pipeline::Open(PipeOptions(tiers), std::move(stores));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+  // A save as `sluice save` runs it: snapshot into staging, then wait for
+  // tier 0's commit, and for the later tiers' drains until they commit or
+  // fail once (a drain is retried forever while the pipeline lives).
+  Status PipelineSave(Pipeline& p, uint64_t step, const std::map<std::string, std::string>& items) {
+    ASSIGN_OR_RETURN(auto pending, p.Begin({"m", step}, 0, 1));
+    for (const auto& [k, v] : items) RETURN_IF_ERROR(pending->AddItem(k, "", v.data(), v.size()));
+    ASSIGN_OR_RETURN(auto handle, pending->Snapshot());
+    RETURN_IF_ERROR(handle->WaitTier(0));
+    for (size_t k = 1; k < p.tier_count(); ++k) {
+      for (;;) {
+        auto progress = handle->progress();
+        if (progress[k].state == TierState::kCommitted) break;
+        if (progress[k].attempts > 0 && progress[k].state == TierState::kFailed) return progress[k].error;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return Status::OK();
+  }
+
   std::string dir_;
+  std::string tier1_;
   StoreOptions options_;
 };
 
@@ -308,6 +375,108 @@ TEST_F(CrashConsistency, RemoveAndGcSurvivePowerLossAfterEveryOperation) {
     std::string cmd = "rm -rf " + dir_ + "/ckpt";
     (void)std::system(cmd.c_str());
     if (finished) break;
+  }
+}
+
+// The synchronous save users run (`sluice save`, sluice.save): a pipeline
+// whose snapshot streams through a staging arena smaller than the save.
+TEST_F(CrashConsistency, PipelineSaveSurvivesPowerLossAfterEveryOperation) {
+  const auto base = Items(1), next = Items(10);
+  {
+    auto p = OpenPipeline(nullptr, 1);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
+  }
+  int64_t total_ops;
+  {
+    FaultState st;
+    auto p = OpenPipeline(&st, 1);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 99, next).ok());
+    p.reset();
+    total_ops = st.ops;
+    ASSERT_TRUE(CleanStore()->Remove({"m", 99}).ok());
+  }
+  ASSERT_GT(total_ops, 20);
+  std::mt19937 rng(4242);
+  for (int64_t crash_at = 0; crash_at <= total_ops; ++crash_at) {
+    FaultState st;
+    st.crash_at = crash_at;
+    {
+      auto p = OpenPipeline(&st, 1);
+      ASSERT_NE(p, nullptr);
+      Status saved = PipelineSave(*p, 2, next);
+      if (crash_at < total_ops) EXPECT_FALSE(saved.ok()) << "op " << crash_at;
+    }
+    LosePower(&st, &rng);
+    CheckStore({{1, base}}, {{2, next}}, crash_at);
+    if (HasFatalFailure()) return;
+    auto store = CleanStore();
+    (void)store->Remove({"m", 2});
+  }
+}
+
+// An async save into two tiers: tier 0 written and committed, then drained
+// to tier 1 and committed there, power lost after every operation of
+// either. Each tier holds only whole checkpoints, nothing committed before
+// is lost, and the next pipeline's drain finishes the job.
+TEST_F(CrashConsistency, TwoTierSaveAndDrainSurvivePowerLossAfterEveryOperation) {
+  const auto base = Items(1), next = Items(30);
+  {
+    auto p = OpenPipeline(nullptr, 2);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
+  }
+  int64_t total_ops;
+  {
+    FaultState st;
+    auto p = OpenPipeline(&st, 2);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 99, next).ok());
+    p.reset();
+    total_ops = st.ops;
+    for (const auto& dir : {dir_, tier1_}) {
+      auto s = Store::Open(dir, options_);
+      ASSERT_TRUE(s.ok());
+      ASSERT_TRUE((*s)->Remove({"m", 99}).ok());
+    }
+  }
+  ASSERT_GT(total_ops, 40);
+  std::mt19937 rng(77);
+  for (int64_t crash_at = 0; crash_at <= total_ops; ++crash_at) {
+    FaultState st;
+    st.crash_at = crash_at;
+    bool saved_ok;
+    {
+      auto p = OpenPipeline(&st, 2);
+      ASSERT_NE(p, nullptr);
+      // Power lost after tier 1's commit (a lock release, a note cleared in
+      // the background) leaves a save that succeeded.
+      saved_ok = PipelineSave(*p, 2, next).ok();
+    }
+    LosePower(&st, &rng);
+    std::map<uint64_t, std::map<std::string, std::string>> must = {{1, base}};
+    if (saved_ok) must[2] = next;  // a save that reported success is on both tiers
+    CheckStore(must, {{2, next}}, crash_at, dir_);
+    CheckStore(must, {{2, next}}, crash_at, tier1_);
+    if (HasFatalFailure()) return;
+    // The next run (`sluice drain`) finishes what was committed on tier 0.
+    bool on_tier0 = false;
+    for (const auto& c : *CleanStore()->List("m", false)) on_tier0 |= c.step == 2;
+    {
+      auto p = OpenPipeline(nullptr, 2);
+      ASSERT_NE(p, nullptr);
+      auto drained = p->Drain("m");
+      ASSERT_TRUE(drained.ok()) << drained.status().ToString();
+      EXPECT_TRUE(drained->failures.empty()) << "crash at op " << crash_at << ": " << drained->failures[0];
+    }
+    if (on_tier0) CheckStore({{1, base}, {2, next}}, {}, crash_at, tier1_);
+    if (HasFatalFailure()) return;
+    for (const auto& dir : {dir_, tier1_}) {
+      auto s = Store::Open(dir, options_);
+      ASSERT_TRUE(s.ok());
+      (void)(*s)->Remove({"m", 2});
+    }
   }
 }
 

@@ -90,8 +90,16 @@ class HandleImpl final : public SaveHandle {
     return out;
   }
   const CheckpointId& id() const override { return id_; }
+  SaveStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
 
   // --- used by the pipeline
+  void SetStats(const SaveStats& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = s;
+  }
   Clock::time_point start() const { return start_; }
   std::atomic<uint64_t>* written(size_t k) { return &written_[k]; }
   void SetStall(double s) {
@@ -136,6 +144,7 @@ class HandleImpl final : public SaveHandle {
   std::vector<TierProgress> tiers_;
   std::atomic<uint64_t> written_[16] = {};
   double stall_ = 0;
+  SaveStats stats_;
   Status final_;
   Clock::time_point start_;
 };
@@ -559,6 +568,7 @@ class PipelineImpl final : public Pipeline {
         job.handle->FailForGood(why);
         continue;
       }
+      job.handle->SetStats(*stats);
       job.handle->SetState(0, TierState::kCommitted);
       if (job.rank != 0) {
         // Rank 0 drains the whole checkpoint; other ranks are done.

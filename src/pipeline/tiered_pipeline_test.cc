@@ -16,6 +16,7 @@
 
 #include "format/layout.h"
 #include "io/token_bucket.h"
+#include "sluice/backend_wrapper.h"
 #include "sluice/pipeline.h"
 
 namespace sluice {
@@ -464,26 +465,20 @@ TEST_F(PipelineTest, TwoRanksSaveOneCheckpoint) {
 
 // A store that refuses to create or remove objects while "down" (as a
 // cluster with every OSD stopped), the rest passing through.
-class FlakyBackend final : public Backend {
+class FlakyBackend final : public BackendWrapper {
  public:
-  FlakyBackend(std::unique_ptr<Backend> inner, std::atomic<bool>* down) : inner_(std::move(inner)), down_(down) {}
-  const BackendCaps& caps() const override { return inner_->caps(); }
-  const std::string& uri() const override { return inner_->uri(); }
+  FlakyBackend(std::unique_ptr<Backend> inner, std::atomic<bool>* down)
+      : BackendWrapper(std::move(inner)), down_(down) {}
   Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
     if (*down_) return Status::Unavailable("create " + n + ": store down");
-    return inner_->Create(n, h);
+    return BackendWrapper::Create(n, h);
   }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& n) override { return inner_->Open(n); }
-  Status PublishIfAbsent(const std::string& n, std::string_view b) override { return inner_->PublishIfAbsent(n, b); }
-  Result<std::string> ReadSmall(const std::string& n) override { return inner_->ReadSmall(n); }
-  Result<std::vector<ObjectInfo>> List(const std::string& p) override { return inner_->List(p); }
   Status Remove(const std::string& n) override {
     if (*down_) return Status::Unavailable("remove " + n + ": store down");
-    return inner_->Remove(n);
+    return BackendWrapper::Remove(n);
   }
 
  private:
-  std::unique_ptr<Backend> inner_;
   std::atomic<bool>* down_;
 };
 

@@ -227,12 +227,7 @@ int CmdSave(int argc, char** argv) {
       for (const auto& f : report->failures) std::fprintf(stderr, "sluice: earlier checkpoint not drained: %s\n", f.c_str());
     }
   }
-  SaveStats st0;
-  st0.bytes = total;
-  st0.items = from ? files.size() : synthetic_sizes.size();
-  for (uint64_t sz : synthetic_sizes) st0.chunks += (sz + po.store.chunk_bytes - 1) / po.store.chunk_bytes;
-  for (const auto& f : files) st0.chunks += (f.size + po.store.chunk_bytes - 1) / po.store.chunk_bytes;
-  auto stats = Result<SaveStats>(st0);
+  const SaveStats stats = (*handle)->stats();
   const double secs = SecondsSince(t0);
   const double cpu = ProcessCpuSeconds() - cpu0;
   if (flags.Has("json")) {
@@ -240,9 +235,9 @@ int CmdSave(int argc, char** argv) {
     j.BeginObject()
         .Key("name").Str(id.name).Key("step").UInt(id.step)
         .Key("rank").UInt(*rank).Key("world").UInt(*world)
-        .Key("bytes").UInt(stats->bytes).Key("items").UInt(stats->items)
-        .Key("chunks").UInt(stats->chunks)
-        .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? stats->bytes / secs : 0)
+        .Key("bytes").UInt(stats.bytes).Key("items").UInt(stats.items)
+        .Key("chunks").UInt(stats.chunks)
+        .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? stats.bytes / secs : 0)
         .Key("cpu_seconds").Num(cpu).Key("committed").Bool(true)
         .Key("stall_seconds").Num((*handle)->stall_seconds())
         .Key("earlier_checkpoints_drained").UInt(resumed)
@@ -264,8 +259,8 @@ int CmdSave(int argc, char** argv) {
   } else {
     std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), stall %.3f s\n", id.name.c_str(),
                 static_cast<unsigned long long>(id.step), static_cast<unsigned long long>(*rank),
-                static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats->items),
-                HumanBytes(stats->bytes).c_str(), secs, HumanRate(secs > 0 ? stats->bytes / secs : 0).c_str(),
+                static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats.items),
+                HumanBytes(stats.bytes).c_str(), secs, HumanRate(secs > 0 ? stats.bytes / secs : 0).c_str(),
                 (*handle)->stall_seconds());
     if (resumed > 0) {
       std::printf("  also drained %llu earlier checkpoint(s) of %s that were not on every tier\n",

@@ -1,0 +1,91 @@
+// Forwarding bases for backend decorators (fault injection, counting,
+// throttling, a store not open yet): every method of Backend,
+// WritableObject and ReadableObject forwards to the wrapped one, so a
+// decorator overrides only what it changes and a method added to the
+// interface later is forwarded here once, never silently skipped by a
+// decorator that did not know of it (leveldb's EnvWrapper does the same).
+//
+// Thread-safety: as the wrapped object's.
+#ifndef SLUICE_BACKEND_WRAPPER_H_
+#define SLUICE_BACKEND_WRAPPER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/backend.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class WritableObjectWrapper : public WritableObject {
+ public:
+  explicit WritableObjectWrapper(std::unique_ptr<WritableObject> target) : target_(std::move(target)) {}
+  WritableObject& target() { return *target_; }
+
+  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
+    return target_->StartWrite(offset, data, len, tag);
+  }
+  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
+    return target_->ChecksumForWrite(crc, data, len);
+  }
+  Result<IoCompletion> Reap() override { return target_->Reap(); }
+  size_t in_flight() const override { return target_->in_flight(); }
+  size_t queue_depth() const override { return target_->queue_depth(); }
+  Status Finish(uint64_t final_size) override { return target_->Finish(final_size); }
+
+ private:
+  std::unique_ptr<WritableObject> target_;
+};
+
+class ReadableObjectWrapper : public ReadableObject {
+ public:
+  explicit ReadableObjectWrapper(std::unique_ptr<ReadableObject> target) : target_(std::move(target)) {}
+  ReadableObject& target() { return *target_; }
+
+  uint64_t size() const override { return target_->size(); }
+  Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
+    return target_->StartRead(offset, buf, len, tag);
+  }
+  Result<IoCompletion> Reap() override { return target_->Reap(); }
+  size_t in_flight() const override { return target_->in_flight(); }
+  size_t queue_depth() const override { return target_->queue_depth(); }
+  void AllowLentBuffers() override { target_->AllowLentBuffers(); }
+
+ private:
+  std::unique_ptr<ReadableObject> target_;
+};
+
+class BackendWrapper : public Backend {
+ public:
+  explicit BackendWrapper(std::unique_ptr<Backend> target) : target_(std::move(target)) {}
+  Backend& target() { return *target_; }
+
+  const BackendCaps& caps() const override { return target_->caps(); }
+  const std::string& uri() const override { return target_->uri(); }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t size_hint) override {
+    return target_->Create(name, size_hint);
+  }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+    return target_->Open(name);
+  }
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    return target_->PublishIfAbsent(name, bytes);
+  }
+  Result<std::string> ReadSmall(const std::string& name) override { return target_->ReadSmall(name); }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override { return target_->List(prefix); }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    return target_->Stat(names);
+  }
+  Status Remove(const std::string& name) override { return target_->Remove(name); }
+  Status RemoveEmptyContainers(const std::string& prefix) override {
+    return target_->RemoveEmptyContainers(prefix);
+  }
+
+ protected:
+  std::unique_ptr<Backend> target_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_BACKEND_WRAPPER_H_
