@@ -25,6 +25,43 @@
 
 namespace sluice {
 
+class WritableObject;
+class ReadableObject;
+
+// Optional extensions. A backend that has one points to it from its caps
+// (null otherwise); callers discover it there instead of every object
+// carrying a virtual method that only one backend implements.
+
+// For a backend whose transport checksums every write anyway (RADOS: the
+// messenger's crc32c of each message; a peer or NVMe-oF transport with a
+// data digest alike): writers checksum their chunks through it, so the
+// bytes are hashed once, not twice.
+class TransportChecksum {
+ public:
+  virtual ~TransportChecksum() = default;
+  // Returns the CRC32C (Castagnoli, the chunk checksum of doc/format.md)
+  // extended from `crc` over `len` bytes at `data`, which the caller is
+  // about to write to `object` (one of this backend's; for any other
+  // object, e.g. one a decorator wraps, it just computes the CRC). What
+  // was checksummed since the object's last StartWrite is matched against
+  // its next StartWrite only, so REQUIRES: the bytes stay unchanged until
+  // that next write is reaped, if it covers them.
+  virtual uint32_t ChecksumForWrite(WritableObject& object, uint32_t crc, const void* data,
+                                    size_t len) const = 0;
+};
+
+// For a backend that receives read bytes into buffers of its own (RADOS:
+// the messenger's): reads may complete with the bytes left there
+// (IoCompletion::data, `lent`, and the transport's crc32c) instead of
+// copied into the caller's buffer.
+class LentReadBuffers {
+ public:
+  virtual ~LentReadBuffers() = default;
+  // Lets later reads on `object` (one of this backend's; others are left
+  // as they are) complete with lent buffers.
+  virtual void Allow(ReadableObject& object) const = 0;
+};
+
 // What a backend can do; callers adapt to it instead of checking types.
 struct BackendCaps {
   // Buffers, offsets and lengths of asynchronous I/O must be multiples of
@@ -39,6 +76,9 @@ struct BackendCaps {
   // A short human-readable description of the I/O path in use, e.g.
   // "io_uring, O_DIRECT, qd 16" — shown by the CLI and benchmarks.
   std::string io_path;
+  // Extensions (above); null where the backend has none.
+  const TransportChecksum* transport_checksum = nullptr;
+  const LentReadBuffers* lent_read_buffers = nullptr;
 };
 
 // One completed asynchronous operation.
@@ -46,7 +86,7 @@ struct IoCompletion {
   uint64_t tag = 0;      // the caller's tag from StartWrite/StartRead
   size_t bytes = 0;      // bytes transferred (a read may stop short at end of object)
   Status status;         // per-operation outcome
-  // Reads on an object that was told AllowLentBuffers(): when non-null, the
+  // Reads on an object lent buffers were allowed for (LentReadBuffers): when non-null, the
   // bytes are here, in a buffer of the backend's own (e.g. the one librados
   // received them in), instead of in the caller's buffer; valid while
   // `lent` is held.
@@ -73,18 +113,6 @@ class WritableObject {
   // caps().io_alignment (len may be unaligned only for the object's last
   // write).
   virtual Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) = 0;
-
-  // Returns the CRC32C (Castagnoli, the chunk checksum of doc/format.md)
-  // extended from `crc` over `len` bytes at `data`, for bytes the caller is
-  // about to write: writers checksum their chunks through this rather than
-  // on their own, so that a backend whose transport checksums every write
-  // anyway (RADOS: the messenger's crc32c of each message; a peer or
-  // NVMe-oF transport with a data digest alike) hashes the bytes once, not
-  // twice. What was checksummed since the last StartWrite is matched
-  // against the next StartWrite only, so REQUIRES: the bytes stay unchanged
-  // until that next write is reaped, if it covers them. The default just
-  // computes the CRC.
-  virtual uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len);
 
   // Returns the next completion, blocking until one exists.
   // REQUIRES: in_flight() > 0.
@@ -113,11 +141,6 @@ class ReadableObject {
   virtual Result<IoCompletion> Reap() = 0;
   virtual size_t in_flight() const = 0;
   virtual size_t queue_depth() const = 0;
-
-  // Lets later reads complete with the bytes left in the backend's own
-  // buffer (IoCompletion::data) where that saves a copy. Backends that read
-  // straight into the caller's buffer ignore it.
-  virtual void AllowLentBuffers() {}
 };
 
 struct ObjectInfo {
@@ -151,8 +174,8 @@ class Backend {
   virtual Result<std::string> ReadSmall(const std::string& name) = 0;
 
   // Objects whose names start with `prefix` (empty, or ending in '/').
-  // Includes leftovers of interrupted publishes (names containing ".tmp.")
-  // so that garbage collection can see them.
+  // A backend's own temporaries (an interrupted publish's) are never
+  // listed: they are the backend's to reclaim (ReclaimLeftovers).
   virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
 
   // The named objects that exist, with their sizes (objects absent are left
@@ -177,15 +200,18 @@ class Backend {
   virtual Status Remove(const std::string& name) = 0;
 
   // Reclaims what the backend keeps beside its objects once no object needs
-  // it: a file store's directories left empty below `prefix` (which must
-  // end in '/'; the prefix's own directory stays). A writer killed between
-  // making a directory and creating the file in it leaves one that no
-  // Remove() would ever prune. Garbage collection calls this after removing
-  // objects. Safe against running writers: a writer whose directory goes
-  // before its file is created makes it again. Backends with a flat
-  // namespace have nothing to reclaim.
-  virtual Status RemoveEmptyContainers(const std::string& prefix) {
+  // it, below `prefix` (which must end in '/'; the prefix's own directory
+  // stays): leftovers of interrupted publishes (a file store's temporary
+  // files, which List never shows) older than `min_age_ms`, and a file
+  // store's directories left empty (a writer killed between making a
+  // directory and creating the file in it leaves one that no Remove()
+  // would ever prune). Garbage collection calls this after removing
+  // objects. Safe against running writers: a publish younger than
+  // min_age_ms is left alone, and a writer whose directory goes before its
+  // file is created makes it again. Backends with neither have nothing to do.
+  virtual Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) {
     (void)prefix;
+    (void)min_age_ms;
     return Status::OK();
   }
 };

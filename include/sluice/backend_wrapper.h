@@ -26,9 +26,6 @@ class WritableObjectWrapper : public WritableObject {
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
     return target_->StartWrite(offset, data, len, tag);
   }
-  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
-    return target_->ChecksumForWrite(crc, data, len);
-  }
   Result<IoCompletion> Reap() override { return target_->Reap(); }
   size_t in_flight() const override { return target_->in_flight(); }
   size_t queue_depth() const override { return target_->queue_depth(); }
@@ -50,7 +47,6 @@ class ReadableObjectWrapper : public ReadableObject {
   Result<IoCompletion> Reap() override { return target_->Reap(); }
   size_t in_flight() const override { return target_->in_flight(); }
   size_t queue_depth() const override { return target_->queue_depth(); }
-  void AllowLentBuffers() override { target_->AllowLentBuffers(); }
 
  private:
   std::unique_ptr<ReadableObject> target_;
@@ -78,8 +74,8 @@ class BackendWrapper : public Backend {
     return target_->Stat(names);
   }
   Status Remove(const std::string& name) override { return target_->Remove(name); }
-  Status RemoveEmptyContainers(const std::string& prefix) override {
-    return target_->RemoveEmptyContainers(prefix);
+  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
+    return target_->ReclaimLeftovers(prefix, min_age_ms);
   }
 
  protected:

@@ -34,7 +34,7 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
     if (!parsed) continue;
     StepObjects& s = steps[{parsed->name, parsed->step}];
     if (parsed->rest == "COMMIT") s.has_commit = true;
-    if (auto r = RankOfManifest(parsed->rest); r && o.name.find(".tmp.") == std::string::npos) {
+    if (auto r = RankOfManifest(parsed->rest)) {
       s.manifest_ranks.insert(*r);
     }
     if (parsed->rest.rfind("data/", 0) == 0) s.data_bytes += o.size;
@@ -195,7 +195,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   // a writer whose fresh directory goes makes it again. Tidying only: a
   // failure here (an unreadable directory) does not undo the report of what
   // was removed, and the next gc tries again.
-  (void)backend.RemoveEmptyContainers(CheckpointsPrefix());
+  (void)backend.ReclaimLeftovers(CheckpointsPrefix(), min_age_ms);
   return report;
 }
 

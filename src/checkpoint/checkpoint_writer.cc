@@ -330,8 +330,7 @@ class Writer final : public RankWriter {
         }
         auto parsed = ParseObjectName(*target);
         if (parsed && parsed->name == id_.name && parsed->step == id_.step &&
-            RankOfManifest(parsed->rest) == std::optional<uint32_t>(rank) &&
-            target->find(".tmp.") == std::string::npos && !consider(*target, rank)) {
+            RankOfManifest(parsed->rest) == std::optional<uint32_t>(rank) && !consider(*target, rank)) {
           round.unresolved = true;
           continue;
         }

@@ -1,6 +1,7 @@
 // Store-level behaviour through the public API, on a real filesystem.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -769,6 +770,33 @@ TEST_F(StoreTest, GcSparesYoungObjects) {
   EXPECT_EQ(gc->objects_removed, 0u);
   gc = store_->CollectGarbage(0);
   EXPECT_EQ(gc->objects_removed, 2u);  // the data object and the manifest
+}
+
+// An interrupted publish leaves a temporary file beside the object it was
+// to become. The file store keeps that to itself: List never shows it (no
+// layer above knows its naming), and gc reclaims it once it is old enough.
+TEST_F(StoreTest, InterruptedPublishesAreNeverListedAndGcReclaimsThem) {
+  Save("t", 1, {{"a", Bytes(1000, 1)}});
+  const std::string step = dir_ + "/ckpt/t/00000000000000000001/";
+  const std::string old_tmp = step + "COMMIT.tmp.0123456789abcdef";
+  const std::string young_tmp = step + "manifest/r000000-0123456789abcdef.man.tmp.fedcba9876543210";
+  for (const auto& p : {old_tmp, young_tmp}) {
+    FILE* f = std::fopen(p.c_str(), "w");
+    ASSERT_NE(f, nullptr) << p;
+    std::fputs("half a record", f);
+    std::fclose(f);
+  }
+  struct timeval past[2] = {{time(nullptr) - 7200, 0}, {time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimes(old_tmp.c_str(), past), 0);
+  auto listed = store_->backend().List("");
+  ASSERT_TRUE(listed.ok());
+  for (const auto& o : *listed) EXPECT_EQ(o.name.find(".tmp."), std::string::npos) << o.name;
+  ASSERT_TRUE(store_->CollectGarbage(3600 * 1000).ok());
+  EXPECT_NE(::access(old_tmp.c_str(), F_OK), 0) << "an hour-old temporary outlived gc --min-age 1h";
+  EXPECT_EQ(::access(young_tmp.c_str(), F_OK), 0) << "a young temporary (a publish in progress?) was removed";
+  ASSERT_TRUE(store_->CollectGarbage(0).ok());
+  EXPECT_NE(::access(young_tmp.c_str(), F_OK), 0);
+  EXPECT_EQ(Load("t", 1), (std::map<std::string, std::string>{{"a", Bytes(1000, 1)}}));
 }
 
 // A writer killed between making a step's directories and creating a file

@@ -91,7 +91,7 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
     o.object = std::move(r).value();
     // Every byte is checked and handed out from wherever it landed, so the
     // backend may keep it where it arrived (RADOS: saves a copy per byte).
-    o.object->AllowLentBuffers();
+    if (const LentReadBuffers* lending = backend.caps().lent_read_buffers) lending->Allow(*o.object);
     if (buffers.empty()) {
       // The first object opened sets the depth (one backend: all alike).
       const size_t depth = std::max<size_t>(1, std::min(o.object->queue_depth(), extents.size()));

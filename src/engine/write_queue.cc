@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "io/aligned_buffer.h"
+#include "io/crc32c.h"
 
 namespace sluice {
 
@@ -46,7 +47,9 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
 }
 
 uint32_t WriteQueue::Checksum(uint32_t crc, const void* data, size_t len) {
-  return open_.back().object->ChecksumForWrite(crc, data, len);
+  const TransportChecksum* transport = backend_.caps().transport_checksum;
+  if (transport != nullptr) return transport->ChecksumForWrite(*open_.back().object, crc, data, len);
+  return Crc32cExtend(crc, data, len);
 }
 
 Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, bool tail) {

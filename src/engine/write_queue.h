@@ -3,9 +3,9 @@
 // streaming writer, drains and repairs) hands its buffers to a WriteQueue,
 // which owns what those paths used to repeat: the queue depth across object
 // boundaries, per-write completion (the caller's buffer comes back through
-// `on_complete`), the token bucket, tail padding, the chunk checksum through
-// the backend (WritableObject::ChecksumForWrite), Finish, and waiting out
-// every write still in flight after an error.
+// `on_complete`), the token bucket, tail padding, the chunk checksum
+// (through the backend's TransportChecksum where it offers one), Finish, and
+// waiting out every write still in flight after an error.
 //
 // Objects are written in order, front to back. BeginObject() may be called
 // while the previous object's writes are still in flight: that object is
@@ -63,7 +63,7 @@ class WriteQueue {
 
   // The chunk checksum of bytes about to be written to the current object:
   // CRC32C extended from `crc` over `len` bytes (see
-  // WritableObject::ChecksumForWrite; the bytes must then be written by the
+  // TransportChecksum::ChecksumForWrite; the bytes must then be written by the
   // next Write and stay unchanged until it completes).
   uint32_t Checksum(uint32_t crc, const void* data, size_t len);
 

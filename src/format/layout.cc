@@ -113,6 +113,11 @@ std::optional<uint32_t> RankOfManifest(std::string_view rest) {
   if (rest.substr(0, kDir.size()) != kDir) return std::nullopt;
   rest.remove_prefix(kDir.size());
   if (rest.size() < 7 || rest[6] != '-') return std::nullopt;
+  // Exactly "<rank>-<writer>.man": nothing after the suffix.
+  if (rest.size() < 11 || rest.substr(rest.size() - 4) != ".man" ||
+      rest.find('.') != rest.size() - 4) {
+    return std::nullopt;
+  }
   uint32_t r = 0;
   for (char c : rest.substr(0, 6)) {
     if (c < '0' || c > '9') return std::nullopt;

@@ -107,9 +107,9 @@ class FaultBackend final : public BackendWrapper {
     if (!st_->Tick()) return PowerLost();
     return BackendWrapper::Remove(name);
   }
-  Status RemoveEmptyContainers(const std::string& prefix) override {
+  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     if (!st_->Tick()) return PowerLost();
-    return BackendWrapper::RemoveEmptyContainers(prefix);
+    return BackendWrapper::ReclaimLeftovers(prefix, min_age_ms);
   }
 
  private:

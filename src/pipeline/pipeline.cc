@@ -900,9 +900,9 @@ class DeferredBackend final : public Backend {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Stat(names);
   }
-  Status RemoveEmptyContainers(const std::string& prefix) override {
+  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->RemoveEmptyContainers(prefix);
+    return b->ReclaimLeftovers(prefix, min_age_ms);
   }
 
  private:

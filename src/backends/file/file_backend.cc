@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
@@ -364,7 +365,7 @@ class FileBackend final : public Backend {
     return Status::OK();
   }
 
-  Status RemoveEmptyContainers(const std::string& prefix) override {
+  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     if (!prefix.empty() && prefix.back() != '/') {
       return Status::InvalidArgument("prefix '" + prefix + "' must end in '/'");
     }
@@ -376,7 +377,9 @@ class FileBackend final : public Backend {
       return Status::FromErrno(errno, "open directory " + dir);
     }
     bool unused = false;
-    return PruneEmptyDirsAt(fd, dir, &unused);  // closes fd
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    return PruneEmptyDirsAt(fd, dir, now_ms - static_cast<int64_t>(min_age_ms), &unused);  // closes fd
   }
 
  private:
@@ -423,15 +426,23 @@ class FileBackend final : public Backend {
     }
   }
 
-  // Post-order: removes the empty directories below the directory open as
-  // `fd` (named `dir` in messages); sets `*empty` when `fd`'s directory
-  // holds nothing afterwards.
+  // A publish's temporary file (PublishIfAbsent writes "<name>.tmp.<random>"
+  // and renames it into place; names with ".tmp." are refused above this
+  // layer, so no object is ever taken for one).
+  static bool IsTemporary(std::string_view file_name) {
+    return file_name.find(".tmp.") != std::string_view::npos;
+  }
+
+  // Post-order: removes temporaries last modified at or before `tmp_cutoff_ms`
+  // and the empty directories below the directory open as `fd` (named `dir`
+  // in messages); sets `*empty` when `fd`'s directory holds nothing
+  // afterwards.
   // Everything is relative to directory descriptors and nothing follows a
   // symlink, so no directory outside the store is ever touched. rmdir()
   // refuses a directory that is not empty, so a file created meanwhile is
   // never lost; a writer whose fresh directory goes makes it again
   // (CreateFile). Takes ownership of `fd`.
-  Status PruneEmptyDirsAt(int fd, const std::string& dir, bool* empty) {
+  Status PruneEmptyDirsAt(int fd, const std::string& dir, int64_t tmp_cutoff_ms, bool* empty) {
     *empty = false;
     DIR* d = ::fdopendir(fd);
     if (d == nullptr) {
@@ -450,6 +461,11 @@ class FileBackend final : public Backend {
         break;
       }
       if (!S_ISDIR(st.st_mode)) {
+        const int64_t mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+        if (S_ISREG(st.st_mode) && IsTemporary(n) && mtime_ms <= tmp_cutoff_ms &&
+            ::unlinkat(dirfd(d), e->d_name, 0) == 0) {
+          continue;
+        }
         holds_anything = true;
         continue;
       }
@@ -460,7 +476,7 @@ class FileBackend final : public Backend {
         continue;
       }
       bool child_empty = false;
-      result = PruneEmptyDirsAt(child, dir + "/" + std::string(n), &child_empty);
+      result = PruneEmptyDirsAt(child, dir + "/" + std::string(n), tmp_cutoff_ms, &child_empty);
       if (!result.ok()) break;
       if (child_empty && ::unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0) continue;
       // Not empty, or refused (ENOTEMPTY: a writer got there first; EBUSY:
@@ -493,7 +509,7 @@ class FileBackend final : public Backend {
       if (S_ISDIR(st.st_mode)) {
         result = Walk(rel + "/", out);
         if (!result.ok()) break;
-      } else if (S_ISREG(st.st_mode)) {
+      } else if (S_ISREG(st.st_mode) && !IsTemporary(n)) {
         int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
         out->push_back(ObjectInfo{rel, static_cast<uint64_t>(st.st_size), ms});
       }

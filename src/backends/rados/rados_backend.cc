@@ -319,7 +319,7 @@ class RadosWritable final : public WritableObject {
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
     return aio_.StartWrite(offset, data, len, tag);
   }
-  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
+  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) {
     return aio_.Checksum(crc, data, len);
   }
   Result<IoCompletion> Reap() override { return aio_.Reap(); }
@@ -360,7 +360,7 @@ class RadosReadable final : public ReadableObject {
   Result<IoCompletion> Reap() override { return aio_.Reap(); }
   size_t in_flight() const override { return aio_.in_flight(); }
   size_t queue_depth() const override { return aio_.queue_depth(); }
-  void AllowLentBuffers() override { aio_.AllowLentBuffers(); }
+  void AllowLentBuffers() { aio_.AllowLentBuffers(); }
 
  private:
   AioQueue aio_;
@@ -371,6 +371,27 @@ int64_t UnixMs(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+// The extensions RADOS offers (sluice/backend.h). An object that is not
+// one of ours (a decorator's) gets the plain behaviour.
+class RadosTransportChecksum final : public TransportChecksum {
+ public:
+  uint32_t ChecksumForWrite(WritableObject& object, uint32_t crc, const void* data,
+                            size_t len) const override {
+    if (auto* w = dynamic_cast<RadosWritable*>(&object)) return w->ChecksumForWrite(crc, data, len);
+    return Crc32cExtend(crc, data, len);
+  }
+};
+
+class RadosLentReadBuffers final : public LentReadBuffers {
+ public:
+  void Allow(ReadableObject& object) const override {
+    if (auto* r = dynamic_cast<RadosReadable*>(&object)) r->AllowLentBuffers();
+  }
+};
+
+const RadosTransportChecksum kRadosTransportChecksum;
+const RadosLentReadBuffers kRadosLentReadBuffers;
+
 class RadosBackend final : public Backend {
  public:
   RadosBackend(std::string uri, RadosOptions opts, std::shared_ptr<Cluster> cluster,
@@ -379,6 +400,8 @@ class RadosBackend final : public Backend {
     caps_.io_alignment = 1;
     caps_.max_object_bytes = max_object_bytes;
     caps_.atomic_publish_if_absent = true;
+    caps_.transport_checksum = &kRadosTransportChecksum;
+    caps_.lent_read_buffers = &kRadosLentReadBuffers;
     caps_.io_path = "librados aio, pool " + opts_.pool + ", qd " + std::to_string(opts_.queue_depth) +
                     ", max object " + std::to_string(max_object_bytes >> 20) + " MiB";
     object_prefix_ = opts_.prefix.empty() ? "" : opts_.prefix + "/";

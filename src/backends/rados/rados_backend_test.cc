@@ -68,6 +68,8 @@ class RadosBackendTest : public ::testing::Test {
     auto w = backend_->Create(name, buf->size());
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok()) return -1;
+    EXPECT_NE(backend_->caps().transport_checksum, nullptr) << "RADOS offers its transport checksum";
+    if (backend_->caps().transport_checksum == nullptr) return -1;
     MessengerCrcCounters crcs;
     EXPECT_TRUE(crcs.Load()) << dlerror();
     if (!crcs.track) return -1;
@@ -75,7 +77,7 @@ class RadosBackendTest : public ::testing::Test {
     const int before = crcs.hits() + crcs.adjusted();
     for (int i = 0; i < writes; ++i) {
       uint8_t* p = buf->data() + i * io;
-      if (checksum) (void)(*w)->ChecksumForWrite(0, p, io);
+      if (checksum) (void)backend_->caps().transport_checksum->ChecksumForWrite(**w, 0, p, io);
       while ((*w)->in_flight() >= (*w)->queue_depth()) EXPECT_TRUE((*w)->Reap().ok());
       EXPECT_TRUE((*w)->StartWrite(i * io, p, io, i).ok());
     }
