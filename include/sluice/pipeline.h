@@ -94,6 +94,12 @@ struct PipelineOptions {
   // First retry of a failed drain after this long, doubling up to the max.
   uint64_t retry_initial_ms = 1000;
   uint64_t retry_max_ms = 60'000;
+
+  // InvalidArgument naming the first bad field: no tier, a bad store
+  // layout (StoreOptions::Validate), a staging budget under one I/O buffer
+  // or over 80% of physical memory, copy_threads outside 1..256,
+  // max_in_flight 0, or retry_initial_ms over retry_max_ms.
+  Status Validate() const;
 };
 
 enum class TierState {

@@ -40,6 +40,11 @@ struct StoreOptions {
   uint64_t rank_timeout_ms = 600'000;
   // Create the store (a file store's directory) if it does not exist.
   bool create_if_missing = false;
+
+  // InvalidArgument naming the first field outside its bounds (and the CLI
+  // flag that sets it): chunk_bytes 1 byte..256 MiB; io_bytes a multiple of
+  // 4 KiB in 4 KiB..256 MiB; object_bytes at least 1 MiB.
+  Status Validate() const;
 };
 
 struct CheckpointId {

@@ -14,6 +14,7 @@
 #include "io/crc32c.h"
 #include "engine/stream_writer.h"
 #include "checkpoint/writer_registry.h"
+#include "format/limits.h"
 
 namespace sluice {
 namespace {
@@ -41,7 +42,6 @@ class MemorySource final : public ItemSource {
 
 // Pointers per rank and step before a writer gives up (gc removes those of
 // writers that are gone).
-constexpr uint32_t kMaxRankPointers = 10000;
 
 std::string CheckpointLabel(const CheckpointId& id) { return sluice::CheckpointLabel(id.name, id.step); }
 
@@ -68,7 +68,7 @@ class Writer final : public RankWriter {
     RETURN_IF_ERROR(sticky_);
     if (finished_) return Status::InvalidArgument("AddItem after Commit");
     RETURN_IF_ERROR(ValidateItemKey(key));
-    if (metadata.size() > (1u << 24)) {
+    if (metadata.size() > limits::kMaxMetadataBytes) {
       return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
     }
     if (!keys_.insert(std::string(key)).second) {
@@ -177,14 +177,14 @@ class Writer final : public RankWriter {
   // rank 0 looks for it. Earlier writers of the same rank (a crashed
   // attempt) may hold the first ones.
   Result<std::string> PublishRankPointer(const std::string& manifest_name) {
-    for (uint32_t k = 0; k < kMaxRankPointers; ++k) {
+    for (uint32_t k = 0; k < limits::kMaxRankPointers; ++k) {
       std::string pointer = RankPointerObject(id_.name, id_.step, rank_, k);
       Status st = backend_.PublishIfAbsent(pointer, manifest_name);
       if (st.ok()) return pointer;
       if (!st.IsAlreadyExists()) return st.WithContext(CheckpointLabel(id_) + ": publish rank pointer");
     }
     return Status::Unavailable(CheckpointLabel(id_) + ": rank " + std::to_string(rank_) + " has " +
-                               std::to_string(kMaxRankPointers) +
+                               std::to_string(limits::kMaxRankPointers) +
                                " manifest pointers from earlier writers already (gc removes them once "
                                "no writer of the step is alive)");
   }
@@ -307,7 +307,7 @@ class Writer final : public RankWriter {
       std::vector<uint32_t> probed_end(world_, 0);
       for (uint32_t r = 1; r < world_; ++r) {
         if (missing_ranks_only && chosen[r]) continue;
-        probed_end[r] = std::min(pointers[r].end, kMaxRankPointers);
+        probed_end[r] = std::min(pointers[r].end, limits::kMaxRankPointers);
         for (uint32_t k = pointers[r].next; k < probed_end[r]; ++k) {
           if (pointers[r].settled.count(k)) continue;
           std::string name = RankPointerObject(id_.name, id_.step, r, k);
@@ -339,7 +339,7 @@ class Writer final : public RankWriter {
       for (uint32_t r = 1; r < world_; ++r) {
         RankPointers& p = pointers[r];
         while (p.settled.count(p.next)) p.settled.erase(p.next++);
-        if (probed_end[r] > 0 && std::min(p.end, kMaxRankPointers) > probed_end[r]) round.extended = true;
+        if (probed_end[r] > 0 && std::min(p.end, limits::kMaxRankPointers) > probed_end[r]) round.extended = true;
       }
       return round;
     };
@@ -498,22 +498,17 @@ Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreO
     return Status::NotSupported("store " + backend.uri() + " cannot publish atomically");
   }
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
-  if (save.attempt.size() > 128) return Status::InvalidArgument("save attempt id longer than 128 bytes");
-  if (world == 0 || world > 1'000'000) {
+  if (save.attempt.size() > limits::kMaxAttemptBytes) {
+    return Status::InvalidArgument("save attempt id longer than 128 bytes");
+  }
+  if (world == 0 || world > limits::kMaxWorld) {
     return Status::InvalidArgument("world size " + std::to_string(world) + " outside 1..1000000");
   }
   if (rank >= world) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " is not below world size " +
                                    std::to_string(world));
   }
-  if (options.chunk_bytes == 0 || options.chunk_bytes > (256ull << 20)) {
-    return Status::InvalidArgument("chunk size " + std::to_string(options.chunk_bytes) +
-                                   " outside 1 byte..256 MiB");
-  }
-  if (options.io_bytes < 4096 || options.io_bytes > (256ull << 20)) {
-    return Status::InvalidArgument("I/O size " + std::to_string(options.io_bytes) +
-                                   " outside 4 KiB..256 MiB");
-  }
+  RETURN_IF_ERROR(options.Validate());
   if (backend.ReadSmall(CommitObject(id.name, id.step)).ok()) {
     return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
   }

@@ -4,8 +4,26 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "format/limits.h"
 
 namespace sluice {
+
+Status StoreOptions::Validate() const {
+  if (chunk_bytes == 0 || chunk_bytes > limits::kMaxChunkBytes) {
+    return Status::InvalidArgument("chunk size (--chunk-size) " + std::to_string(chunk_bytes) +
+                                   " is outside 1 byte..256MiB");
+  }
+  if (io_bytes < limits::kMinIoBytes || io_bytes > limits::kMaxIoBytes || io_bytes % limits::kMinIoBytes != 0) {
+    return Status::InvalidArgument("I/O size (--io-size) " + std::to_string(io_bytes) +
+                                   " is not a multiple of 4KiB between 4KiB and 256MiB");
+  }
+  if (object_bytes < limits::kMinObjectBytes) {
+    return Status::InvalidArgument("object size (--object-size) " + std::to_string(object_bytes) +
+                                   " is under 1MiB");
+  }
+  return Status::OK();
+}
+
 namespace {
 
 class StoreImpl final : public Store {

@@ -3,10 +3,10 @@
 #include "format/encoding.h"
 #include "format/record_frame.h"
 #include "sluice/names.h"
+#include "format/limits.h"
 
 namespace sluice {
 namespace {
-constexpr uint32_t kMaxWorld = 1'000'000;
 }  // namespace
 
 uint64_t CommitRecord::TotalBytes() const {
@@ -43,13 +43,13 @@ Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::strin
   Decoder d(body, what);
   CommitRecord c;
   uint64_t created, n;
-  RETURN_IF_ERROR(d.Bytes(&c.name, 255, "checkpoint name"));
+  RETURN_IF_ERROR(d.Bytes(&c.name, limits::kMaxNameBytes, "checkpoint name"));
   RETURN_IF_ERROR(d.Varint(&c.step));
   RETURN_IF_ERROR(d.Varint32(&c.world, "world"));
   RETURN_IF_ERROR(d.Varint(&created));
   c.created_unix_ms = static_cast<int64_t>(created);
   if (Status st = ValidateCheckpointName(c.name); !st.ok()) return d.Bad(st.message());
-  if (c.world == 0 || c.world > kMaxWorld) return d.Bad("world " + std::to_string(c.world));
+  if (c.world == 0 || c.world > limits::kMaxWorld) return d.Bad("world " + std::to_string(c.world));
   RETURN_IF_ERROR(d.Count(&n, 8, "rank"));
   if (n != c.world) return d.Bad(std::to_string(n) + " ranks listed for world " + std::to_string(c.world));
   c.ranks.resize(static_cast<size_t>(n));

@@ -7,6 +7,7 @@
 #include "format/encoding.h"
 #include "format/record_frame.h"
 #include "sluice/names.h"
+#include "format/limits.h"
 
 namespace sluice {
 namespace {
@@ -56,7 +57,7 @@ Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& w
   Decoder d(body, what);
   Manifest m;
   uint64_t created;
-  RETURN_IF_ERROR(d.Bytes(&m.name, 255, "checkpoint name"));
+  RETURN_IF_ERROR(d.Bytes(&m.name, limits::kMaxNameBytes, "checkpoint name"));
   RETURN_IF_ERROR(d.Varint(&m.step));
   RETURN_IF_ERROR(d.Varint32(&m.rank, "rank"));
   RETURN_IF_ERROR(d.Varint32(&m.world, "world"));
@@ -84,8 +85,8 @@ Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& w
   std::unordered_set<std::string> keys;
   for (uint64_t item_index = 0; item_index < nitems; ++item_index) {
     ManifestItem it;
-    RETURN_IF_ERROR(d.Bytes(&it.key, 4096, "item key"));
-    RETURN_IF_ERROR(d.Bytes(&it.metadata, 1u << 24, "item metadata"));
+    RETURN_IF_ERROR(d.Bytes(&it.key, limits::kMaxKeyBytes, "item key"));
+    RETURN_IF_ERROR(d.Bytes(&it.metadata, limits::kMaxMetadataBytes, "item metadata"));
     RETURN_IF_ERROR(d.Varint(&it.size));
     if (Status st = ValidateItemKey(it.key); !st.ok()) return d.Bad(st.message());
     uint64_t nchunks;

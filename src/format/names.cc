@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "sluice/names.h"
+#include "format/limits.h"
 
 namespace sluice {
 namespace {
@@ -25,7 +26,7 @@ Status ValidateCheckpointName(std::string_view name) {
     return Status::InvalidArgument("checkpoint name '" + shown + "' " + why);
   };
   if (name.empty()) return Status::InvalidArgument("checkpoint name is empty");
-  if (name.size() > 255) return bad("is longer than 255 bytes");
+  if (name.size() > limits::kMaxNameBytes) return bad("is longer than 255 bytes");
   if (name.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
   if (HasControl(name)) return bad("contains a control character");
   if (name.find('/') != std::string_view::npos) return bad("contains '/'");
@@ -41,7 +42,7 @@ Status ValidateItemKey(std::string_view key) {
     return Status::InvalidArgument("item key '" + shown + "' " + why);
   };
   if (key.empty()) return Status::InvalidArgument("item key is empty");
-  if (key.size() > 4096) return bad("is longer than 4096 bytes");
+  if (key.size() > limits::kMaxKeyBytes) return bad("is longer than 4096 bytes");
   if (key.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
   if (key.front() == '/') return bad("is an absolute path");
   size_t start = 0;

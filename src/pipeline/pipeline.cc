@@ -26,6 +26,7 @@
 #include "pipeline/drain.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
+#include "format/limits.h"
 
 namespace sluice {
 
@@ -186,7 +187,7 @@ class PendingImpl final : public PendingCheckpoint {
   Status CheckItem(std::string_view key, std::string_view metadata) {
     if (snapshotted_) return Status::InvalidArgument("AddItem after Snapshot");
     RETURN_IF_ERROR(ValidateItemKey(key));
-    if (metadata.size() > (1u << 24)) {
+    if (metadata.size() > limits::kMaxMetadataBytes) {
       return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
     }
     if (!keys_.insert(std::string(key)).second) {
@@ -247,16 +248,7 @@ class PipelineImpl final : public Pipeline {
         }
       }
     }
-    if (opts_.store.chunk_bytes == 0 || opts_.store.chunk_bytes > (256ull << 20)) {
-      return Status::InvalidArgument("chunk size outside 1 byte..256 MiB");
-    }
-    if (opts_.store.io_bytes < 4096 || opts_.store.io_bytes > (256ull << 20)) {
-      return Status::InvalidArgument("I/O size outside 4 KiB..256 MiB");
-    }
-    if (opts_.copy_threads == 0 || opts_.copy_threads > 256) {
-      return Status::InvalidArgument("copy threads " + std::to_string(opts_.copy_threads) + " outside 1..256");
-    }
-    if (opts_.max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
+    RETURN_IF_ERROR(opts_.Validate());
     align_ = std::max<size_t>(stores_[0]->backend().caps().io_alignment, 1);
     slab_bytes_ = AlignUp(opts_.store.io_bytes, std::max<uint64_t>(4096, align_));
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
@@ -932,11 +924,25 @@ class DeferredBackend final : public Backend {
 
 }  // namespace
 
+Status PipelineOptions::Validate() const {
+  if (tiers.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
+  RETURN_IF_ERROR(store.Validate());
+  RETURN_IF_ERROR(StagingArena::CheckBudget(staging_bytes, AlignUp(store.io_bytes, 4096)));
+  if (copy_threads == 0 || copy_threads > 256) {
+    return Status::InvalidArgument("copy threads " + std::to_string(copy_threads) + " outside 1..256");
+  }
+  if (max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
+  if (retry_initial_ms > retry_max_ms) {
+    return Status::InvalidArgument("first drain retry after " + std::to_string(retry_initial_ms) +
+                                   " ms, later than the longest interval, " + std::to_string(retry_max_ms) + " ms");
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
-  if (options.tiers.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
-  // A bad budget is refused before any store is opened (or created).
-  RETURN_IF_ERROR(StagingArena::CheckBudget(
-      options.staging_bytes, AlignUp(std::max<uint64_t>(options.store.io_bytes, 4096), 4096)));
+  // Bad options (a budget, a layout) are refused before any store is opened
+  // (or created).
+  RETURN_IF_ERROR(options.Validate());
   std::vector<std::unique_ptr<Store>> stores;
   Status first_error;
   bool opened_any = false;

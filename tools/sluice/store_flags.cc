@@ -20,13 +20,7 @@ Result<StoreOptions> StoreOptionsFromFlags(const Flags& flags) {
   ASSIGN_OR_RETURN(o.chunk_bytes, flags.GetSize("chunk-size", o.chunk_bytes));
   ASSIGN_OR_RETURN(o.io_bytes, flags.GetSize("io-size", o.io_bytes));
   ASSIGN_OR_RETURN(o.object_bytes, flags.GetSize("object-size", o.object_bytes));
-  if (o.chunk_bytes == 0 || o.chunk_bytes > (256ull << 20)) {
-    return Status::InvalidArgument("--chunk-size must be between 1 byte and 256MiB");
-  }
-  if (o.io_bytes < 4096 || o.io_bytes > (256ull << 20) || o.io_bytes % 4096 != 0) {
-    return Status::InvalidArgument("--io-size must be a multiple of 4KiB between 4KiB and 256MiB");
-  }
-  if (o.object_bytes < (1ull << 20)) return Status::InvalidArgument("--object-size must be at least 1MiB");
+  RETURN_IF_ERROR(o.Validate());
   return o;
 }
 
