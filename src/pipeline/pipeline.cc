@@ -18,15 +18,18 @@
 #include <unordered_set>
 
 #include "format/layout.h"
+#include "format/limits.h"
 #include "io/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "pipeline/deferred_backend.h"
 #include "pipeline/drain.h"
+#include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
-#include "format/limits.h"
+#include "pipeline/tiered_reader.h"
 
 namespace sluice {
 
@@ -50,105 +53,6 @@ std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.s
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-class HandleImpl final : public SaveHandle {
- public:
-  HandleImpl(CheckpointId id, const std::vector<std::string>& uris) : id_(std::move(id)) {
-    for (const auto& u : uris) {
-      TierProgress p;
-      p.uri = u;
-      tiers_.push_back(std::move(p));
-    }
-    start_ = Clock::now();
-  }
-
-  double stall_seconds() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stall_;
-  }
-  bool done() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return DoneLocked();
-  }
-  Status WaitTier(size_t tier) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (tier >= tiers_.size()) {
-      return Status::InvalidArgument("no tier " + std::to_string(tier) + " (there are " +
-                                     std::to_string(tiers_.size()) + ")");
-    }
-    cv_.wait(lock, [&] { return Settled(tier) || !final_.ok(); });
-    if (Settled(tier)) return Status::OK();
-    return final_;
-  }
-  Status Wait() override {
-    for (size_t k = 0; k < tiers_.size(); ++k) RETURN_IF_ERROR(WaitTier(k));
-    return Status::OK();
-  }
-  std::vector<TierProgress> progress() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto out = tiers_;
-    for (size_t k = 0; k < out.size(); ++k) out[k].bytes_written = written_[k].load();
-    return out;
-  }
-  const CheckpointId& id() const override { return id_; }
-  SaveStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-
-  // --- used by the pipeline
-  void SetStats(const SaveStats& s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_ = s;
-  }
-  Clock::time_point start() const { return start_; }
-  std::atomic<uint64_t>* written(size_t k) { return &written_[k]; }
-  void SetStall(double s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stall_ = s;
-  }
-  void SetState(size_t k, TierState state, Status error = Status::OK()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      TierProgress& t = tiers_[k];
-      t.state = state;
-      if (state == TierState::kWriting) ++t.attempts;
-      if (state == TierState::kCommitted) t.durable_seconds = SecondsSince(start_);
-      if (!error.ok()) t.error = error;
-      if (state == TierState::kCommitted) t.error = Status::OK();
-    }
-    cv_.notify_all();
-  }
-  // The save cannot go on (its tier-0 write failed, or the pipeline closed).
-  void FailForGood(const Status& why) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (final_.ok()) final_ = why;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  bool Settled(size_t k) const {
-    return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped;
-  }
-  bool DoneLocked() const {
-    if (!final_.ok()) return true;
-    for (size_t k = 0; k < tiers_.size(); ++k) {
-      if (!Settled(k)) return false;
-    }
-    return true;
-  }
-  const CheckpointId id_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<TierProgress> tiers_;
-  std::atomic<uint64_t> written_[16] = {};
-  double stall_ = 0;
-  SaveStats stats_;
-  Status final_;
-  Clock::time_point start_;
-};
 
 class PipelineImpl;
 
@@ -704,107 +608,6 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   return std::shared_ptr<SaveHandle>(handle);
 }
 
-// A reader over the fastest committed copy that serves bad chunks from later
-// tiers and then rewrites the bad objects from the good copy.
-class TieredReader final : public CheckpointReader {
- public:
-  TieredReader(std::vector<Store*> tiers, size_t primary, const std::string& name, uint64_t step,
-               const StoreOptions& options, ReadRecovery* recovery)
-      : tiers_(std::move(tiers)), primary_(primary), name_(name), step_(step), options_(options),
-        recovery_(recovery) {}
-
-  Status Init(LoadedCheckpoint loaded) {
-    for (const auto& m : loaded.manifests) {
-      auto chunks = ChunksPerObject(m);
-      for (size_t o = 0; o < m.objects.size(); ++o) {
-        objects_[m.objects[o].name] = {m.objects[o].size, chunks[o]};
-      }
-    }
-    ASSIGN_OR_RETURN(reader_, NewCheckpointReader(
-                                  tiers_[primary_]->backend(), options_, std::move(loaded),
-                                  [this](const ItemInfo& item, uint64_t chunk, uint64_t item_offset,
-                                         uint64_t length, const std::string& object,
-                                         const std::string& problem, uint8_t* out) {
-                                    return Recover(item, chunk, item_offset, length, object, problem, out);
-                                  }));
-    return Status::OK();
-  }
-
-  const CheckpointInfo& info() const override { return reader_->info(); }
-  const std::vector<ItemInfo>& items() const override { return reader_->items(); }
-  Status ReadRange(std::string_view key, uint64_t offset, void* out, uint64_t len) override {
-    Status st = reader_->ReadRange(key, offset, out, len);
-    Repair();
-    return st;
-  }
-  Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) override {
-    Status st = reader_->ReadAll(rank, sink);
-    Repair();
-    return st;
-  }
-
- private:
-  Status Recover(const ItemInfo& item, uint64_t chunk, uint64_t item_offset, uint64_t length,
-                 const std::string& object, const std::string& problem, uint8_t* out) {
-    Status last = Status::NotFound("no later tier holds a committed copy");
-    for (size_t j = primary_ + 1; j < tiers_.size(); ++j) {
-      if (!others_.count(j)) {
-        auto r = tiers_[j]->OpenCheckpoint(name_, step_);
-        if (!r.ok()) {
-          others_[j] = nullptr;
-          last = r.status();
-        } else {
-          others_[j] = std::move(r).value();
-        }
-      }
-      if (others_[j] == nullptr) continue;
-      Status st = others_[j]->ReadRange(item.key, item_offset, out, length);
-      if (!st.ok()) {
-        last = st;
-        continue;
-      }
-      if (recovery_ != nullptr) {
-        recovery_->fallbacks.push_back(
-            "item '" + item.key + "' chunk " + std::to_string(chunk) + ": " + problem + " in " +
-            object + " on tier " + std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() +
-            "); read from tier " + std::to_string(j) + " (" + tiers_[j]->backend().uri() + ")");
-      }
-      if (!to_repair_.count(object)) to_repair_[object] = j;
-      return Status::OK();
-    }
-    return last;
-  }
-
-  void Repair() {
-    for (const auto& [object, good] : to_repair_) {
-      auto it = objects_.find(object);
-      if (it == objects_.end()) continue;
-      CopyControl control;  // a foreground repair: not throttled
-      control.io_bytes = options_.io_bytes;
-      Status st = CopyObjects(tiers_[good]->backend(), tiers_[primary_]->backend(),
-                              {ObjectToCopy{object, it->second.first, it->second.second}}, control);
-      if (recovery_ != nullptr) {
-        recovery_->repairs.push_back(
-            (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +
-            std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() + ") from tier " +
-            std::to_string(good) + (st.ok() ? "" : ": " + st.ToString()));
-      }
-    }
-    to_repair_.clear();
-  }
-
-  std::vector<Store*> tiers_;
-  size_t primary_;
-  std::string name_;
-  uint64_t step_;
-  StoreOptions options_;
-  ReadRecovery* recovery_;
-  std::unique_ptr<CheckpointReader> reader_;
-  std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
-  std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
-  std::map<std::string, std::pair<uint64_t, std::vector<ChunkRef>>> objects_;
-};
-
 Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name,
                                                                        std::optional<uint64_t> step,
                                                                        ReadRecovery* recovery) {
@@ -837,90 +640,10 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
       if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
       continue;
     }
-    auto reader = std::make_unique<TieredReader>(tiers, k, n, *step, opts_.store, recovery);
-    RETURN_IF_ERROR(reader->Init(std::move(loaded).value()));
-    return std::unique_ptr<CheckpointReader>(std::move(reader));
+    return OpenTieredReader(tiers, k, n, *step, opts_.store, recovery, std::move(loaded).value());
   }
   return first;
 }
-
-// A later tier that could not be opened yet (a cluster down, a mount
-// missing): every call retries the open, at most once a second, so saves
-// proceed on tier 0 and the drain to this tier retries until it is back.
-// Until it opens, its caps are the conservative ones of the smallest
-// backend (128 MiB objects), so data laid out meanwhile fits any tier.
-class DeferredBackend final : public Backend {
- public:
-  DeferredBackend(std::string uri, bool create, Status first_error)
-      : uri_(std::move(uri)), create_(create), error_(std::move(first_error)) {
-    fallback_caps_.io_alignment = 4096;
-    fallback_caps_.max_object_bytes = 128ull << 20;
-    fallback_caps_.atomic_publish_if_absent = true;
-    fallback_caps_.io_path = "not open yet";
-    last_try_ = Clock::now();
-  }
-  const BackendCaps& caps() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return inner_ ? inner_->caps() : fallback_caps_;
-  }
-  const std::string& uri() const override { return uri_; }
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Create(name, hint);
-  }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Open(name);
-  }
-  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->PublishIfAbsent(name, bytes);
-  }
-  Result<std::string> ReadSmall(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->ReadSmall(name);
-  }
-  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->List(prefix);
-  }
-  Status Remove(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Remove(name);
-  }
-  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Stat(names);
-  }
-  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->ReclaimLeftovers(prefix, min_age_ms);
-  }
-
- private:
-  Result<Backend*> Get() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (inner_) return inner_.get();
-    if (Clock::now() - last_try_ >= std::chrono::seconds(1)) {
-      last_try_ = Clock::now();
-      auto b = OpenBackend(uri_, create_);
-      if (b.ok()) {
-        inner_ = std::move(b).value();
-        return inner_.get();
-      }
-      error_ = b.status();
-    }
-    return Status::Unavailable("store " + uri_ + " is not available: " + error_.ToString());
-  }
-
-  const std::string uri_;
-  const bool create_;
-  mutable std::mutex mu_;
-  std::unique_ptr<Backend> inner_;
-  Status error_;
-  BackendCaps fallback_caps_;
-  Clock::time_point last_try_;
-};
 
 }  // namespace
 
@@ -957,8 +680,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options)
         return b.status().WithContext("tier " + std::to_string(k));
       }
       if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));
-      b = std::unique_ptr<Backend>(new DeferredBackend(options.tiers[k].uri,
-                                                       options.store.create_if_missing, b.status()));
+      b = NewDeferredBackend(options.tiers[k].uri, options.store.create_if_missing, b.status());
     } else {
       opened_any = true;
     }

@@ -1,0 +1,96 @@
+#include "pipeline/deferred_backend.h"
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A later tier that could not be opened yet (a cluster down, a mount
+// missing): every call retries the open, at most once a second, so saves
+// proceed on tier 0 and the drain to this tier retries until it is back.
+// Until it opens, its caps are the conservative ones of the smallest
+// backend (128 MiB objects), so data laid out meanwhile fits any tier.
+class DeferredBackend final : public Backend {
+ public:
+  DeferredBackend(std::string uri, bool create, Status first_error)
+      : uri_(std::move(uri)), create_(create), error_(std::move(first_error)) {
+    fallback_caps_.io_alignment = 4096;
+    fallback_caps_.max_object_bytes = 128ull << 20;
+    fallback_caps_.atomic_publish_if_absent = true;
+    fallback_caps_.io_path = "not open yet";
+    last_try_ = Clock::now();
+  }
+  const BackendCaps& caps() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_ ? inner_->caps() : fallback_caps_;
+  }
+  const std::string& uri() const override { return uri_; }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Create(name, hint);
+  }
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Open(name);
+  }
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->PublishIfAbsent(name, bytes);
+  }
+  Result<std::string> ReadSmall(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->ReadSmall(name);
+  }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->List(prefix);
+  }
+  Status Remove(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Remove(name);
+  }
+  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Stat(names);
+  }
+  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->ReclaimLeftovers(prefix, min_age_ms);
+  }
+
+ private:
+  Result<Backend*> Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (inner_) return inner_.get();
+    if (Clock::now() - last_try_ >= std::chrono::seconds(1)) {
+      last_try_ = Clock::now();
+      auto b = OpenBackend(uri_, create_);
+      if (b.ok()) {
+        inner_ = std::move(b).value();
+        return inner_.get();
+      }
+      error_ = b.status();
+    }
+    return Status::Unavailable("store " + uri_ + " is not available: " + error_.ToString());
+  }
+
+  const std::string uri_;
+  const bool create_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Backend> inner_;
+  Status error_;
+  BackendCaps fallback_caps_;
+  Clock::time_point last_try_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> NewDeferredBackend(std::string uri, bool create, Status first_error) {
+  return std::make_unique<DeferredBackend>(std::move(uri), create, std::move(first_error));
+}
+
+}  // namespace sluice

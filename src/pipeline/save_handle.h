@@ -1,0 +1,121 @@
+// HandleImpl: the SaveHandle of one save, shared by the caller (waiting,
+// polling progress) and the pipeline's writer and drainer threads (setting
+// states as tiers commit or fail).
+//
+// Thread-safety: thread-safe.
+#ifndef SLUICE_PIPELINE_SAVE_HANDLE_H_
+#define SLUICE_PIPELINE_SAVE_HANDLE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sluice/pipeline.h"
+
+namespace sluice {
+
+class HandleImpl final : public SaveHandle {
+ public:
+  HandleImpl(CheckpointId id, const std::vector<std::string>& uris) : id_(std::move(id)) {
+    for (const auto& u : uris) {
+      TierProgress p;
+      p.uri = u;
+      tiers_.push_back(std::move(p));
+    }
+    start_ = std::chrono::steady_clock::now();
+  }
+
+  double stall_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stall_;
+  }
+  bool done() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return DoneLocked();
+  }
+  Status WaitTier(size_t tier) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (tier >= tiers_.size()) {
+      return Status::InvalidArgument("no tier " + std::to_string(tier) + " (there are " +
+                                     std::to_string(tiers_.size()) + ")");
+    }
+    cv_.wait(lock, [&] { return Settled(tier) || !final_.ok(); });
+    if (Settled(tier)) return Status::OK();
+    return final_;
+  }
+  Status Wait() override {
+    for (size_t k = 0; k < tiers_.size(); ++k) RETURN_IF_ERROR(WaitTier(k));
+    return Status::OK();
+  }
+  std::vector<TierProgress> progress() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto out = tiers_;
+    for (size_t k = 0; k < out.size(); ++k) out[k].bytes_written = written_[k].load();
+    return out;
+  }
+  const CheckpointId& id() const override { return id_; }
+  SaveStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  // --- used by the pipeline
+  void SetStats(const SaveStats& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = s;
+  }
+  std::chrono::steady_clock::time_point start() const { return start_; }
+  std::atomic<uint64_t>* written(size_t k) { return &written_[k]; }
+  void SetStall(double s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stall_ = s;
+  }
+  void SetState(size_t k, TierState state, Status error = Status::OK()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TierProgress& t = tiers_[k];
+      t.state = state;
+      if (state == TierState::kWriting) ++t.attempts;
+      if (state == TierState::kCommitted) t.durable_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (!error.ok()) t.error = error;
+      if (state == TierState::kCommitted) t.error = Status::OK();
+    }
+    cv_.notify_all();
+  }
+  // The save cannot go on (its tier-0 write failed, or the pipeline closed).
+  void FailForGood(const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (final_.ok()) final_ = why;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  bool Settled(size_t k) const {
+    return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped;
+  }
+  bool DoneLocked() const {
+    if (!final_.ok()) return true;
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      if (!Settled(k)) return false;
+    }
+    return true;
+  }
+  const CheckpointId id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TierProgress> tiers_;
+  std::atomic<uint64_t> written_[16] = {};
+  double stall_ = 0;
+  SaveStats stats_;
+  Status final_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_SAVE_HANDLE_H_

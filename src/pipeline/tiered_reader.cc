@@ -1,0 +1,125 @@
+#include "pipeline/tiered_reader.h"
+
+#include <map>
+#include <utility>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "engine/object_copy.h"
+
+namespace sluice {
+namespace {
+
+// A reader over the fastest committed copy that serves bad chunks from later
+// tiers and then rewrites the bad objects from the good copy.
+class TieredReader final : public CheckpointReader {
+ public:
+  TieredReader(std::vector<Store*> tiers, size_t primary, const std::string& name, uint64_t step,
+               const StoreOptions& options, ReadRecovery* recovery)
+      : tiers_(std::move(tiers)), primary_(primary), name_(name), step_(step), options_(options),
+        recovery_(recovery) {}
+
+  Status Init(LoadedCheckpoint loaded) {
+    for (const auto& m : loaded.manifests) {
+      auto chunks = ChunksPerObject(m);
+      for (size_t o = 0; o < m.objects.size(); ++o) {
+        objects_[m.objects[o].name] = {m.objects[o].size, chunks[o]};
+      }
+    }
+    ASSIGN_OR_RETURN(reader_, NewCheckpointReader(
+                                  tiers_[primary_]->backend(), options_, std::move(loaded),
+                                  [this](const ItemInfo& item, uint64_t chunk, uint64_t item_offset,
+                                         uint64_t length, const std::string& object,
+                                         const std::string& problem, uint8_t* out) {
+                                    return Recover(item, chunk, item_offset, length, object, problem, out);
+                                  }));
+    return Status::OK();
+  }
+
+  const CheckpointInfo& info() const override { return reader_->info(); }
+  const std::vector<ItemInfo>& items() const override { return reader_->items(); }
+  Status ReadRange(std::string_view key, uint64_t offset, void* out, uint64_t len) override {
+    Status st = reader_->ReadRange(key, offset, out, len);
+    Repair();
+    return st;
+  }
+  Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) override {
+    Status st = reader_->ReadAll(rank, sink);
+    Repair();
+    return st;
+  }
+
+ private:
+  Status Recover(const ItemInfo& item, uint64_t chunk, uint64_t item_offset, uint64_t length,
+                 const std::string& object, const std::string& problem, uint8_t* out) {
+    Status last = Status::NotFound("no later tier holds a committed copy");
+    for (size_t j = primary_ + 1; j < tiers_.size(); ++j) {
+      if (!others_.count(j)) {
+        auto r = tiers_[j]->OpenCheckpoint(name_, step_);
+        if (!r.ok()) {
+          others_[j] = nullptr;
+          last = r.status();
+        } else {
+          others_[j] = std::move(r).value();
+        }
+      }
+      if (others_[j] == nullptr) continue;
+      Status st = others_[j]->ReadRange(item.key, item_offset, out, length);
+      if (!st.ok()) {
+        last = st;
+        continue;
+      }
+      if (recovery_ != nullptr) {
+        recovery_->fallbacks.push_back(
+            "item '" + item.key + "' chunk " + std::to_string(chunk) + ": " + problem + " in " +
+            object + " on tier " + std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() +
+            "); read from tier " + std::to_string(j) + " (" + tiers_[j]->backend().uri() + ")");
+      }
+      if (!to_repair_.count(object)) to_repair_[object] = j;
+      return Status::OK();
+    }
+    return last;
+  }
+
+  void Repair() {
+    for (const auto& [object, good] : to_repair_) {
+      auto it = objects_.find(object);
+      if (it == objects_.end()) continue;
+      CopyControl control;  // a foreground repair: not throttled
+      control.io_bytes = options_.io_bytes;
+      Status st = CopyObjects(tiers_[good]->backend(), tiers_[primary_]->backend(),
+                              {ObjectToCopy{object, it->second.first, it->second.second}}, control);
+      if (recovery_ != nullptr) {
+        recovery_->repairs.push_back(
+            (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +
+            std::to_string(primary_) + " (" + tiers_[primary_]->backend().uri() + ") from tier " +
+            std::to_string(good) + (st.ok() ? "" : ": " + st.ToString()));
+      }
+    }
+    to_repair_.clear();
+  }
+
+  std::vector<Store*> tiers_;
+  size_t primary_;
+  std::string name_;
+  uint64_t step_;
+  StoreOptions options_;
+  ReadRecovery* recovery_;
+  std::unique_ptr<CheckpointReader> reader_;
+  std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
+  std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
+  std::map<std::string, std::pair<uint64_t, std::vector<ChunkRef>>> objects_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> tiers, size_t primary,
+                                                           const std::string& name, uint64_t step,
+                                                           const StoreOptions& options,
+                                                           ReadRecovery* recovery,
+                                                           LoadedCheckpoint loaded) {
+  auto reader = std::make_unique<TieredReader>(std::move(tiers), primary, name, step, options, recovery);
+  RETURN_IF_ERROR(reader->Init(std::move(loaded)));
+  return std::unique_ptr<CheckpointReader>(std::move(reader));
+}
+
+}  // namespace sluice
