@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/uri_query.h"
+#include "backends/rados/rados_options.h"
 #include "io/crc32c.h"
 
 namespace sluice {
@@ -56,72 +56,6 @@ Status RadosError(int ret, const std::string& what) {
     default:
       return Status::FromErrno(err, what);
   }
-}
-
-struct RadosOptions {
-  std::string pool;
-  std::string prefix;  // without trailing '/', may be empty
-  std::string conf;
-  std::string id = "admin";
-  std::string keyring;
-  unsigned queue_depth = 16;
-  unsigned connect_timeout_s = 15;
-  // Per OSD operation. It must outlast what a healthy cluster can make an
-  // operation wait: a write queued behind qd others on a saturated cluster
-  // takes seconds, and one to a PG whose OSD just died waits for the
-  // failure to be detected (osd_heartbeat_grace, 20 s) and the PG to peer
-  // again, ~25-30 s in all. 60 s keeps a drain running through an OSD
-  // failure, and still turns a stuck cluster into an Unavailable error
-  // (that the pipeline retries with backoff) instead of a hang. The bound
-  // is per operation, so a drain of any length is fine.
-  unsigned op_timeout_s = 60;
-};
-
-Result<RadosOptions> ParseUri(const std::string& uri, const std::string& location,
-                              const std::string& query) {
-  RadosOptions o;
-  size_t slash = location.find('/');
-  o.pool = location.substr(0, slash);
-  if (o.pool.empty()) {
-    return Status::InvalidArgument("store URI '" + uri + "' has no pool (rados://POOL/PREFIX)");
-  }
-  if (slash != std::string::npos) o.prefix = location.substr(slash + 1);
-  while (!o.prefix.empty() && o.prefix.back() == '/') o.prefix.pop_back();
-  if (!o.prefix.empty() && (o.prefix.front() == '/' || o.prefix.find("//") != std::string::npos)) {
-    return Status::InvalidArgument("store URI '" + uri + "': prefix '" + o.prefix +
-                                   "' has an empty component");
-  }
-  RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
-    auto need_value = [&]() -> Status {
-      if (val.empty()) {
-        return Status::InvalidArgument("store URI '" + uri + "': option " + key + " needs a value");
-      }
-      return Status::OK();
-    };
-    if (key == "conf") {
-      RETURN_IF_ERROR(need_value());
-      o.conf = val;
-    } else if (key == "id") {
-      RETURN_IF_ERROR(need_value());
-      o.id = val.rfind("client.", 0) == 0 ? val.substr(7) : val;
-      if (o.id.empty()) return Status::InvalidArgument("store URI '" + uri + "': empty id");
-    } else if (key == "keyring") {
-      RETURN_IF_ERROR(need_value());
-      o.keyring = val;
-    } else if (key == "qd") {
-      ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
-    } else if (key == "connect_timeout_s") {
-      ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsignedOption(uri, key, val, 1, 3600));
-    } else if (key == "op_timeout_s") {
-      ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsignedOption(uri, key, val, 0, 86400));
-    } else {
-      return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
-                                     "' (rados stores take conf, id, keyring, qd, "
-                                     "connect_timeout_s, op_timeout_s)");
-    }
-    return Status::OK();
-  }));
-  return o;
 }
 
 // The cluster handle and pool context, shared by the backend and every

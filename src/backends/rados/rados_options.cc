@@ -1,0 +1,54 @@
+#include "backends/rados/rados_options.h"
+
+#include "backends/uri_query.h"
+
+namespace sluice {
+
+Result<RadosOptions> ParseUri(const std::string& uri, const std::string& location,
+                              const std::string& query) {
+  RadosOptions o;
+  size_t slash = location.find('/');
+  o.pool = location.substr(0, slash);
+  if (o.pool.empty()) {
+    return Status::InvalidArgument("store URI '" + uri + "' has no pool (rados://POOL/PREFIX)");
+  }
+  if (slash != std::string::npos) o.prefix = location.substr(slash + 1);
+  while (!o.prefix.empty() && o.prefix.back() == '/') o.prefix.pop_back();
+  if (!o.prefix.empty() && (o.prefix.front() == '/' || o.prefix.find("//") != std::string::npos)) {
+    return Status::InvalidArgument("store URI '" + uri + "': prefix '" + o.prefix +
+                                   "' has an empty component");
+  }
+  RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
+    auto need_value = [&]() -> Status {
+      if (val.empty()) {
+        return Status::InvalidArgument("store URI '" + uri + "': option " + key + " needs a value");
+      }
+      return Status::OK();
+    };
+    if (key == "conf") {
+      RETURN_IF_ERROR(need_value());
+      o.conf = val;
+    } else if (key == "id") {
+      RETURN_IF_ERROR(need_value());
+      o.id = val.rfind("client.", 0) == 0 ? val.substr(7) : val;
+      if (o.id.empty()) return Status::InvalidArgument("store URI '" + uri + "': empty id");
+    } else if (key == "keyring") {
+      RETURN_IF_ERROR(need_value());
+      o.keyring = val;
+    } else if (key == "qd") {
+      ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
+    } else if (key == "connect_timeout_s") {
+      ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsignedOption(uri, key, val, 1, 3600));
+    } else if (key == "op_timeout_s") {
+      ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsignedOption(uri, key, val, 0, 86400));
+    } else {
+      return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
+                                     "' (rados stores take conf, id, keyring, qd, "
+                                     "connect_timeout_s, op_timeout_s)");
+    }
+    return Status::OK();
+  }));
+  return o;
+}
+
+}  // namespace sluice

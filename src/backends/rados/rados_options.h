@@ -1,0 +1,40 @@
+// The options of a rados:// store URI (rados_backend.h lists them), parsed
+// apart from librados so that the parsing has no cluster to depend on.
+//
+// Thread-safety: pure functions.
+#ifndef SLUICE_BACKENDS_RADOS_RADOS_OPTIONS_H_
+#define SLUICE_BACKENDS_RADOS_RADOS_OPTIONS_H_
+
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct RadosOptions {
+  std::string pool;
+  std::string prefix;  // without trailing '/', may be empty
+  std::string conf;
+  std::string id = "admin";
+  std::string keyring;
+  unsigned queue_depth = 16;
+  unsigned connect_timeout_s = 15;
+  // Per OSD operation. It must outlast what a healthy cluster can make an
+  // operation wait: a write queued behind qd others on a saturated cluster
+  // takes seconds, and one to a PG whose OSD just died waits for the
+  // failure to be detected (osd_heartbeat_grace, 20 s) and the PG to peer
+  // again, ~25-30 s in all. 60 s keeps a drain running through an OSD
+  // failure, and still turns a stuck cluster into an Unavailable error
+  // (that the pipeline retries with backoff) instead of a hang. The bound
+  // is per operation, so a drain of any length is fine.
+  unsigned op_timeout_s = 60;
+};
+
+// Parses `location` ("POOL/PREFIX") and `query` of `uri`; InvalidArgument
+// names the bad part.
+Result<RadosOptions> ParseUri(const std::string& uri, const std::string& location,
+                              const std::string& query);
+
+}  // namespace sluice
+
+#endif  // SLUICE_BACKENDS_RADOS_RADOS_OPTIONS_H_
