@@ -13,6 +13,7 @@
 #include "format/manifest.h"
 #include "io/crc32c.h"
 #include "engine/stream_writer.h"
+#include "checkpoint/commit_coordinator.h"
 #include "checkpoint/writer_registry.h"
 #include "format/limits.h"
 
@@ -374,17 +375,6 @@ class Writer final : public RankWriter {
                                  " s; the checkpoint is left uncommitted");
     }
 
-    // Guard against a concurrent gc or rm: every data object the manifests
-    // name must still be there, whole, before it is committed. (Stat, not a
-    // List of the step: on RADOS a List walks every placement group.)
-    std::vector<std::string> named;
-    for (uint32_t r = 0; r < world_; ++r) {
-      named.push_back(chosen[r]->object);
-      for (const auto& obj : chosen[r]->manifest.objects) named.push_back(obj.name);
-    }
-    ASSIGN_OR_RETURN(auto data_objects, backend_.Stat(named));
-    std::map<std::string, uint64_t> present;
-    for (const auto& o : data_objects) present[o.name] = o.size;
     // Keys name restored files: two ranks must not both claim one.
     std::unordered_set<std::string_view> all_keys;
     for (uint32_t r = 0; r < world_; ++r) {
@@ -400,44 +390,19 @@ class Writer final : public RankWriter {
     rec.step = id_.step;
     rec.world = world_;
     rec.created_unix_ms = NowUnixMs();
+    CommitPlan plan;
+    plan.label = label;
+    plan.commit_object = CommitObject(id_.name, id_.step);
     for (uint32_t r = 0; r < world_; ++r) {
       const Candidate& c = *chosen[r];
-      for (const auto& obj : c.manifest.objects) {
-        auto it = present.find(obj.name);
-        if (it == present.end() || it->second < obj.size) {
-          return Status::IOError(label + ": data object " + obj.name + " of rank " +
-                                 std::to_string(r) + " is missing or short; not committing");
-        }
-      }
+      const std::string owner = "rank " + std::to_string(r);
+      plan.objects.push_back(CommitPlan::Named{c.object, c.bytes, owner});
+      for (const auto& obj : c.manifest.objects) plan.objects.push_back(CommitPlan::Named{obj.name, obj.size, owner});
       rec.ranks.push_back(CommittedRank{r, c.object, c.bytes, c.crc, c.manifest.items.size(),
                                         c.manifest.TotalBytes()});
     }
-    const std::string commit = CommitObject(id_.name, id_.step);
-    Status st = backend_.PublishIfAbsent(commit, EncodeCommitRecord(rec));
-    if (st.IsAlreadyExists()) {
-      return Status::AlreadyExists(label + " was committed by another writer first");
-    }
-    RETURN_IF_ERROR(st.WithContext(label + ": publish commit record"));
-    // Close the window between the check above and the publish: if a
-    // concurrent rm or gc removed anything the commit names, withdraw it
-    // rather than leave a torn checkpoint visible.
-    ASSIGN_OR_RETURN(auto after, backend_.Stat(named));
-    std::map<std::string, uint64_t> now;
-    for (const auto& o : after) now[o.name] = o.size;
-    for (uint32_t r = 0; r < world_; ++r) {
-      bool whole = now.count(chosen[r]->object) > 0;
-      for (const auto& obj : chosen[r]->manifest.objects) {
-        auto it = now.find(obj.name);
-        whole = whole && it != now.end() && it->second >= obj.size;
-      }
-      if (!whole) {
-        (void)backend_.Remove(commit);
-        return Status::IOError(label + ": objects of rank " + std::to_string(r) +
-                               " were removed while committing (a concurrent rm or gc?); "
-                               "the commit was withdrawn");
-      }
-    }
-    return Status::OK();
+    plan.commit_bytes = EncodeCommitRecord(rec);
+    return PublishCommit(backend_, plan, nullptr);
   }
 
   Status WaitForCommit(const std::string& own_name) {

@@ -6,6 +6,7 @@
 
 #include "format/layout.h"
 #include "checkpoint/catalog.h"
+#include "checkpoint/commit_coordinator.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/writer_registry.h"
 
@@ -79,30 +80,24 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
       RETURN_IF_ERROR(st.WithContext(label));
     }
   }
-  // Every object the commit reaches must be there, whole, before it is.
-  // (Stat of the named objects, not a List: on RADOS that walks the pool.)
-  std::vector<std::string> named;
-  for (const auto& m : loaded.manifests) {
-    for (const auto& o : m.objects) named.push_back(o.name);
+  // The same coordinator as a save's rank 0: every object the commit
+  // reaches must be there, whole, before and after it is published.
+  CommitPlan plan;
+  plan.label = label;
+  plan.commit_object = commit;
+  plan.commit_bytes = commit_bytes;
+  for (size_t r = 0; r < loaded.manifests.size(); ++r) {
+    const std::string owner = "rank " + std::to_string(loaded.commit.ranks[r].rank);
+    plan.objects.push_back(CommitPlan::Named{loaded.commit.ranks[r].manifest, loaded.commit.ranks[r].manifest_bytes, owner});
+    for (const auto& o : loaded.manifests[r].objects) plan.objects.push_back(CommitPlan::Named{o.name, o.size, owner});
   }
-  ASSIGN_OR_RETURN(auto listed, dst.Stat(named));
-  std::map<std::string, uint64_t> present;
-  for (const auto& o : listed) present[o.name] = o.size;
-  for (const auto& m : loaded.manifests) {
-    for (const auto& o : m.objects) {
-      auto it = present.find(o.name);
-      if (it == present.end() || it->second < o.size) {
-        return Status::IOError(label + ": " + o.name + " is missing or short after the copy");
-      }
-    }
-  }
-  Status st = dst.PublishIfAbsent(commit, commit_bytes);
+  std::string existing;
+  Status st = PublishCommit(dst, plan, &existing);
   if (st.IsAlreadyExists()) {
-    auto there = dst.ReadSmall(commit);
-    if (there.ok() && *there == commit_bytes) return Status::OK();
+    if (existing == commit_bytes) return Status::OK();
     return Status::AlreadyExists(label + ": another commit of this step won");
   }
-  return st.WithContext(label + ": publish commit record");
+  return st;
 }
 
 void WriteDrainNote(Backend& src, const std::string& name, uint64_t step, const std::string& dst_uri,

@@ -1,0 +1,57 @@
+#include "checkpoint/commit_coordinator.h"
+
+#include <map>
+
+namespace sluice {
+namespace {
+
+// The first object of `plan` that is missing or short; empty if none.
+// (Stat of the named objects, not a List of the step: on RADOS a List walks
+// every placement group.)
+Result<std::string> FirstMissing(Backend& backend, const CommitPlan& plan) {
+  std::vector<std::string> names;
+  names.reserve(plan.objects.size());
+  for (const auto& n : plan.objects) names.push_back(n.object);
+  ASSIGN_OR_RETURN(auto found, backend.Stat(names));
+  std::map<std::string, uint64_t> present;
+  for (const auto& o : found) present[o.name] = o.size;
+  for (const auto& n : plan.objects) {
+    auto it = present.find(n.object);
+    if (it == present.end() || it->second < n.min_bytes) {
+      return n.object + (n.owner.empty() ? "" : " of " + n.owner);
+    }
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing) {
+  ASSIGN_OR_RETURN(std::string missing, FirstMissing(backend, plan));
+  if (!missing.empty()) {
+    return Status::IOError(plan.label + ": " + missing + " is missing or short; not committing");
+  }
+  Status st = backend.PublishIfAbsent(plan.commit_object, plan.commit_bytes);
+  if (st.IsAlreadyExists()) {
+    if (existing != nullptr) {
+      auto there = backend.ReadSmall(plan.commit_object);
+      if (there.ok()) *existing = std::move(there).value();
+    }
+    return Status::AlreadyExists(plan.label + " was committed by another writer first");
+  }
+  RETURN_IF_ERROR(st.WithContext(plan.label + ": publish commit record"));
+  // Close the window between the check and the publish: if a concurrent rm
+  // or gc removed anything the commit names, withdraw it rather than leave
+  // a torn checkpoint visible.
+  auto after = FirstMissing(backend, plan);
+  if (!after.ok() || !after->empty()) {
+    (void)backend.Remove(plan.commit_object);
+    return Status::IOError(plan.label + ": " +
+                           (after.ok() ? *after + " was removed while committing (a concurrent rm or gc?)"
+                                       : "the objects could not be checked again: " + after.status().ToString()) +
+                           "; the commit was withdrawn");
+  }
+  return Status::OK();
+}
+
+}  // namespace sluice

@@ -1,0 +1,44 @@
+// The last phases of every commit, for a multi-rank save's rank 0 and for a
+// drain alike (doc/format.md, "Commit protocol"):
+//   gather manifests (the caller: rank pointers for a save, the source's
+//   commit record for a drain) -> check objects -> publish -> re-check.
+// Checking that every object the commit names is there and whole, then
+// publishing the commit record atomically (PublishIfAbsent), then checking
+// again and withdrawing the record if anything went meanwhile (a concurrent
+// rm or gc), means no reader can ever see a torn checkpoint.
+//
+// Thread-safety: a free function.
+#ifndef SLUICE_CHECKPOINT_COMMIT_COORDINATOR_H_
+#define SLUICE_CHECKPOINT_COMMIT_COORDINATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/backend.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct CommitPlan {
+  std::string label;          // "checkpoint NAME@STEP", for messages
+  std::string commit_object;  // where the record goes
+  std::string commit_bytes;   // the encoded commit record
+  struct Named {
+    std::string object;
+    uint64_t min_bytes = 0;  // it must hold at least this many bytes
+    std::string owner;       // whose it is, for messages ("rank 3")
+  };
+  std::vector<Named> objects;  // every manifest and data object the record reaches
+};
+
+// Checks, publishes and re-checks. OK: this call published the record.
+// AlreadyExists: a commit record was there first (`*existing` then holds
+// its bytes, where it could be read). IOError naming the object when one is
+// missing or short, before or after the publish (then the record was
+// withdrawn). Other errors: the backend's, in context.
+Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing);
+
+}  // namespace sluice
+
+#endif  // SLUICE_CHECKPOINT_COMMIT_COORDINATOR_H_
