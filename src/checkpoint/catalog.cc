@@ -147,41 +147,63 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   return Status::OK();
 }
 
+// Mark and sweep over the whole store: first every object some commit
+// reaches (its record, its manifests, every data object they name, wherever
+// it lives) or some live writer may still commit is marked; then every
+// listed object left unmarked and older than the cutoff is removed. An
+// object is kept exactly when a commit or a live writer references it, so a
+// commit that names objects of another step (chunks shared across steps,
+// parity) keeps them alive without gc knowing why.
 Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, ""));
   const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
-  GcReport report;
+  std::unordered_set<std::string> marked;
   for (const auto& [key, s] : steps) {
+    auto mark_step = [&, objs = &s.objects] {
+      for (const auto& o : *objs) marked.insert(o.name);
+    };
     // A step with a running writer is left alone: its objects may be about
     // to be committed. This is checked after the listing above, so any
     // object listed there belongs to a writer that registered before it.
-    if (AnyLiveWriter(backend, key.first, key.second)) continue;
-    std::unordered_set<std::string> live;
-    bool keep_all = false;
+    if (AnyLiveWriter(backend, key.first, key.second)) {
+      mark_step();
+      continue;
+    }
     // Re-read after the writer check: a writer that finished in between has
     // published its commit record by now.
-    bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
-                      StatusCode::kNotFound;
-    if (has_commit) {
-      auto loaded = LoadCheckpoint(backend, key.first, key.second);
-      if (loaded.ok()) {
-        live.insert(CommitObject(key.first, key.second));
-        for (const auto& r : loaded->commit.ranks) live.insert(r.manifest);
-        for (const auto& m : loaded->manifests) {
-          for (const auto& o : m.objects) live.insert(o.name);
-        }
-      } else {
-        // A damaged commit record or manifest: what it reaches is unknown,
-        // so nothing of this step is touched. Deleting is never the repair.
-        keep_all = true;
-      }
+    const bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
+                            StatusCode::kNotFound;
+    if (!has_commit) continue;
+    auto loaded = LoadCheckpoint(backend, key.first, key.second);
+    if (!loaded.ok()) {
+      // A damaged commit record or manifest: what it reaches is unknown,
+      // so nothing of this step is touched. Deleting is never the repair.
+      mark_step();
+      continue;
     }
-    if (keep_all) continue;
+    marked.insert(CommitObject(key.first, key.second));
+    for (const auto& r : loaded->commit.ranks) marked.insert(r.manifest);
+    for (const auto& m : loaded->manifests) {
+      for (const auto& o : m.objects) marked.insert(o.name);
+    }
+    // A committed step's drain notes say why a later tier lacks it.
     const std::string notes = DrainNotePrefix(key.first, key.second);
     for (const auto& o : s.objects) {
-      if (live.count(o.name) || o.mtime_unix_ms > cutoff) continue;
-      // A committed step's drain notes say why a later tier lacks it.
-      if (has_commit && o.name.rfind(notes, 0) == 0) continue;
+      if (o.name.rfind(notes, 0) == 0) marked.insert(o.name);
+    }
+  }
+  GcReport report;
+  for (const auto& [key, s] : steps) {
+    std::vector<const ObjectInfo*> unmarked;
+    for (const auto& o : s.objects) {
+      if (!marked.count(o.name) && o.mtime_unix_ms <= cutoff) unmarked.push_back(&o);
+    }
+    // A writer or drainer that registered in this step since the mark (a
+    // retry, a drain re-creating objects under the same names) owns what it
+    // writes now: leave the step to the next gc.
+    if (unmarked.empty() || AnyLiveWriter(backend, key.first, key.second)) continue;
+    for (const ObjectInfo* op : unmarked) {
+      const ObjectInfo& o = *op;
       Status st = backend.Remove(o.name);
       if (!st.ok() && !st.IsNotFound()) return st;
       if (st.ok()) {

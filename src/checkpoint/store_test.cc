@@ -17,7 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpoint_reader.h"
+#include "format/commit_record.h"
 #include "format/layout.h"
+#include "format/manifest.h"
+#include "io/crc32c.h"
 #include "sluice/backend_wrapper.h"
 #include "sluice/store.h"
 #include "checkpoint/store_test_fixture.h"
@@ -411,6 +415,51 @@ TEST_F(StoreTest, GcSparesYoungObjects) {
   EXPECT_EQ(gc->objects_removed, 0u);
   gc = store_->CollectGarbage(0);
   EXPECT_EQ(gc->objects_removed, 2u);  // the data object and the manifest
+}
+
+// gc is mark and sweep over the whole store: an object stays exactly when
+// some commit names it (through its manifests), whichever step's prefix it
+// lives under, so steps may share objects (incremental saves, parity).
+TEST_F(StoreTest, GcKeepsEveryObjectSomeCommitNamesWhereverItLives) {
+  const std::map<std::string, std::string> items = {{"a", Bytes(3 << 20, 1)}, {"b", Bytes(5000, 2)}};
+  Save("shared", 1, items);
+  Backend& b = store_->backend();
+  auto step1 = LoadCheckpoint(b, "shared", 1);
+  ASSERT_TRUE(step1.ok()) << step1.status().ToString();
+  // Step 2, made by hand: its manifest names step 1's data objects.
+  Manifest m = step1->manifests[0];
+  m.step = 2;
+  const std::string manifest = ManifestObject("shared", 2, 0, m.writer_id);
+  const std::string manifest_bytes = EncodeManifest(m);
+  ASSERT_TRUE(b.PublishIfAbsent(manifest, manifest_bytes).ok());
+  CommitRecord c = step1->commit;
+  c.step = 2;
+  c.ranks[0].manifest = manifest;
+  c.ranks[0].manifest_bytes = manifest_bytes.size();
+  c.ranks[0].manifest_crc32c = Crc32c(manifest_bytes.data(), manifest_bytes.size());
+  ASSERT_TRUE(b.PublishIfAbsent(CommitObject("shared", 2), EncodeCommitRecord(c)).ok());
+  // Step 1's own commit and manifest go: its data objects are now reached
+  // only through step 2.
+  ASSERT_TRUE(b.Remove(CommitObject("shared", 1)).ok());
+  ASSERT_TRUE(b.Remove(step1->commit.ranks[0].manifest).ok());
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  for (const auto& o : m.objects) {
+    auto st = b.Stat({o.name});
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->size(), 1u) << o.name << ", named by step 2's commit, was collected";
+  }
+  EXPECT_EQ(Load("shared", 2), items);
+  auto report = store_->Verify("shared", 2);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  // Once nothing names them, they go.
+  ASSERT_TRUE(b.Remove(CommitObject("shared", 2)).ok());
+  gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  auto left = b.List(CheckpointsPrefix());
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << left->size() << " objects left, e.g. " << (*left)[0].name;
 }
 
 // An interrupted publish leaves a temporary file beside the object it was
