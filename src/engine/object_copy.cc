@@ -23,7 +23,7 @@ std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m) {
 namespace {
 
 // The destination side of a copy: chunks arrive verified and in order, and
-// are packed into aligned buffers handed to the write queue.
+// are packed into the write queue's own buffers.
 class CopySink {
  public:
   CopySink(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& objects,
@@ -32,18 +32,8 @@ class CopySink {
         dst_(dst),
         objects_(objects),
         control_(control),
-        io_bytes_(AlignUp(std::max<uint64_t>(control.io_bytes, 4096),
-                          std::max<uint64_t>(dst.caps().io_alignment, 4096))),
-        queue_(dst, WriteQueueOptions{control.bucket, control.written, 0,
-                                      [this](uint64_t tag) { free_.push_back(static_cast<size_t>(tag)); }}) {}
-
-  ~CopySink() {
-    if (queue_.WaitOut()) {
-      for (auto& b : buffers_) BufferPool::Give(std::move(b));
-    } else {
-      for (auto& b : buffers_) new AlignedBuffer(std::move(b));  // may still be read: leak
-    }
-  }
+        queue_(dst, WriteQueueOptions{control.bucket, control.written, 0, nullptr,
+                                      std::max<uint64_t>(control.io_bytes, 4096)}) {}
 
   std::string What(size_t k) const {
     return "copy " + objects_[k].name + " from " + src_.uri() + " to " + dst_.uri();
@@ -53,14 +43,12 @@ class CopySink {
   // created empty on the way).
   Status AdvanceTo(size_t k) {
     while (current_ < static_cast<int64_t>(k)) {
-      if (current_ >= 0) RETURN_IF_ERROR(EndCurrent());
+      if (current_ >= 0) RETURN_IF_ERROR(queue_.EndObject(objects_[static_cast<size_t>(current_)].size));
       ++current_;
       const ObjectToCopy& o = objects_[static_cast<size_t>(current_)];
       Status removed = dst_.Remove(o.name);
       if (!removed.ok() && !removed.IsNotFound()) return removed.WithContext(What(current_));
-      RETURN_IF_ERROR(queue_.BeginObject(o.name, AlignUp(o.size, queue_.alignment()))
-                          .WithContext(What(current_)));
-      flushed_ = 0;
+      RETURN_IF_ERROR(queue_.BeginObject(o.name, AlignUp(o.size, queue_.alignment())).WithContext(What(current_)));
     }
     return Status::OK();
   }
@@ -78,13 +66,12 @@ class CopySink {
     RETURN_IF_ERROR(AdvanceTo(k));
     size_t left = ref.length;
     while (left > 0) {
-      if (current_buffer_ < 0) RETURN_IF_ERROR(TakeBuffer());
-      size_t n = static_cast<size_t>(std::min<uint64_t>(left, io_bytes_ - fill_));
-      std::memcpy(buffers_[static_cast<size_t>(current_buffer_)].data() + fill_, data, n);
+      ASSIGN_OR_RETURN(auto space, queue_.Space());
+      size_t n = std::min(left, space.second);
+      std::memcpy(space.first, data, n);
       data += n;
-      fill_ += n;
       left -= n;
-      if (fill_ == io_bytes_) RETURN_IF_ERROR(Flush(false));
+      RETURN_IF_ERROR(queue_.Fill(n).WithContext(What(k)));
     }
     return Status::OK();
   }
@@ -92,60 +79,18 @@ class CopySink {
   Status Finish() {
     if (!objects_.empty()) {
       RETURN_IF_ERROR(AdvanceTo(objects_.size() - 1));
-      RETURN_IF_ERROR(EndCurrent());
+      RETURN_IF_ERROR(queue_.EndObject(objects_.back().size));
     }
-    RETURN_IF_ERROR(queue_.Finish());
-    return Status::OK();
+    return queue_.Finish();
   }
 
  private:
-  Status TakeBuffer() {
-    if (free_.empty()) {
-      ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(static_cast<size_t>(io_bytes_)));
-      buffers_.push_back(std::move(b));
-      free_.push_back(buffers_.size() - 1);
-    }
-    current_buffer_ = static_cast<int>(free_.back());
-    free_.pop_back();
-    fill_ = 0;
-    return Status::OK();
-  }
-
-  Status Flush(bool tail) {
-    const size_t index = static_cast<size_t>(current_buffer_);
-    const size_t len = fill_;
-    current_buffer_ = -1;
-    fill_ = 0;
-    RETURN_IF_ERROR(queue_.Write(flushed_, buffers_[index].data(), len, index, tail)
-                        .WithContext(What(static_cast<size_t>(current_))));
-    flushed_ += len;
-    return Status::OK();
-  }
-
-  Status EndCurrent() {
-    if (current_buffer_ >= 0) {
-      if (fill_ > 0) {
-        RETURN_IF_ERROR(Flush(true));
-      } else {
-        free_.push_back(static_cast<size_t>(current_buffer_));
-        current_buffer_ = -1;
-      }
-    }
-    return queue_.EndObject(objects_[static_cast<size_t>(current_)].size);
-  }
-
   Backend& src_;
   Backend& dst_;
   const std::vector<ObjectToCopy>& objects_;
   const CopyControl& control_;
-  const uint64_t io_bytes_;
-  std::vector<AlignedBuffer> buffers_;
-  std::vector<size_t> free_;
-  WriteQueue queue_;  // after the buffers: destroyed (writes waited out) first
-  int64_t current_ = -1;      // object being written
-  uint64_t flushed_ = 0;      // its offset where the current buffer begins
-  int current_buffer_ = -1;
-  size_t fill_ = 0;
+  WriteQueue queue_;
+  int64_t current_ = -1;  // object being written
 };
 
 }  // namespace

@@ -11,9 +11,71 @@ namespace sluice {
 WriteQueue::WriteQueue(Backend& backend, WriteQueueOptions options)
     : backend_(backend),
       options_(std::move(options)),
-      align_(std::max<size_t>(backend.caps().io_alignment, 1)) {}
+      align_(std::max<size_t>(backend.caps().io_alignment, 1)) {
+  if (options_.buffer_bytes > 0) {
+    buffer_bytes_ = AlignUp(AlignUp(options_.buffer_bytes, AlignedBuffer::kAlignment), align_);
+  }
+}
 
-WriteQueue::~WriteQueue() { WaitOut(); }
+WriteQueue::~WriteQueue() {
+  if (WaitOut()) {
+    for (auto& b : buffers_) BufferPool::Give(std::move(b));
+  } else {
+    // A write that could not be reaped may still read its buffer: leak the
+    // buffers on purpose rather than free memory the kernel may touch.
+    for (auto& b : buffers_) new AlignedBuffer(std::move(b));
+  }
+}
+
+void WriteQueue::Completed(uint64_t tag) {
+  if (tag & kOwnedTag) {
+    free_.push_back(static_cast<size_t>(tag & ~kOwnedTag));
+  } else if (options_.on_complete) {
+    options_.on_complete(tag);
+  }
+}
+
+Result<std::pair<uint8_t*, size_t>> WriteQueue::Space() {
+  RETURN_IF_ERROR(error_);
+  if (buffer_bytes_ == 0 || open_.empty() || open_.back().ended) {
+    Fail(Status::InvalidArgument("internal: Space() with no buffers or no object begun"));
+    return error_;
+  }
+  if (current_ < 0) {
+    // Every buffer not free is in flight, and Write() bounds what is in
+    // flight: the ring grows to the queue depth and no further.
+    if (free_.empty()) {
+      auto b = BufferPool::Take(static_cast<size_t>(buffer_bytes_));
+      if (!b.ok()) {
+        Fail(b.status());
+        return error_;
+      }
+      buffers_.push_back(std::move(b).value());
+      free_.push_back(buffers_.size() - 1);
+    }
+    current_ = static_cast<int>(free_.back());
+    free_.pop_back();
+    fill_ = 0;
+  }
+  return std::make_pair(buffers_[static_cast<size_t>(current_)].data() + fill_,
+                        static_cast<size_t>(buffer_bytes_ - fill_));
+}
+
+Status WriteQueue::Fill(size_t n) {
+  fill_ += n;
+  if (fill_ == buffer_bytes_) return FlushOwned(false);
+  return error_;
+}
+
+Status WriteQueue::FlushOwned(bool tail) {
+  const size_t index = static_cast<size_t>(current_);
+  const size_t len = fill_;
+  current_ = -1;
+  fill_ = 0;
+  RETURN_IF_ERROR(Write(appended_, buffers_[index].data(), len, kOwnedTag | index, tail));
+  appended_ += len;
+  return Status::OK();
+}
 
 void WriteQueue::Fail(const Status& st) {
   if (error_.ok() && !st.ok()) error_ = st;
@@ -43,6 +105,7 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
     return error_;
   }
   open_.push_back(Open{std::move(created).value(), name, 0, false});
+  appended_ = 0;
   return Status::OK();
 }
 
@@ -53,9 +116,7 @@ uint32_t WriteQueue::Checksum(uint32_t crc, const void* data, size_t len) {
 }
 
 Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, bool tail) {
-  auto give_back = [&] {
-    if (options_.on_complete) options_.on_complete(tag);
-  };
+  auto give_back = [&] { Completed(tag); };
   if (error_.ok() && (open_.empty() || open_.back().ended)) {
     Fail(Status::InvalidArgument("internal: write with no object begun"));
   }
@@ -103,6 +164,14 @@ Status WriteQueue::EndObject(uint64_t final_size) {
     Fail(Status::InvalidArgument("internal: end of an object never begun"));
     return error_;
   }
+  if (current_ >= 0) {
+    if (fill_ > 0) {
+      RETURN_IF_ERROR(FlushOwned(true));
+    } else {
+      free_.push_back(static_cast<size_t>(current_));
+      current_ = -1;
+    }
+  }
   open_.back().final_size = final_size;
   open_.back().ended = true;
   FinishReady();
@@ -132,7 +201,7 @@ Status WriteQueue::ReapOne() {
   }
   --in_flight_;
   if (options_.bucket != nullptr) options_.bucket->Release();
-  if (options_.on_complete) options_.on_complete(c->tag);
+  Completed(c->tag);
   if (!c->status.ok()) {
     Fail(c->status.WithContext("write " + target->name));
   } else if (options_.written != nullptr) {

@@ -7,6 +7,12 @@
 // (through the backend's TransportChecksum where it offers one), Finish, and
 // waiting out every write still in flight after an error.
 //
+// Bytes reach it in one of two ways: Write() of the caller's own buffers (a
+// staging slab), or Space()/Fill() into a ring of aligned buffers the queue
+// owns (options.buffer_bytes), for callers that produce bytes piecewise (an
+// item source, a chunk stream); a full buffer is written at once and the
+// last, partial one when the object ends.
+//
 // Objects are written in order, front to back. BeginObject() may be called
 // while the previous object's writes are still in flight: that object is
 // finished (made durable) once they are reaped, so the queue stays full
@@ -23,9 +29,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/manifest.h"
+#include "io/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "sluice/backend.h"
 
@@ -43,6 +51,9 @@ struct WriteQueueOptions {
   // The caller's buffer of the write tagged `tag` is free again (the write
   // completed, failed, or was waited out). Optional.
   std::function<void(uint64_t tag)> on_complete;
+  // Size of each of the queue's own buffers for Space()/Fill() (rounded up
+  // to 4 KiB and the backend's alignment); 0: Write() only.
+  uint64_t buffer_bytes = 0;
 };
 
 class WriteQueue {
@@ -76,8 +87,16 @@ class WriteQueue {
   // started) and the error is sticky.
   Status Write(uint64_t offset, void* data, size_t len, uint64_t tag, bool tail);
 
-  // Ends the current object at `final_size` logical bytes; it is finished
-  // (trimmed to that size and made durable) once its writes are reaped.
+  // Room in the queue's current buffer for the current object: at least
+  // one byte, written there by the caller and then counted by Fill().
+  // REQUIRES options.buffer_bytes > 0; not mixed with Write() in one object.
+  Result<std::pair<uint8_t*, size_t>> Space();
+  // `n` bytes were put at Space(); a full buffer is written at once.
+  Status Fill(size_t n);
+
+  // Ends the current object at `final_size` logical bytes (writing the
+  // queue's partial buffer first); it is finished (trimmed to that size and
+  // made durable) once its writes are reaped.
   Status EndObject(uint64_t final_size);
 
   // Reaps one completion (REQUIRES in_flight() > 0); returns the sticky error.
@@ -105,6 +124,11 @@ class WriteQueue {
     bool ended = false;
   };
   size_t Depth() const;
+  // Writes the queue's current buffer (`tail`: the object's last write).
+  Status FlushOwned(bool tail);
+  // The on_complete of every write: the queue's own buffers come back to
+  // its free list, the caller's go to options_.on_complete.
+  void Completed(uint64_t tag);
   void Fail(const Status& st);
   // Finishes ended objects at the front that have nothing in flight.
   void FinishReady();
@@ -118,6 +142,15 @@ class WriteQueue {
   bool abandoned_ = false;  // waited out: objects are no longer finished
   Status error_;
   std::vector<DataObjectRef> finished_;
+  // The queue's own buffers (Space/Fill). Their writes are tagged
+  // kOwnedTag | index.
+  static constexpr uint64_t kOwnedTag = 1ull << 63;
+  uint64_t buffer_bytes_ = 0;
+  std::vector<AlignedBuffer> buffers_;
+  std::vector<size_t> free_;
+  int current_ = -1;       // buffer being filled, -1 if none
+  size_t fill_ = 0;        // bytes in it
+  uint64_t appended_ = 0;  // the current object's offset where it begins
 };
 
 }  // namespace sluice
