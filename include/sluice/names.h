@@ -19,6 +19,8 @@ namespace sluice {
 // "." or ".." components, no NUL.
 Status ValidateCheckpointName(std::string_view name);
 Status ValidateItemKey(std::string_view key);
+// An item as a save takes it: a valid key and metadata of at most 16 MiB.
+Status ValidateItem(std::string_view key, std::string_view metadata);
 // Parses a step: decimal digits only, fits in uint64.
 Result<uint64_t> ParseStep(std::string_view text);
 

@@ -68,10 +68,7 @@ class Writer final : public RankWriter {
                  ItemSource& source) override {
     RETURN_IF_ERROR(sticky_);
     if (finished_) return Status::InvalidArgument("AddItem after Commit");
-    RETURN_IF_ERROR(ValidateItemKey(key));
-    if (metadata.size() > limits::kMaxMetadataBytes) {
-      return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
-    }
+    RETURN_IF_ERROR(ValidateItem(key, metadata));
     if (!keys_.insert(std::string(key)).second) {
       return Status::InvalidArgument("duplicate item key '" + std::string(key) + "'");
     }
@@ -95,23 +92,11 @@ class Writer final : public RankWriter {
   }
 
   Result<SaveStats> Commit() override {
-    if (finished_) return Status::InvalidArgument("Commit called twice");
-    finished_ = true;
-    // Whatever the outcome, this writer is done when Commit returns, and no
-    // write from memory an item source lent is in flight any more.
-    struct RetireOnReturn {
-      Writer* w;
-      ~RetireOnReturn() { w->Retire(); }
-    } retire{this};
-    RETURN_IF_ERROR(sticky_);
-    const std::string label = CheckpointLabel(id_);
-    // Refuse early if someone already committed: no point publishing.
-    if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
-      return Status::AlreadyExists(label + " is already committed");
-    }
-    RETURN_IF_ERROR(data_.Finish().WithContext(label));
-    manifest_.objects = data_.objects();
-    return PublishAndCommit();
+    return CommitAfter([&]() -> Status {
+      RETURN_IF_ERROR(data_.Finish().WithContext(CheckpointLabel(id_)));
+      manifest_.objects = data_.objects();
+      return Status::OK();
+    });
   }
 
   std::string DataObjectName(uint32_t seq) const override {
@@ -120,23 +105,36 @@ class Writer final : public RankWriter {
 
   Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                   std::vector<DataObjectRef> objects) override {
+    if (!finished_ && !manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
+    return CommitAfter([&]() -> Status {
+      manifest_.items = std::move(items);
+      manifest_.objects = std::move(objects);
+      return Status::OK();
+    });
+  }
+
+ private:
+  // The commit of either kind: `complete` makes the data durable and fills
+  // the manifest's objects, then the manifest is published and committed.
+  template <typename F>
+  Result<SaveStats> CommitAfter(F complete) {
     if (finished_) return Status::InvalidArgument("Commit called twice");
-    if (!manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
     finished_ = true;
+    // Whatever the outcome, this writer is done when Commit returns, and no
+    // write from the caller's memory is in flight any more.
     struct RetireOnReturn {
       Writer* w;
       ~RetireOnReturn() { w->Retire(); }
     } retire{this};
     RETURN_IF_ERROR(sticky_);
+    // Refuse early if someone already committed: no point publishing.
     if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
       return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
     }
-    manifest_.items = std::move(items);
-    manifest_.objects = std::move(objects);
+    RETURN_IF_ERROR(complete());
     return PublishAndCommit();
   }
 
- private:
   Result<SaveStats> PublishAndCommit() {
     const std::string label = CheckpointLabel(id_);
     manifest_.name = id_.name;

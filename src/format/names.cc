@@ -73,6 +73,14 @@ Result<uint64_t> ParseStep(std::string_view text) {
   return v;
 }
 
+Status ValidateItem(std::string_view key, std::string_view metadata) {
+  RETURN_IF_ERROR(ValidateItemKey(key));
+  if (metadata.size() > limits::kMaxMetadataBytes) {
+    return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
+  }
+  return Status::OK();
+}
+
 std::string CheckpointLabel(std::string_view name, uint64_t step) {
   return "checkpoint " + std::string(name) + "@" + std::to_string(step);
 }

@@ -406,7 +406,9 @@ TEST_F(CrashConsistency, PipelineSaveSurvivesPowerLossAfterEveryOperation) {
       auto p = OpenPipeline(&st, 1);
       ASSERT_NE(p, nullptr);
       Status saved = PipelineSave(*p, 2, next);
-      if (crash_at < total_ops) EXPECT_FALSE(saved.ok()) << "op " << crash_at;
+      if (crash_at < total_ops) {
+        EXPECT_FALSE(saved.ok()) << "op " << crash_at;
+      }
     }
     LosePower(&st, &rng);
     CheckStore({{1, base}}, {{2, next}}, crash_at);
@@ -462,7 +464,12 @@ TEST_F(CrashConsistency, TwoTierSaveAndDrainSurvivePowerLossAfterEveryOperation)
     if (HasFatalFailure()) return;
     // The next run (`sluice drain`) finishes what was committed on tier 0.
     bool on_tier0 = false;
-    for (const auto& c : *CleanStore()->List("m", false)) on_tier0 |= c.step == 2;
+    {
+      auto tier0 = CleanStore();
+      auto listed = tier0->List("m", false);
+      ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+      for (const auto& c : *listed) on_tier0 |= c.step == 2;
+    }
     {
       auto p = OpenPipeline(nullptr, 2);
       ASSERT_NE(p, nullptr);

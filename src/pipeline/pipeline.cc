@@ -90,10 +90,7 @@ class PendingImpl final : public PendingCheckpoint {
  private:
   Status CheckItem(std::string_view key, std::string_view metadata) {
     if (snapshotted_) return Status::InvalidArgument("AddItem after Snapshot");
-    RETURN_IF_ERROR(ValidateItemKey(key));
-    if (metadata.size() > limits::kMaxMetadataBytes) {
-      return Status::InvalidArgument("item '" + std::string(key) + "': metadata over 16 MiB");
-    }
+    RETURN_IF_ERROR(ValidateItem(key, metadata));
     if (!keys_.insert(std::string(key)).second) {
       return Status::InvalidArgument("duplicate item key '" + std::string(key) + "'");
     }
