@@ -292,6 +292,28 @@ class CrashConsistency : public ::testing::Test {
     return Status::OK();
   }
 
+  // Saves `base` as step 1 on `tiers` tiers, then counts the operations of
+  // a fault-free save of `next` (as step 99, removed again afterwards).
+  void SeedAndCountOps(size_t tiers, const std::map<std::string, std::string>& base,
+                       const std::map<std::string, std::string>& next, int64_t* ops) {
+    {
+      auto p = OpenPipeline(nullptr, tiers);
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
+    }
+    FaultState st;
+    auto p = OpenPipeline(&st, tiers);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 99, next).ok());
+    p.reset();
+    *ops = st.ops;
+    for (size_t k = 0; k < tiers; ++k) {
+      auto s = Store::Open(k == 0 ? dir_ : tier1_, options_);
+      ASSERT_TRUE(s.ok());
+      ASSERT_TRUE((*s)->Remove({"m", 99}).ok());
+    }
+  }
+
   std::string dir_;
   std::string tier1_;
   StoreOptions options_;
@@ -382,21 +404,8 @@ TEST_F(CrashConsistency, RemoveAndGcSurvivePowerLossAfterEveryOperation) {
 // whose snapshot streams through a staging arena smaller than the save.
 TEST_F(CrashConsistency, PipelineSaveSurvivesPowerLossAfterEveryOperation) {
   const auto base = Items(1), next = Items(10);
-  {
-    auto p = OpenPipeline(nullptr, 1);
-    ASSERT_NE(p, nullptr);
-    ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
-  }
-  int64_t total_ops;
-  {
-    FaultState st;
-    auto p = OpenPipeline(&st, 1);
-    ASSERT_NE(p, nullptr);
-    ASSERT_TRUE(PipelineSave(*p, 99, next).ok());
-    p.reset();
-    total_ops = st.ops;
-    ASSERT_TRUE(CleanStore()->Remove({"m", 99}).ok());
-  }
+  int64_t total_ops = 0;
+  ASSERT_NO_FATAL_FAILURE(SeedAndCountOps(1, base, next, &total_ops));
   ASSERT_GT(total_ops, 20);
   std::mt19937 rng(4242);
   for (int64_t crash_at = 0; crash_at <= total_ops; ++crash_at) {
@@ -424,25 +433,8 @@ TEST_F(CrashConsistency, PipelineSaveSurvivesPowerLossAfterEveryOperation) {
 // is lost, and the next pipeline's drain finishes the job.
 TEST_F(CrashConsistency, TwoTierSaveAndDrainSurvivePowerLossAfterEveryOperation) {
   const auto base = Items(1), next = Items(30);
-  {
-    auto p = OpenPipeline(nullptr, 2);
-    ASSERT_NE(p, nullptr);
-    ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
-  }
-  int64_t total_ops;
-  {
-    FaultState st;
-    auto p = OpenPipeline(&st, 2);
-    ASSERT_NE(p, nullptr);
-    ASSERT_TRUE(PipelineSave(*p, 99, next).ok());
-    p.reset();
-    total_ops = st.ops;
-    for (const auto& dir : {dir_, tier1_}) {
-      auto s = Store::Open(dir, options_);
-      ASSERT_TRUE(s.ok());
-      ASSERT_TRUE((*s)->Remove({"m", 99}).ok());
-    }
-  }
+  int64_t total_ops = 0;
+  ASSERT_NO_FATAL_FAILURE(SeedAndCountOps(2, base, next, &total_ops));
   ASSERT_GT(total_ops, 40);
   std::mt19937 rng(77);
   for (int64_t crash_at = 0; crash_at <= total_ops; ++crash_at) {
