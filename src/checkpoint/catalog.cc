@@ -46,13 +46,16 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
 
 }  // namespace
 
-bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step) {
+bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step,
+                   std::string_view except_writer) {
   auto locks = backend.List(WritersPrefix(name, step));
   if (!locks.ok()) return true;  // cannot tell: assume so
   for (const auto& o : *locks) {
     auto parsed = ParseObjectName(o.name);
     if (!parsed) continue;
-    auto state = WriterStateOf(backend, name, step, WriterOfObject(parsed->rest));
+    const std::string writer = WriterOfObject(parsed->rest);
+    if (!except_writer.empty() && writer == except_writer) continue;
+    auto state = WriterStateOf(backend, name, step, writer);
     if (!state.ok() || *state == WriterState::kAlive) return true;
   }
   return false;
@@ -158,6 +161,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, ""));
   const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
   std::unordered_set<std::string> marked;
+  std::set<std::pair<std::string, uint64_t>> committed;  // at the mark
   for (const auto& [key, s] : steps) {
     auto mark_step = [&, objs = &s.objects] {
       for (const auto& o : *objs) marked.insert(o.name);
@@ -174,6 +178,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     const bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
                             StatusCode::kNotFound;
     if (!has_commit) continue;
+    committed.insert(key);
     auto loaded = LoadCheckpoint(backend, key.first, key.second);
     if (!loaded.ok()) {
       // A damaged commit record or manifest: what it reaches is unknown,
@@ -200,8 +205,15 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     }
     // A writer or drainer that registered in this step since the mark (a
     // retry, a drain re-creating objects under the same names) owns what it
-    // writes now: leave the step to the next gc.
-    if (unmarked.empty() || AnyLiveWriter(backend, key.first, key.second)) continue;
+    // writes now, and one that committed meanwhile made them live: leave the
+    // step to the next gc.
+    // (A committed step with nothing to remove has nothing to check.)
+    if (unmarked.empty() && committed.count(key)) continue;
+    if (AnyLiveWriter(backend, key.first, key.second)) continue;
+    if (!committed.count(key) && backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
+                                     StatusCode::kNotFound) {
+      continue;
+    }
     for (const ObjectInfo* op : unmarked) {
       const ObjectInfo& o = *op;
       Status st = backend.Remove(o.name);
@@ -213,10 +225,12 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     }
   }
   // Last, so that what the removals above left empty goes too. No age
-  // applies: the removals above just touched these directories' mtimes, and
-  // a writer whose fresh directory goes makes it again. Tidying only: a
-  // failure here (an unreadable directory) does not undo the report of what
-  // was removed, and the next gc tries again.
+  // applies to directories: the removals above just touched their mtimes,
+  // and a writer whose fresh directory goes makes it again. Temporaries of
+  // publishes go by min_age like any object: as `gc --help` says, a save
+  // running during a gc with --min-age 0 may fail (never commit torn).
+  // Tidying only: a failure here (an unreadable directory) does not undo
+  // the report of what was removed, and the next gc tries again.
   (void)backend.ReclaimLeftovers(CheckpointsPrefix(), min_age_ms);
   return report;
 }

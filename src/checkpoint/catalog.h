@@ -19,7 +19,8 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
 Result<uint64_t> LatestStep(Backend& backend, std::string_view name);
 // True if a writer (a save, or a drain into this store) of the step is, or
 // may be, still running.
-bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step);
+bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step,
+                   std::string_view except_writer = {});
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id);
 Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms);
 

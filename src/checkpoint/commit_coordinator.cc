@@ -43,13 +43,22 @@ Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* exis
   // Close the window between the check and the publish: if a concurrent rm
   // or gc removed anything the commit names, withdraw it rather than leave
   // a torn checkpoint visible.
-  auto after = FirstMissing(backend, plan);
-  if (!after.ok() || !after->empty()) {
+  // Only a definite answer withdraws it: a check that itself fails (a
+  // store briefly unreachable) is retried, and if it keeps failing the
+  // commit stands and the error is returned, as a reader would find any
+  // damage the check could not.
+  Result<std::string> after = std::string();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    after = FirstMissing(backend, plan);
+    if (after.ok()) break;
+  }
+  if (!after.ok()) {
+    return after.status().WithContext(plan.label + ": check the committed objects again");
+  }
+  if (!after->empty()) {
     (void)backend.Remove(plan.commit_object);
-    return Status::IOError(plan.label + ": " +
-                           (after.ok() ? *after + " was removed while committing (a concurrent rm or gc?)"
-                                       : "the objects could not be checked again: " + after.status().ToString()) +
-                           "; the commit was withdrawn");
+    return Status::IOError(plan.label + ": " + *after +
+                           " was removed while committing (a concurrent rm or gc?); the commit was withdrawn");
   }
   return Status::OK();
 }

@@ -123,6 +123,17 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
     }
     reads.push_back(std::move(r));
   }
+  if (control.verify_source_first) {
+    RETURN_IF_ERROR(ReadChunksAcross(src, reads, control.io_bytes,
+                                     [&](size_t k, const ChunkTask& t, const uint8_t* data,
+                                         const std::string& problem) -> Status {
+                                       if (data != nullptr) return Status::OK();
+                                       return Status::Corruption(
+                                           "copy " + objects[k].name + " from " + src.uri() + ": chunk at offset " +
+                                           std::to_string(t.ref->offset) + ": " + problem +
+                                           " in the source copy; the destination was left as it was");
+                                     }));
+  }
   CopySink sink(src, dst, objects, control);
   RETURN_IF_ERROR(ReadChunksAcross(src, reads, control.io_bytes,
                                    [&](size_t k, const ChunkTask& t, const uint8_t* data,

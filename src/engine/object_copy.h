@@ -26,6 +26,12 @@ struct CopyControl {
   const std::atomic<bool>* stop = nullptr;  // abandon when it turns true (optional)
   std::atomic<uint64_t>* written = nullptr; // bytes written, as they complete (optional)
   uint64_t io_bytes = 4ull << 20;
+  // Read and verify every chunk of the source before the destination
+  // object is touched (it is then removed and written again): for a repair,
+  // where the destination is a committed object that must not be lost to a
+  // source that turns out bad too. A drain writes objects no commit names
+  // yet and streams in one pass.
+  bool verify_source_first = false;
 };
 
 struct ObjectToCopy {

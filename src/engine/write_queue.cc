@@ -99,6 +99,12 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
     Fail(Status::InvalidArgument("internal: object " + open_.back().name + " was not ended"));
     return error_;
   }
+  // Objects still open (their last writes in flight) hold a descriptor and
+  // an I/O ring each on a file store: a few keep the queue full across
+  // boundaries; more would only cost.
+  while (open_.size() >= kMaxOpenObjects && in_flight_ > 0) {
+    if (!ReapOne().ok()) return error_;
+  }
   auto created = backend_.Create(name, size_hint);
   if (!created.ok()) {
     Fail(created.status());

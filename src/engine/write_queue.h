@@ -145,6 +145,7 @@ class WriteQueue {
   // The queue's own buffers (Space/Fill). Their writes are tagged
   // kOwnedTag | index.
   static constexpr uint64_t kOwnedTag = 1ull << 63;
+  static constexpr size_t kMaxOpenObjects = 3;
   uint64_t buffer_bytes_ = 0;
   std::vector<AlignedBuffer> buffers_;
   std::vector<size_t> free_;

@@ -55,6 +55,16 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
     const std::string& w;
     ~ReleaseOnReturn() { ReleaseWriterLock(b, n, s, w); }
   } release{dst, name, step, writer_id};
+  // The check above and taking the lock are two steps: a second drainer may
+  // have passed the check too, or committed meanwhile. Both back off (a
+  // retry comes later), rather than both copying over one another.
+  if (AnyLiveWriter(dst, name, step, writer_id)) {
+    return Status::Unavailable(label + ": another save or drain of this step is running there");
+  }
+  if (auto now = dst.ReadSmall(commit); now.ok()) {
+    if (*now == commit_bytes) return Status::OK();
+    return Status::AlreadyExists(label + ": the destination holds a different commit of this step");
+  }
 
   // Every object of every rank, as one stream: reads and writes stay in
   // flight across object boundaries.

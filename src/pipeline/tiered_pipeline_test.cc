@@ -322,6 +322,44 @@ TEST_F(PipelineTest, RestoreFallsBackToTheNextTierAndRepairs) {
   EXPECT_TRUE(p->tier(0).Verify("f", 1)->ok());
 }
 
+// A repair never destroys the copy it meant to fix: when the later tier's
+// copy of the object is bad too (in another chunk), the repair is refused
+// before the faster tier's object is touched, and a restore still gets every
+// byte (each chunk from whichever tier has it good).
+TEST_F(PipelineTest, ARepairFromACopyBadElsewhereLeavesTheObjectAlone) {
+  auto p = Open(Options(2));
+  std::map<std::string, std::string> items{{"w", Bytes(6 << 20, 21)}};
+  auto h = Save(*p, "both", 1, items);
+  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(h->Wait().ok());
+  p.reset();
+  auto flip = [](const std::string& path, off_t at) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << path;
+    char c;
+    ASSERT_EQ(pread(fd, &c, 1, at), 1);
+    c ^= 0x40;
+    ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+    ::close(fd);
+  };
+  flip(FirstDataObject(Tier(0), "both", 1), (1 << 20) + 5);  // chunk 1 on tier 0
+  flip(FirstDataObject(Tier(1), "both", 1), (5 << 20) + 7);  // chunk 5 on tier 1
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    p = Open(Options(2));
+    ReadRecovery rec;
+    auto r = p->OpenCheckpoint("both", 1, &rec);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(ReadBack(**r) == items);
+    ASSERT_EQ(rec.repairs.size(), 1u);
+    EXPECT_NE(rec.repairs[0].find("could not rewrite"), std::string::npos) << rec.repairs[0];
+    auto v = p->tier(0).Verify("both", 1);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->bad.size(), 1u) << "tier 0's object was touched by a repair that could not succeed";
+    p.reset();
+  }
+}
+
 TEST_F(PipelineTest, RetentionKeepsLastKButNeverTheOnlyCopy) {
   auto o = Options(2);
   o.tiers[0].keep_last = 2;

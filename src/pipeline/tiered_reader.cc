@@ -86,6 +86,7 @@ class TieredReader final : public CheckpointReader {
       if (it == objects_.end()) continue;
       CopyControl control;  // a foreground repair: not throttled
       control.io_bytes = options_.io_bytes;
+      control.verify_source_first = true;  // the bad copy is still committed
       Status st = CopyObjects(tiers_[good]->backend(), tiers_[primary_]->backend(),
                               {ObjectToCopy{object, it->second.first, it->second.second}}, control);
       if (recovery_ != nullptr) {

@@ -97,8 +97,16 @@ FileSource::~FileSource() {
 }
 
 Status FileSource::OpenFile() {
-  fd_ = ::open(file_.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Opened when first read, after the scan: a path swapped meanwhile for
+  // a FIFO or device must neither block the save nor be read.
+  fd_ = ::open(file_.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd_ < 0) return Status::FromErrno(errno, "open " + file_.path);
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    return Status::InvalidArgument(file_.path + " is no longer a regular file");
+  }
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   return Status::OK();
 }
