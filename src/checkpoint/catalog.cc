@@ -207,8 +207,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     // retry, a drain re-creating objects under the same names) owns what it
     // writes now, and one that committed meanwhile made them live: leave the
     // step to the next gc.
-    // (A committed step with nothing to remove has nothing to check.)
-    if (unmarked.empty() && committed.count(key)) continue;
+    if (unmarked.empty()) continue;
     if (AnyLiveWriter(backend, key.first, key.second)) continue;
     if (!committed.count(key) && backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
                                      StatusCode::kNotFound) {

@@ -1,6 +1,8 @@
 #include "checkpoint/commit_coordinator.h"
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 namespace sluice {
 namespace {
@@ -48,12 +50,13 @@ Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* exis
   // commit stands and the error is returned, as a reader would find any
   // damage the check could not.
   Result<std::string> after = std::string();
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int wait_ms : {0, 50, 200, 800}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
     after = FirstMissing(backend, plan);
     if (after.ok()) break;
   }
   if (!after.ok()) {
-    return after.status().WithContext(plan.label + ": check the committed objects again");
+    return after.status().WithContext(plan.label + ": published, but the committed objects could not be checked again");
   }
   if (!after->empty()) {
     (void)backend.Remove(plan.commit_object);

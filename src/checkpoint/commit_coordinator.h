@@ -36,7 +36,9 @@ struct CommitPlan {
 // AlreadyExists: a commit record was there first (`*existing` then holds
 // its bytes, where it could be read). IOError naming the object when one is
 // missing or short, before or after the publish (then the record was
-// withdrawn). Other errors: the backend's, in context.
+// withdrawn). Other errors: the backend's, in context; when the re-check
+// itself keeps failing (four tries over about a second), the record stays
+// published and the error says so.
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing);
 
 }  // namespace sluice

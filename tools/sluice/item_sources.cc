@@ -107,6 +107,9 @@ Status FileSource::OpenFile() {
     fd_ = -1;
     return Status::InvalidArgument(file_.path + " is no longer a regular file");
   }
+  // A regular file: read it blocking (some FUSE filesystems would answer a
+  // non-blocking read with EAGAIN).
+  (void)::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   return Status::OK();
 }
