@@ -29,20 +29,11 @@
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
+#include "pipeline/tier_listing.h"
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
 
-const char* TierStateName(TierState state) {
-  switch (state) {
-    case TierState::kPending: return "pending";
-    case TierState::kWriting: return "writing";
-    case TierState::kCommitted: return "committed";
-    case TierState::kFailed: return "failed";
-    case TierState::kSkipped: return "skipped";
-  }
-  return "unknown";
-}
 
 namespace {
 
@@ -221,7 +212,7 @@ class PipelineImpl final : public Pipeline {
   Result<DrainReport> Drain(std::string_view name) override {
     if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
     DrainReport report;
-    ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(name));
+    ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(Stores(), name));
     for (const auto& n : names) {
       auto plans = Plan(n);
       for (size_t k = 1; k < stores_.size(); ++k) {
@@ -243,66 +234,7 @@ class PipelineImpl final : public Pipeline {
 
   Result<std::vector<TieredCheckpointInfo>> List(std::string_view name) override {
     if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
-    const size_t n = stores_.size();
-    std::vector<std::map<std::pair<std::string, uint64_t>, CheckpointInfo>> per_tier(n);
-    std::vector<Status> tier_error(n);
-    std::set<std::pair<std::string, uint64_t>> all;
-    for (size_t k = 0; k < n; ++k) {
-      auto listed = stores_[k]->List(name, false);
-      if (!listed.ok()) {
-        tier_error[k] = listed.status();
-        continue;
-      }
-      for (auto& info : *listed) {
-        all.insert({info.name, info.step});
-        per_tier[k][{info.name, info.step}] = std::move(info);
-      }
-    }
-    // Steps a tier is not meant to hold (retention) are "absent", not pending.
-    std::map<std::string, std::vector<TierPlan>> plans;
-    std::vector<TieredCheckpointInfo> out;
-    for (const auto& key : all) {
-      if (!plans.count(key.first)) {
-        std::vector<std::set<uint64_t>> committed(n);
-        for (size_t k = 0; k < n; ++k) {
-          for (const auto& [kk, info] : per_tier[k]) {
-            if (kk.first == key.first) committed[k].insert(kk.second);
-          }
-        }
-        plans[key.first] = PlanTiers(committed, KeepLast());
-      }
-      TieredCheckpointInfo t;
-      int source = -1;
-      for (size_t k = 0; k < n; ++k) {
-        TierCopy c;
-        c.uri = opts_.tiers[k].uri;
-        auto it = per_tier[k].find(key);
-        if (it != per_tier[k].end()) {
-          c.state = "committed";
-          if (source < 0) {
-            source = static_cast<int>(k);
-            t.info = it->second;
-          }
-        } else if (!tier_error[k].ok()) {
-          c.state = source >= 0 ? "failed" : "absent";
-          c.reason = "cannot list the tier: " + tier_error[k].ToString();
-        } else if (source < 0) {
-          c.state = "absent";
-        } else if (!plans[key.first][k].keep.count(key.second)) {
-          c.state = "absent";
-          c.reason = "beyond keep-last " + std::to_string(opts_.tiers[k].keep_last);
-        } else if (AnyLiveWriter(stores_[k]->backend(), key.first, key.second)) {
-          c.state = "draining";
-        } else {
-          std::string reason = ReadDrainNote(stores_[source]->backend(), key.first, key.second, c.uri);
-          c.state = reason.empty() ? "pending" : "failed";
-          c.reason = reason;
-        }
-        t.tiers.push_back(std::move(c));
-      }
-      out.push_back(std::move(t));
-    }
-    return out;
+    return ListTiered(Stores(), opts_.tiers, name);
   }
 
   Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
@@ -352,38 +284,13 @@ class PipelineImpl final : public Pipeline {
     return k;
   }
 
-  Result<std::set<std::string>> NamesOnAnyTier(std::string_view name) {
-    std::set<std::string> names;
-    if (!name.empty()) {
-      names.insert(std::string(name));
-      return names;
-    }
-    Status first;
-    for (auto& s : stores_) {
-      auto listed = s->List("", false);
-      if (!listed.ok()) {
-        if (first.ok()) first = listed.status();
-        continue;
-      }
-      for (const auto& i : *listed) names.insert(i.name);
-    }
-    if (names.empty() && !first.ok()) return first;
-    return names;
+  std::vector<Store*> Stores() const {
+    std::vector<Store*> out;
+    for (const auto& st : stores_) out.push_back(st.get());
+    return out;
   }
-
-  // Which steps of `name` each tier holds committed; a tier that cannot be
-  // listed counts as holding nothing, and sets *unreachable.
   std::vector<TierPlan> Plan(const std::string& name, bool* unreachable = nullptr) {
-    std::vector<std::set<uint64_t>> committed(stores_.size());
-    for (size_t k = 0; k < stores_.size(); ++k) {
-      auto listed = stores_[k]->List(name, false);
-      if (!listed.ok()) {
-        if (unreachable != nullptr) *unreachable = true;
-        continue;
-      }
-      for (const auto& i : *listed) committed[k].insert(i.step);
-    }
-    return PlanTiers(committed, KeepLast());
+    return PlanTiersOf(Stores(), KeepLast(), name, unreachable);
   }
 
   uint64_t ApplyRetention(const std::string& name) {
@@ -483,7 +390,7 @@ class PipelineImpl final : public Pipeline {
   }
 
   void ResumeDrains() {
-    auto names = NamesOnAnyTier("");
+    auto names = NamesOnAnyTier(Stores(), "");
     if (!names.ok()) return;
     for (const auto& n : *names) {
       if (stop_drains_) return;
@@ -643,21 +550,6 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
 }
 
 }  // namespace
-
-Status PipelineOptions::Validate() const {
-  if (tiers.empty()) return Status::InvalidArgument("a pipeline needs at least one tier");
-  RETURN_IF_ERROR(store.Validate());
-  RETURN_IF_ERROR(StagingArena::CheckBudget(staging_bytes, AlignUp(store.io_bytes, 4096)));
-  if (copy_threads == 0 || copy_threads > 256) {
-    return Status::InvalidArgument("copy threads " + std::to_string(copy_threads) + " outside 1..256");
-  }
-  if (max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
-  if (retry_initial_ms > retry_max_ms) {
-    return Status::InvalidArgument("first drain retry after " + std::to_string(retry_initial_ms) +
-                                   " ms, later than the longest interval, " + std::to_string(retry_max_ms) + " ms");
-  }
-  return Status::OK();
-}
 
 Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
   // Bad options (a budget, a layout) are refused before any store is opened

@@ -1,0 +1,110 @@
+#include "pipeline/tier_listing.h"
+
+#include <map>
+#include <utility>
+
+#include "checkpoint/catalog.h"
+
+namespace sluice {
+
+Result<std::set<std::string>> NamesOnAnyTier(const std::vector<Store*>& stores, std::string_view name) {
+  std::set<std::string> names;
+  if (!name.empty()) {
+    names.insert(std::string(name));
+    return names;
+  }
+  Status first;
+  for (Store* s : stores) {
+    auto listed = s->List("", false);
+    if (!listed.ok()) {
+      if (first.ok()) first = listed.status();
+      continue;
+    }
+    for (const auto& i : *listed) names.insert(i.name);
+  }
+  if (names.empty() && !first.ok()) return first;
+  return names;
+}
+
+std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<uint32_t>& keep_last,
+                                  const std::string& name, bool* unreachable) {
+  std::vector<std::set<uint64_t>> committed(stores.size());
+  for (size_t k = 0; k < stores.size(); ++k) {
+    auto listed = stores[k]->List(name, false);
+    if (!listed.ok()) {
+      if (unreachable != nullptr) *unreachable = true;
+      continue;
+    }
+    for (const auto& i : *listed) committed[k].insert(i.step);
+  }
+  return PlanTiers(committed, keep_last);
+}
+
+Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& stores,
+                                                     const std::vector<TierOptions>& tiers,
+                                                     std::string_view name) {
+  const size_t n = stores.size();
+  std::vector<uint32_t> keep_last;
+  for (const auto& t : tiers) keep_last.push_back(t.keep_last);
+  std::vector<std::map<std::pair<std::string, uint64_t>, CheckpointInfo>> per_tier(n);
+  std::vector<Status> tier_error(n);
+  std::set<std::pair<std::string, uint64_t>> all;
+  for (size_t k = 0; k < n; ++k) {
+    auto listed = stores[k]->List(name, false);
+    if (!listed.ok()) {
+      tier_error[k] = listed.status();
+      continue;
+    }
+    for (auto& info : *listed) {
+      all.insert({info.name, info.step});
+      per_tier[k][{info.name, info.step}] = std::move(info);
+    }
+  }
+  // Steps a tier is not meant to hold (retention) are "absent", not pending.
+  std::map<std::string, std::vector<TierPlan>> plans;
+  std::vector<TieredCheckpointInfo> out;
+  for (const auto& key : all) {
+    if (!plans.count(key.first)) {
+      std::vector<std::set<uint64_t>> committed(n);
+      for (size_t k = 0; k < n; ++k) {
+        for (const auto& [kk, info] : per_tier[k]) {
+          if (kk.first == key.first) committed[k].insert(kk.second);
+        }
+      }
+      plans[key.first] = PlanTiers(committed, keep_last);
+    }
+    TieredCheckpointInfo t;
+    int source = -1;
+    for (size_t k = 0; k < n; ++k) {
+      TierCopy c;
+      c.uri = tiers[k].uri;
+      auto it = per_tier[k].find(key);
+      if (it != per_tier[k].end()) {
+        c.state = "committed";
+        if (source < 0) {
+          source = static_cast<int>(k);
+          t.info = it->second;
+        }
+      } else if (!tier_error[k].ok()) {
+        c.state = source >= 0 ? "failed" : "absent";
+        c.reason = "cannot list the tier: " + tier_error[k].ToString();
+      } else if (source < 0) {
+        c.state = "absent";
+      } else if (!plans[key.first][k].keep.count(key.second)) {
+        c.state = "absent";
+        c.reason = "beyond keep-last " + std::to_string(tiers[k].keep_last);
+      } else if (AnyLiveWriter(stores[k]->backend(), key.first, key.second)) {
+        c.state = "draining";
+      } else {
+        std::string reason = ReadDrainNote(stores[source]->backend(), key.first, key.second, c.uri);
+        c.state = reason.empty() ? "pending" : "failed";
+        c.reason = reason;
+      }
+      t.tiers.push_back(std::move(c));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,41 @@
+// What `sluice ls` and drains see of a pipeline's tiers: which names and
+// steps each tier holds committed, what retention wants of each tier
+// (PlanTiers, drain.h), and each checkpoint's state on every tier.
+//
+// Thread-safety: free functions over stores (thread-safe as Store is).
+#ifndef SLUICE_PIPELINE_TIER_LISTING_H_
+#define SLUICE_PIPELINE_TIER_LISTING_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/drain.h"
+#include "sluice/pipeline.h"
+#include "sluice/store.h"
+
+namespace sluice {
+
+// `name` alone if given; else every name committed on any tier (an error
+// only if no tier could be listed).
+Result<std::set<std::string>> NamesOnAnyTier(const std::vector<Store*>& stores, std::string_view name);
+
+// Retention and drain plans of `name` from what each tier holds committed; a
+// tier that cannot be listed counts as holding nothing and sets
+// *unreachable (optional).
+std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<uint32_t>& keep_last,
+                                  const std::string& name, bool* unreachable);
+
+// Every checkpoint on any tier (of `name`, or all), with its state on each:
+// committed, draining (a live writer holds the step there), pending,
+// failed (with the drain note's reason, or the tier cannot be listed), or
+// absent (nothing earlier holds it, or retention keeps it off the tier).
+Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& stores,
+                                                     const std::vector<TierOptions>& tiers,
+                                                     std::string_view name);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_TIER_LISTING_H_
