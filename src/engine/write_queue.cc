@@ -136,7 +136,8 @@ Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, 
     len = padded;
   }
   WritableObject* o = open_.back().object.get();
-  while (in_flight_ >= Depth() || o->in_flight() >= o->queue_depth()) {
+  // Depth() is at most this object's queue depth, so its own limit holds too.
+  while (in_flight_ >= Depth()) {
     if (!ReapOne().ok()) {
       give_back();
       return error_;

@@ -276,6 +276,17 @@ std::string FirstDataObject(const std::string& tier, const std::string& name, ui
   return tier + "/" + (*listed)[0].name;
 }
 
+// Flips one byte of a file behind sluice's back.
+void FlipByte(const std::string& path, off_t at) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  char c;
+  ASSERT_EQ(pread(fd, &c, 1, at), 1);
+  c ^= 0x40;
+  ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+  ::close(fd);
+}
+
 TEST_F(PipelineTest, RestoreFallsBackToTheNextTierAndRepairs) {
   auto p = Open(Options(2));
   std::map<std::string, std::string> items{{"w", Bytes(6 << 20, 11)}, {"z", Bytes(3 << 20, 12)}};
@@ -286,13 +297,7 @@ TEST_F(PipelineTest, RestoreFallsBackToTheNextTierAndRepairs) {
   // Flip one byte of tier 0's copy behind sluice's back.
   std::string obj = FirstDataObject(Tier(0), "f", 1);
   ASSERT_FALSE(obj.empty());
-  int fd = ::open(obj.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  char c;
-  ASSERT_EQ(pread(fd, &c, 1, (1 << 20) + 5), 1);
-  c ^= 0x40;
-  ASSERT_EQ(pwrite(fd, &c, 1, (1 << 20) + 5), 1);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(FlipByte(obj, (1 << 20) + 5));
   {
     auto t0 = Store::Open(Tier(0));
     auto v = (*t0)->Verify("f", 1);
@@ -333,17 +338,8 @@ TEST_F(PipelineTest, ARepairFromACopyBadElsewhereLeavesTheObjectAlone) {
   ASSERT_NE(h, nullptr);
   ASSERT_TRUE(h->Wait().ok());
   p.reset();
-  auto flip = [](const std::string& path, off_t at) {
-    int fd = ::open(path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0) << path;
-    char c;
-    ASSERT_EQ(pread(fd, &c, 1, at), 1);
-    c ^= 0x40;
-    ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
-    ::close(fd);
-  };
-  flip(FirstDataObject(Tier(0), "both", 1), (1 << 20) + 5);  // chunk 1 on tier 0
-  flip(FirstDataObject(Tier(1), "both", 1), (5 << 20) + 7);  // chunk 5 on tier 1
+  ASSERT_NO_FATAL_FAILURE(FlipByte(FirstDataObject(Tier(0), "both", 1), (1 << 20) + 5));  // chunk 1 on tier 0
+  ASSERT_NO_FATAL_FAILURE(FlipByte(FirstDataObject(Tier(1), "both", 1), (5 << 20) + 7));  // chunk 5 on tier 1
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE(round);
     p = Open(Options(2));
