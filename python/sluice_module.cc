@@ -284,69 +284,18 @@ class PyReader {
   // each data object once, front to back. Items without a destination are
   // read and verified but dropped (use ReadRange to read a few items).
   void ReadAllInto(const py::dict& destinations, std::optional<uint32_t> rank) {
-    struct Dest {
-      uint8_t* address;
-      uint64_t size;
-      bool fresh;  // memory never written yet (a new tensor)
-    };
-    std::unordered_map<std::string, Dest> dests;
-    std::vector<std::pair<std::string, Dest>> ordered;
+    std::vector<ItemDestination> dests;
+    dests.reserve(destinations.size());
     for (auto [k, v] : destinations) {
       auto t = v.cast<std::tuple<uintptr_t, uint64_t, bool>>();
-      Dest d{static_cast<uint8_t*>(AddressOf(std::get<0>(t))), std::get<1>(t), std::get<2>(t)};
-      dests.emplace(k.cast<std::string>(), d);
-      ordered.emplace_back(k.cast<std::string>(), d);
-    }
-    for (const auto& [key, dest] : dests) {
-      auto found = by_key_.find(key);
-      if (found == by_key_.end() || (rank && found->second->rank != *rank)) {
-        ThrowIfError(Status::NotFound(Label() + ": no item '" + key + "'" +
-                                      (rank ? " of rank " + std::to_string(*rank) : "")));
-      }
-      if (found->second->size != dest.size) {
-        ThrowIfError(Status::InvalidArgument(
-            Label() + ": item '" + key + "' has " + std::to_string(found->second->size) +
-            " bytes, its destination " + std::to_string(dest.size)));
-      }
+      dests.push_back({k.cast<std::string>(), AddressOf(std::get<0>(t)), std::get<1>(t),
+                       std::get<2>(t)});
     }
     Status st;
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
-      // Fresh tensors are untouched memory: the first write to each page
-      // costs a fault and the kernel's zeroing of it, which costs more than
-      // the copy itself (here, in a VM, often more than the disk read).
-      // Two threads take those faults ahead of the reads, in the order the
-      // items come (the order given, the checkpoint's item order), each
-      // every other 2 MiB. They write nothing visible: an atomic or-with-zero
-      // keeps whatever is there, even a byte the reader already copied.
-      // Measured (2.25 GiB cold, 2 cores): 4.5 s with none, 2.1 s with two.
-      std::atomic<bool> stop{false};
-      const unsigned faulters = std::min(2u, std::max(1u, std::thread::hardware_concurrency()));
-      std::vector<std::thread> threads;
-      for (unsigned t = 0; t < faulters; ++t) {
-        threads.emplace_back([&, t] {
-          const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-          for (const auto& [key, dest] : ordered) {
-            if (!dest.fresh) continue;
-            uintptr_t first = reinterpret_cast<uintptr_t>(dest.address);
-            uintptr_t end = first + dest.size;
-            for (uintptr_t p = first; p < end; p = (p | (page - 1)) + 1) {
-              if (((p >> 21) % faulters) != t) continue;
-              if (stop.load(std::memory_order_relaxed)) return;
-              __atomic_fetch_or(reinterpret_cast<uint8_t*>(p), uint8_t{0}, __ATOMIC_RELAXED);
-            }
-          }
-        });
-      }
-      st = reader_->ReadAll(rank, [&](const ItemInfo& item, uint64_t offset, const void* data,
-                                      size_t len) -> Status {
-        auto d = dests.find(item.key);
-        if (d != dests.end() && len != 0) std::memcpy(d->second.address + offset, data, len);
-        return Status::OK();
-      });
-      stop.store(true);
-      for (auto& th : threads) th.join();
+      st = reader_->ReadInto(rank, dests);
     }
     ThrowIfError(st);
   }

@@ -145,6 +145,23 @@ struct GcReport {
 using ItemSink = std::function<Status(const ItemInfo& item, uint64_t offset, const void* data,
                                       size_t len)>;
 
+// Where CheckpointReader::ReadInto puts one item's bytes.
+struct ItemDestination {
+  std::string key;
+  void* address = nullptr;
+  uint64_t size = 0;  // must equal the item's size
+  // Memory never written since it was mapped (a new tensor, a new buffer):
+  // the first write to each of its pages costs a fault and the kernel's
+  // zeroing, often more than the copy itself, so ReadInto takes those faults
+  // ahead of the reads on other threads. Leave false for memory in use.
+  bool fresh = false;
+};
+
+struct ReadIntoOptions {
+  // Threads faulting fresh destinations in ahead of the reads (0: none).
+  uint32_t prefault_threads = 2;
+};
+
 class CheckpointReader {
  public:
   virtual ~CheckpointReader() = default;
@@ -162,6 +179,16 @@ class CheckpointReader {
   // Streams every item (of `rank`, or of all ranks if nullopt) to `sink`,
   // reading each data object once, front to back, with many reads in flight.
   virtual Status ReadAll(std::optional<uint32_t> rank, const ItemSink& sink) = 0;
+
+  // Restores items into memory: ReadAll (of `rank`, or of all ranks) with
+  // each listed item's bytes copied to its destination, every chunk verified.
+  // Items not listed are read and verified but not kept. Destinations are
+  // filled in the order the checkpoint stores them; fresh ones are faulted
+  // in ahead of the reads in the order listed. NotFound for a key the
+  // checkpoint (or `rank`) lacks, InvalidArgument for a size mismatch, a
+  // null address or a key listed twice, all before anything is read.
+  Status ReadInto(std::optional<uint32_t> rank, const std::vector<ItemDestination>& destinations,
+                  const ReadIntoOptions& options = {});
 };
 
 class Store {

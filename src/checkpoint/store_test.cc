@@ -1,5 +1,6 @@
 // Store-level behaviour through the public API, on a real filesystem.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -221,6 +222,61 @@ TEST_F(StoreTest, RangeReadsReturnExactBytesAnywhere) {
   EXPECT_EQ((*r)->ReadRange("big", big.size(), &c, 1).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*r)->ReadRange("big", UINT64_MAX, &c, 2).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE((*r)->ReadRange("absent", 0, &c, 1).IsNotFound());
+}
+
+TEST_F(StoreTest, ReadIntoRestoresExactBytesIntoFreshAndUsedMemory) {
+  StoreOptions o;
+  o.chunk_bytes = 64 << 10;
+  o.io_bytes = 16 << 10;
+  o.object_bytes = 1 << 20;  // the big item spans objects
+  Reopen(o);
+  const std::string big = Bytes((6 << 20) + 123, 4), small = Bytes(77, 5);
+  Save("m", 1, {{"big", big}, {"small", small}, {"skipped", "not asked for"}});
+  auto r = store_->OpenCheckpoint("m", 1);
+  ASSERT_TRUE(r.ok());
+  for (uint32_t threads : {0u, 1u, 2u, 3u}) {
+    // Fresh: never-touched anonymous memory, as a new tensor's.
+    const size_t len = big.size() + small.size();
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    char* mem = static_cast<char*>(p);
+    std::vector<ItemDestination> dests = {{"small", mem + big.size(), small.size(), true},
+                                          {"big", mem, big.size(), true}};
+    ReadIntoOptions ro;
+    ro.prefault_threads = threads;
+    Status st = (*r)->ReadInto(std::nullopt, dests, ro);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(std::string(mem, big.size()), big) << threads;
+    EXPECT_EQ(std::string(mem + big.size(), small.size()), small) << threads;
+    // Used: overwritten in place.
+    std::memset(mem, 0x5a, len);
+    for (auto& d : dests) d.fresh = false;
+    ASSERT_TRUE((*r)->ReadInto(0, dests, ro).ok());
+    EXPECT_EQ(std::string(mem, big.size()), big);
+    munmap(p, len);
+  }
+}
+
+TEST_F(StoreTest, ReadIntoRefusesBadDestinationsBeforeReadingAnything) {
+  Save("m", 1, {{"a", Bytes(5000, 1)}, {"b", "bb"}});
+  auto r = store_->OpenCheckpoint("m", 1);
+  ASSERT_TRUE(r.ok());
+  std::string a(5000, 'x'), b(2, 'y');
+  auto untouched = [&] { return a == std::string(5000, 'x') && b == "yy"; };
+  // The good destination comes first: it must stay untouched.
+  EXPECT_TRUE((*r)->ReadInto(std::nullopt, {{"a", a.data(), 5000}, {"zz", b.data(), 2}}).IsNotFound());
+  EXPECT_TRUE(untouched());
+  EXPECT_EQ((*r)->ReadInto(std::nullopt, {{"a", a.data(), 5000}, {"b", b.data(), 3}}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(untouched());
+  EXPECT_EQ((*r)->ReadInto(std::nullopt, {{"a", a.data(), 5000}, {"a", a.data(), 5000}}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->ReadInto(std::nullopt, {{"a", nullptr, 5000}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*r)->ReadInto(1, {{"a", a.data(), 5000}}).IsNotFound());  // no rank 1
+  EXPECT_TRUE(untouched());
+  ASSERT_TRUE((*r)->ReadInto(0, {{"b", b.data(), 2}}).ok());
+  EXPECT_EQ(b, "bb");
+  EXPECT_EQ(a, std::string(5000, 'x'));  // not listed: read, verified, not kept
 }
 
 TEST_F(StoreTest, LatestIsTheHighestCommittedStep) {

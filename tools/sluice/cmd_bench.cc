@@ -3,6 +3,7 @@
 // then the ranks read the N checkpoints back, verifying every chunk.
 // Throughput is total bytes / the slowest rank's duration, as in MLPerf.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +47,9 @@ CommandSpec BenchSpec() {
   s.summary =
       "MLPerf-Storage-style checkpoint benchmark: RANKS ranks write CHECKPOINTS\n"
       "checkpoints together (checksummed, fsynced, committed), caches are dropped,\n"
-      "then every checkpoint is read back and verified. Reports write and read\n"
+      "then every checkpoint is restored into memory (each rank's own, mapped once\n"
+      "and faulted in by the first restore, as a trainer's tensors) with every chunk\n"
+      "verified. Reports write and read\n"
       "throughput (total bytes / slowest rank's time), per-checkpoint durations and\n"
       "CPU seconds per GiB. bench/run_bench.sh runs fio on the same filesystem in\n"
       "the same run and prints sluice/fio ratios.";
@@ -114,16 +117,68 @@ RankTiming SaveRank(Pipeline& pipeline, const std::string& name, uint64_t step, 
   return t;
 }
 
-RankTiming ReadRank(Pipeline& pipeline, const std::string& name, uint64_t step, uint32_t rank) {
+// The memory a rank restores its state into, as a trainer's tensors are:
+// mapped once, untouched until the first restore (which ReadInto faults in
+// ahead of the reads), overwritten in place by later ones. At most 1 GiB
+// (or the largest item) per rank: items past that share it, which costs the
+// same copies and keeps a large --size within memory.
+class RestoreTarget {
+ public:
+  ~RestoreTarget() {
+    if (base_ != nullptr) ::munmap(base_, len_);
+  }
+  Result<std::vector<ItemDestination>> Place(const std::vector<ItemInfo>& items, uint32_t rank) {
+    uint64_t total = 0, largest = 0;
+    for (const auto& it : items) {
+      if (it.rank != rank) continue;
+      total += it.size;
+      largest = std::max(largest, it.size);
+    }
+    const uint64_t want = std::max(largest, std::min<uint64_t>(total, 1ull << 30));
+    if (want > len_) {
+      if (base_ != nullptr) ::munmap(base_, len_);
+      base_ = nullptr;
+      len_ = 0;
+      void* p = ::mmap(nullptr, std::max<uint64_t>(want, 1), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return Status::FromErrno(errno, "map " + HumanBytes(want) + " to restore into");
+      base_ = static_cast<uint8_t*>(p);
+      len_ = std::max<uint64_t>(want, 1);
+      fresh_ = true;
+    }
+    std::vector<ItemDestination> dests;
+    uint64_t pos = 0;
+    for (const auto& it : items) {
+      if (it.rank != rank) continue;
+      if (pos + it.size > len_) pos = 0;
+      dests.push_back({it.key, base_ + pos, it.size, fresh_});
+      pos += it.size;
+    }
+    fresh_ = false;
+    return dests;
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint64_t len_ = 0;
+  bool fresh_ = true;
+};
+
+// One rank's restore of checkpoint `step` into memory through its pipeline's
+// reader, every chunk verified.
+RankTiming ReadRank(Pipeline& pipeline, RestoreTarget& target, const std::string& name,
+                    uint64_t step, uint32_t rank) {
   RankTiming t;
   auto t0 = std::chrono::steady_clock::now();
   auto r = pipeline.OpenCheckpoint(name, step, nullptr);
   Status st = r.status();
   if (st.ok()) {
-    st = (*r)->ReadAll(rank, [&](const ItemInfo&, uint64_t, const void*, size_t len) {
-      t.bytes += len;  // verified by the reader; the bench only counts
-      return Status::OK();
-    });
+    auto dests = target.Place((*r)->items(), rank);
+    st = dests.status();
+    if (st.ok()) st = (*r)->ReadInto(rank, *dests);
+    if (st.ok()) {
+      for (const auto& d : *dests) t.bytes += d.size;
+    }
   }
   t.seconds = SecondsSince(t0);
   if (!st.ok()) {
@@ -326,6 +381,7 @@ int CmdBench(int argc, char** argv) {
   // 256 MiB (larger ones stream through it). Forked ranks open theirs in
   // the child (a pipeline's threads do not survive fork).
   std::vector<std::unique_ptr<Pipeline>> pipelines(ranks);
+  std::vector<RestoreTarget> targets(ranks);
   auto pipeline_of = [&](uint32_t r) -> Pipeline* {
     if (!pipelines[r]) {
       PipelineOptions po = *popts;
@@ -364,7 +420,7 @@ int CmdBench(int argc, char** argv) {
   bool dropped = false;
   if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
   run_phase(&read, [&](uint64_t c, uint32_t r) {
-    return with_pipeline(r, [&](Pipeline& p) { return ReadRank(p, name, c, r); });
+    return with_pipeline(r, [&](Pipeline& p) { return ReadRank(p, targets[r], name, c, r); });
   });
   pipelines.clear();
   if (!flags.Has("keep")) {
