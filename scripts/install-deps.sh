@@ -16,8 +16,7 @@ packages=(
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
   ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
-  python3-dev python3-pybind11 python3-torch python3-numpy python3-pytest  # python/: the _sluice module, its tests, the DCP plugin
-  libopenblas0-openmp                # without it Debian's torch uses reference BLAS (~9x slower steps)
+  python3 python3-venv               # python/: a virtual environment with torch 2.x (below)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -26,4 +25,17 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# python/: the _sluice module is built for a virtual environment, .venv in
+# the checkout, made from the `python3` on PATH (or $SLUICE_PYTHON), holding
+# torch 2.13 (CPU) from PyPI, pybind11, numpy and pytest.
+# `.venv/bin/python` is then the interpreter that has torch and sluice.
+here=$(cd "$(dirname "$0")/.." && pwd)
+venv="$here/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  "${SLUICE_PYTHON:-python3}" -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest; assert torch.__version__.startswith("2.")' 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest
 fi

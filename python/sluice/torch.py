@@ -1,12 +1,14 @@
-"""PyTorch Distributed Checkpoint (DCP) storage on sluice.
+"""PyTorch Distributed Checkpoint (torch.distributed.checkpoint, torch 2.x)
+storage on sluice.
 
-    from sluice.torch import StorageWriter, StorageReader, dcp
-    dcp.save_state_dict(state_dict, storage_writer=StorageWriter("/data/ckpt", "run1", step))
-    dcp.load_state_dict(state_dict, storage_reader=StorageReader("/data/ckpt", "run1", step))
-
-`dcp` is torch.distributed.checkpoint, or on torch 1.13
-torch.distributed._shard.checkpoint, imported so that it works on Python 3.11
-(see _dcp_import.py).
+    import torch.distributed.checkpoint as dcp
+    from sluice.torch import StorageWriter, StorageReader
+    dcp.save(state_dict, storage_writer=StorageWriter("/data/ckpt", "run1", step))
+    dcp.load(state_dict, storage_reader=StorageReader("/data/ckpt", "run1", step))
+    # or with a checkpoint id "STORE/NAME@STEP" (any sluice store URI):
+    dcp.save(state_dict, checkpoint_id="/data/ckpt/run1@100", storage_writer=StorageWriter())
+    # async: one copy, into sluice's staging arena, before training resumes
+    response = sluice.torch.async_save(state_dict, checkpoint_id="/data/ckpt/run1@100")
 
 How a DCP save maps onto a sluice checkpoint name@step written by `world`
 ranks: every rank writes the items its plan gives it (one sluice item per
@@ -21,29 +23,37 @@ or, for planners without one, the same metadata made from the global plans
 that prepare_global_plan saw). Storage keys are a function of each item's
 MetadataIndex, so nothing that write_data learns is needed to find an item
 again. finish() checks that the metadata DCP hands it is the one stored.
+
+Without collectives (use_collectives=False) no rank sees another's plan:
+each rank stores the metadata of its own items ("dcp.metadata.rank<r>"), a
+whole (unsharded) tensor or a byte item is written by rank 0 only (DCP
+treats such items as replicas), and the reader merges the ranks' metadata.
 """
 
 import dataclasses
 import io
 import json
+import os
 import pickle
 import re
 import threading
 import uuid
+import warnings
 
 import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import metadata as _metadata
+from torch.distributed.checkpoint import planner as _planner
+from torch.distributed.checkpoint.staging import AsyncStager as _AsyncStager
+from torch.distributed.checkpoint.storage import WriteResult as _WriteResult
 
 from . import _state_dict, pipeline
-from ._dcp_import import import_checkpoint_module
-
-dcp = import_checkpoint_module()
-_metadata = dcp.metadata
-_planner = dcp.planner
 
 METADATA_KEY = "dcp.metadata"
+_RANK_METADATA_PREFIX = "dcp.metadata.rank"
 _KEY_PREFIX = "dcp/"
 
-__all__ = ["StorageWriter", "StorageReader", "dcp"]
+__all__ = ["StorageWriter", "StorageReader", "async_save", "parse_checkpoint_id", "dcp"]
 
 
 def storage_key(index):
@@ -61,6 +71,7 @@ class _RankAssignment:
     rank: int
     world: int
     attempt: str  # one id per save, so sluice never mixes ranks of two launches
+    collective: bool  # False: each rank planned alone (use_collectives=False)
 
 
 def _metadata_from_plans(plans):
@@ -83,36 +94,76 @@ def _metadata_from_plans(plans):
     return _metadata.Metadata(state_dict_metadata=state)
 
 
-def _parse_checkpoint_id(checkpoint_id):
-    """(name, step) from "name@step", (name, step) or {"name":..., "step":...}."""
+def parse_checkpoint_id(checkpoint_id):
+    """(store, name, step) of a DCP checkpoint_id: "STORE/NAME@STEP" (STORE
+    any sluice store URI: a path, file:///path, rados://pool/prefix), or
+    "NAME@STEP", (name, step) or {"name":..., "step":...} with store None.
+    STEP may be "latest" for a reader. ValueError on anything else."""
+    store = None
+    if isinstance(checkpoint_id, os.PathLike):
+        checkpoint_id = os.fspath(checkpoint_id)
     if isinstance(checkpoint_id, (tuple, list)) and len(checkpoint_id) == 2:
         name, step = checkpoint_id
     elif isinstance(checkpoint_id, dict):
         name, step = checkpoint_id.get("name"), checkpoint_id.get("step")
-    elif isinstance(checkpoint_id, str) and re.fullmatch(r".+@\d+", checkpoint_id):
-        name, _, step = checkpoint_id.rpartition("@")
+    elif isinstance(checkpoint_id, str) and re.fullmatch(r"(.*/)?[^/]+@(\d+|latest)", checkpoint_id):
+        head, _, last = checkpoint_id.rpartition("/")
+        name, _, step = last.rpartition("@")
+        store = head or None
+        if store is not None and not store.strip("/"):
+            store = "/"  # "/NAME@STEP": a store at the root
     else:
-        raise ValueError(f"sluice: checkpoint_id must be 'name@step' or (name, step), not "
-                         f"{checkpoint_id!r}")
+        raise ValueError(f"sluice: checkpoint_id must be 'STORE/NAME@STEP', 'NAME@STEP' or "
+                         f"(name, step), not {checkpoint_id!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"sluice: bad checkpoint name in {checkpoint_id!r}")
-    step = int(step)
-    if step < 0:
-        raise ValueError(f"sluice: bad step in {checkpoint_id!r}")
-    return name, step
+    if step != "latest":
+        try:
+            step = int(step)
+        except (TypeError, ValueError):
+            raise ValueError(f"sluice: bad step in {checkpoint_id!r}") from None
+        if step < 0:
+            raise ValueError(f"sluice: bad step in {checkpoint_id!r}")
+    return store, name, step
 
 
 def _storage_meta(name, step):
-    storage_meta_class = getattr(dcp.metadata, "StorageMeta", None)
-    if storage_meta_class is None:  # torch < 2.4 has no StorageMeta
-        return None
-    return storage_meta_class(checkpoint_id=f"{name}@{step}")
+    return _metadata.StorageMeta(checkpoint_id=f"{name}@{step}")
 
 
 def _check_step(step):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"sluice: step must be a non-negative int, not {step!r}")
     return step
+
+
+def _dist_world():
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _attempt_from_environment():
+    """One id per launch that every rank computes alike without talking:
+    $SLUICE_ATTEMPT, else torchrun's run id and restart count, else "" (a
+    re-launch is then told apart on one host only)."""
+    if os.environ.get("SLUICE_ATTEMPT"):
+        return os.environ["SLUICE_ATTEMPT"]
+    run = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run:
+        return f"{run}.{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return ""
+
+
+def _is_replica(item):
+    """A byte item, or a tensor item covering its whole tensor: every rank
+    that has it has the same, so without collectives rank 0 alone writes it."""
+    if item.type == _planner.WriteItemType.BYTE_IO:
+        return True
+    data = item.tensor_data
+    return (all(int(o) == 0 for o in data.chunk.offsets)
+            and list(data.chunk.sizes) == list(data.size))
 
 
 def _agree_before_writing(assignment, error):
@@ -132,8 +183,8 @@ def _agree_before_writing(assignment, error):
         return
     # Only on the main thread: a save run from a background thread (an async
     # DCP save) would interleave this collective with the training loop's.
-    if (assignment.world > 1 and dist.is_available() and dist.is_initialized()
-            and dist.get_world_size() == assignment.world
+    if (assignment.world > 1 and assignment.collective and dist.is_available()
+            and dist.is_initialized() and dist.get_world_size() == assignment.world
             and threading.current_thread() is threading.main_thread()):
         said = [None] * assignment.world
         dist.all_gather_object(said, None if error is None else f"{type(error).__name__}: {error}")
@@ -144,59 +195,109 @@ def _agree_before_writing(assignment, error):
                                + " could not stage their items; nothing was written or committed")
 
 
-class StorageWriter(dcp.StorageWriter):
-    """Writes a DCP save as sluice checkpoint `name`@`step` of `store` (a URI
-    or a list of tier URIs, fastest first). After save_state_dict returns,
-    the checkpoint is committed on the fastest tier; `handle` (this rank's
-    sluice.SaveHandle) tells when later tiers have it."""
+class _Staged:
+    """A save whose bytes an async stage() already put into staging."""
 
-    def __init__(self, store, name, step):
+    def __init__(self, name, step, handle, results, metadata):
+        self.name, self.step = name, step
+        self.handle = handle
+        self.results = {r.index: r for r in results}
+        self.metadata = metadata
+
+
+class StorageWriter(dcp.StorageWriter, _AsyncStager):
+    """Writes a DCP save as sluice checkpoint `name`@`step` of `store` (a URI
+    or a list of tier URIs, fastest first), or as the checkpoint_id DCP
+    passes ("STORE/NAME@STEP", or "NAME@STEP" for this writer's store).
+    After dcp.save returns, the checkpoint is committed on the fastest tier;
+    `handle` (this rank's sluice.SaveHandle) tells when later tiers have it.
+
+    It is also DCP's AsyncStager: dcp.async_save with this writer copies the
+    state once, into sluice's staging arena, before it returns (see
+    async_save() below)."""
+
+    # dcp.async_save returns once stage() did: the copy is complete by then.
+    _synchronize_after_execute = False
+
+    def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None):
         super().__init__()
         self.store = store
         self.name = name
-        self.step = _check_step(step)
+        self.step = None if step is None else _check_step(step)
         self.handle = None
         self._is_coordinator = False
+        self._rank = None
+        self._use_collectives = True
         self._global_plans = None
         self._stored_metadata = None
+        self._staged = None
+        if checkpoint_id is not None:
+            self.reset(checkpoint_id)
 
-    # torch >= 2.x names -------------------------------------------------
+    def _set_id(self, checkpoint_id):
+        store, name, step = parse_checkpoint_id(checkpoint_id)
+        if step == "latest":
+            raise ValueError(f"sluice: a save needs a step number, not 'latest' ({checkpoint_id!r})")
+        if store is not None:
+            self.store = store
+        self.name, self.step = name, step
+
+    def _require_id(self):
+        if self.store is None or self.name is None or self.step is None:
+            raise ValueError("sluice.torch.StorageWriter: no checkpoint to write: give "
+                             "StorageWriter(store, name, step) or checkpoint_id='STORE/NAME@STEP'")
+
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
-            self.name, self.step = _parse_checkpoint_id(checkpoint_id)
-        self.handle = None
+            self._set_id(checkpoint_id)
+        staged = self._staged
+        if staged is not None and (staged.name, staged.step) != (self.name, self.step):
+            self._staged = None  # it commits as staged; this save is refused
+            raise RuntimeError(f"sluice.torch.StorageWriter: staged {staged.name}@{staged.step} "
+                               f"but DCP now saves {self.name}@{self.step}")
+        self.handle = staged.handle if staged is not None else None
         self._global_plans = None
-        self._stored_metadata = None
+        self._stored_metadata = staged.metadata if staged is not None else None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         try:
-            _parse_checkpoint_id(checkpoint_id)
-            return True
+            _, _, step = parse_checkpoint_id(checkpoint_id)
+            return step != "latest"
         except (ValueError, TypeError):
             return False
 
-    def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
-        self.init(is_coordinator)
+    def set_up_storage_writer(self, is_coordinator, *args, rank=None, use_collectives=True,
+                              **kwargs):
+        self._require_id()
+        self._is_coordinator = is_coordinator
+        self._rank = rank
+        self._use_collectives = use_collectives
+        pipeline(self.store)  # open (or reuse) now: a bad store fails in planning, on every rank
 
     def storage_meta(self):
+        self._require_id()
         return _storage_meta(self.name, self.step)
-
-    # the torch 1.13 interface --------------------------------------------
-    def init(self, is_coordinator):
-        self._is_coordinator = is_coordinator
-        pipeline(self.store)  # open (or reuse) now: a bad store fails in planning, on every rank
 
     def prepare_local_plan(self, plan):
         return plan
 
     def prepare_global_plan(self, plans):
         self._global_plans = plans
+        if not self._use_collectives:
+            # Each rank plans alone (DCP hands it its own plan only).
+            rank, world = _dist_world()
+            rank = self._rank if self._rank is not None else rank
+            return [dataclasses.replace(plans[0], storage_data=_RankAssignment(
+                rank, world, _attempt_from_environment(), False))]
         attempt = uuid.uuid4().hex
-        return [dataclasses.replace(p, storage_data=_RankAssignment(rank, len(plans), attempt))
+        return [dataclasses.replace(p, storage_data=_RankAssignment(rank, len(plans), attempt, True))
                 for rank, p in enumerate(plans)]
 
     def write_data(self, plan, planner):
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            return self._write_staged(staged, plan)
         assignment = plan.storage_data
         if not isinstance(assignment, _RankAssignment):
             raise RuntimeError("sluice.torch.StorageWriter: the plan carries no rank assignment "
@@ -219,21 +320,40 @@ class StorageWriter(dcp.StorageWriter):
         future.set_result(results)
         return future
 
+    def _write_staged(self, staged, plan):
+        """write_data of a save stage() already snapshotted: its bytes are on
+        their way; the plan DCP made since must be the one staged."""
+        missing = [item.index.fqn for item in plan.items if item.index not in staged.results]
+        if missing:
+            raise RuntimeError(
+                f"sluice.torch.StorageWriter: DCP planned items that stage() did not stage "
+                f"({', '.join(sorted(set(missing))[:5])}): a custom planner cannot be used with "
+                f"sluice's staging; pass none, or stage with DCP's default stager")
+        self.handle = staged.handle
+        self.handle.wait(tier=0)
+        future = torch.futures.Future()
+        future.set_result([staged.results[item.index] for item in plan.items])
+        return future
+
     def _stage(self, plan, planner, assignment):
         pending = pipeline(self.store).begin(self.name, self.step, assignment.rank,
                                              assignment.world, assignment.attempt)
         try:
-            return self._add_items(pending, plan, planner)
+            return self._add_items(pending, plan, planner, assignment)
         except BaseException:
             # At once, not whenever the traceback (which holds `pending`)
             # goes: abandoning releases the save's writer lock.
             pending.abandon()
             raise
 
-    def _add_items(self, pending, plan, planner):
+    def _add_items(self, pending, plan, planner, assignment):
         results = []
         for item in plan.items:
             key = storage_key(item.index)
+            if not assignment.collective and assignment.rank != 0 and _is_replica(item):
+                # Rank 0 writes it (see the module's doc).
+                results.append(_WriteResult(index=item.index, size_in_bytes=0, storage_data=key))
+                continue
             data = planner.resolve_data(item)
             if item.type == _planner.WriteItemType.BYTE_IO:
                 view = data.getbuffer()
@@ -245,11 +365,17 @@ class StorageWriter(dcp.StorageWriter):
                 size = tensor.numel() * tensor.element_size()
                 pending.add_address(key, _state_dict.tensor_metadata(tensor), tensor.data_ptr(),
                                     size, tensor)
-            results.append(dcp.storage.WriteResult(index=item.index, size_in_bytes=size,
-                                                   storage_data=key))
-        if self._is_coordinator:
+            results.append(_WriteResult(index=item.index, size_in_bytes=size, storage_data=key))
+        if assignment.collective:
+            if self._is_coordinator:
+                metadata = self._metadata_for(planner)
+                pending.add_buffer(METADATA_KEY, b'{"format":"torch.dcp.metadata/pickle"}',
+                                   pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
+                self._stored_metadata = metadata
+        else:
             metadata = self._metadata_for(planner)
-            pending.add_buffer(METADATA_KEY, b'{"format":"torch.dcp.metadata/pickle"}',
+            pending.add_buffer(f"{_RANK_METADATA_PREFIX}{assignment.rank}",
+                               b'{"format":"torch.dcp.metadata/pickle","part":true}',
                                pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
             self._stored_metadata = metadata
         return pending, results
@@ -277,13 +403,114 @@ class StorageWriter(dcp.StorageWriter):
                                  for p in (self._global_plans or []) for item in p.items}
         return metadata
 
+    # AsyncStager ---------------------------------------------------------
+    def stage(self, state_dict):
+        """Copies `state_dict` into sluice's staging arena and returns it: the
+        tensors may change once this returns. Plans the save the way dcp.save
+        will (DCP's default planner) and snapshots it; the DCP save that
+        async_save then runs in the background finds its bytes staged and
+        waits for the commit. In a process group of more than one rank the
+        plan needs every rank, which DCP gathers only in the background: the
+        state is then copied to CPU memory here (as DCP's own stager does) and
+        written to staging in the background."""
+        self._require_id()
+        rank, world = _dist_world()
+        if world > 1:
+            _warn_once("sluice.torch: in a process group of more than one rank, async_save copies "
+                       "the state twice (to CPU memory now, to staging in the background)")
+            return _cpu_copy(state_dict)
+        planner = dcp.DefaultSavePlanner()
+        planner.set_up_planner(state_dict=state_dict, storage_meta=self.storage_meta(),
+                               is_coordinator=True)
+        self.set_up_storage_writer(True, rank=0, use_collectives=True)
+        local = self.prepare_local_plan(planner.create_local_plan())
+        plans, metadata = planner.create_global_plan([local])
+        plans = self.prepare_global_plan(plans)
+        plan = planner.finish_plan(plans[0])
+        assignment = plan.storage_data
+        pending, results = self._stage(plan, planner, assignment)
+        handle = _state_dict.SaveHandle(pending.snapshot())
+        self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata)
+        self.handle = handle
+        return state_dict
+
+    def synchronize_staging(self):
+        """Nothing to wait for: stage() returns once the copy is complete."""
+
+    def close(self):
+        """Nothing to release: the staging arena belongs to the process's
+        pipeline (sluice.close() ends it)."""
+
+
+_warned = set()
+
+
+def _warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _cpu_copy(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cpu_copy(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_cpu_copy(v) for v in obj)
+    return obj
+
+
+def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, **kwargs):
+    """dcp.async_save with sluice's staging: copies the state once, into
+    sluice's staging arena, and returns what dcp.async_save returns (a Future
+    of the checkpoint's Metadata, done once every rank's save is committed
+    on the fastest tier). `checkpoint_id` ("STORE/NAME@STEP") names the
+    checkpoint; `storage_writer` (a sluice StorageWriter) is made from it
+    when not given. Other keyword arguments go to dcp.async_save."""
+    if storage_writer is None:
+        storage_writer = StorageWriter(checkpoint_id=checkpoint_id)
+    elif not isinstance(storage_writer, StorageWriter):
+        raise TypeError("sluice.torch.async_save: storage_writer must be a "
+                        "sluice.torch.StorageWriter")
+    elif checkpoint_id is not None:
+        storage_writer.reset(checkpoint_id)
+    return dcp.async_save(state_dict, checkpoint_id=checkpoint_id,
+                          storage_writer=storage_writer, **kwargs)
+
+
+def _merge_rank_metadata(parts):
+    """One Metadata from the per-rank metadata of a save made without
+    collectives: every rank's chunks of each tensor (each chunk once), rank
+    0's planner data."""
+    state = {}
+    storage_data = {}
+    for part in parts:
+        for fqn, entry in part.state_dict_metadata.items():
+            have = state.get(fqn)
+            if have is None or not isinstance(entry, _metadata.TensorStorageMetadata):
+                if have is None:
+                    state[fqn] = dataclasses.replace(entry, chunks=list(entry.chunks)) \
+                        if isinstance(entry, _metadata.TensorStorageMetadata) else entry
+                continue
+            seen = {(tuple(c.offsets), tuple(c.sizes)) for c in have.chunks}
+            for chunk in entry.chunks:
+                if (tuple(chunk.offsets), tuple(chunk.sizes)) not in seen:
+                    have.chunks.append(chunk)
+        storage_data.update(part.storage_data or {})
+    return _metadata.Metadata(state_dict_metadata=state, planner_data=parts[0].planner_data,
+                              storage_data=storage_data, storage_meta=parts[0].storage_meta)
+
 
 class StorageReader(dcp.StorageReader):
-    """Reads a DCP checkpoint that StorageWriter wrote (name@step of `store`;
-    step 'latest' for the newest). Each read item is served by a byte-range
-    read of the chunks it overlaps, checksums verified."""
+    """Reads a DCP checkpoint that StorageWriter wrote: name@step of `store`
+    (step 'latest' for the newest), or the checkpoint_id DCP passes
+    ("STORE/NAME@STEP" or "STORE/NAME@latest"). Each read item is served by a
+    byte-range read of the chunks it overlaps, checksums verified."""
 
-    def __init__(self, store, name, step="latest"):
+    def __init__(self, store=None, name=None, step="latest", *, checkpoint_id=None):
         super().__init__()
         self.store = store
         self.name = name
@@ -291,26 +518,38 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
+        if checkpoint_id is not None:
+            self.reset(checkpoint_id)
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
-            self.name, self.step = _parse_checkpoint_id(checkpoint_id)
+            store, self.name, self.step = parse_checkpoint_id(checkpoint_id)
+            if store is not None:
+                self.store = store
         self._reader = None
         self._items = None
         self._metadata = None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
-        return StorageWriter.validate_checkpoint_id(checkpoint_id)
+        try:
+            parse_checkpoint_id(checkpoint_id)
+            return True
+        except (ValueError, TypeError):
+            return False
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
-        self.init(metadata, is_coordinator)
+        self._open()
 
     def storage_meta(self):
         return _storage_meta(self.name, self.step)
 
     def _open(self):
         if self._reader is None:
+            if self.store is None or self.name is None:
+                raise ValueError("sluice.torch.StorageReader: no checkpoint to read: give "
+                                 "StorageReader(store, name, step) or checkpoint_id="
+                                 "'STORE/NAME@STEP'")
             step = None if self.step == "latest" else self.step
             self._reader = pipeline(self.store, _reading=True).open(self.name, step)
             self._items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
@@ -318,15 +557,17 @@ class StorageReader(dcp.StorageReader):
 
     def read_metadata(self):
         reader = self._open()
-        if METADATA_KEY not in self._items:
+        if METADATA_KEY in self._items:
+            self._metadata = pickle.loads(reader.read_bytes(METADATA_KEY))
+            return self._metadata
+        parts = sorted((k for k in self._items if k.startswith(_RANK_METADATA_PREFIX)),
+                       key=lambda k: int(k[len(_RANK_METADATA_PREFIX):]))
+        if not parts:
             info = reader.info
             raise ValueError(f"sluice: {info['name']}@{info['step']} is not a DCP checkpoint "
                              f"(no '{METADATA_KEY}' item); read it with sluice.load")
-        self._metadata = pickle.loads(reader.read_bytes(METADATA_KEY))
+        self._metadata = _merge_rank_metadata([pickle.loads(reader.read_bytes(k)) for k in parts])
         return self._metadata
-
-    def init(self, metadata, is_coordinator):
-        self._open()
 
     def prepare_local_plan(self, plan):
         return plan

@@ -52,7 +52,7 @@ def main():
     if mode.startswith("save"):
         state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
         writer = StorageWriter(store, name, step)
-        dcp.save_state_dict(state, storage_writer=writer)
+        dcp.save(state, storage_writer=writer)
         dist.barrier()
         if rank == 0:
             reader = sluice.pipeline(store).open(name, step)
@@ -63,7 +63,7 @@ def main():
     else:
         state = {"weights": sharded(rank, world, rows, cols, fill=-1.0),
                  "dense": torch.zeros(10, dtype=torch.int64), "epoch": None}
-        dcp.load_state_dict(state, storage_reader=StorageReader(store, name, step))
+        dcp.load(state, storage_reader=StorageReader(store, name, step))
         start, count = rows_of(rank, world, rows)
         expected = (torch.arange(start * cols, (start + count) * cols, dtype=torch.float32)
                     .reshape(count, cols))
