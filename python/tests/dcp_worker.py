@@ -1,6 +1,9 @@
 """One rank of a DCP save or load over a gloo group (run by test_dcp.py).
 
-    dcp_worker.py save|save-rank1-fails|load STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
+    dcp_worker.py MODE STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
+
+MODE: save, save-rank1-fails, save-no-collectives (use_collectives=False),
+save-async (dcp.async_save), or load.
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
 sharded by rows across the WORLD ranks, plus a dense tensor and a plain
@@ -52,7 +55,14 @@ def main():
     if mode.startswith("save"):
         state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
         writer = StorageWriter(store, name, step)
-        dcp.save(state, storage_writer=writer)
+        if mode == "save-no-collectives":
+            dcp.save(state, storage_writer=writer, use_collectives=False)
+        elif mode == "save-async":
+            future = dcp.async_save(state, storage_writer=writer)
+            state["weights"].local_shards()[0].tensor.fill_(-7.0)  # after staging: not saved
+            future.result()
+        else:
+            dcp.save(state, storage_writer=writer)
         dist.barrier()
         if rank == 0:
             reader = sluice.pipeline(store).open(name, step)

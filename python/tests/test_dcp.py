@@ -193,3 +193,105 @@ def test_gloo_group_each_rank_writes_its_shards_and_one_commit(store, tmp_path, 
 def test_gloo_load_with_another_world_size_reshards(store, tmp_path):
     run_world("save", store, "reshard", 1, 4, tmp_path)
     run_world("load", store, "reshard", 1, 2, tmp_path)  # each rank reads parts of 2 shards
+
+
+def test_gloo_without_collectives_each_rank_stores_its_metadata_and_replicas_once(store, tmp_path):
+    outputs = run_world("save-no-collectives", store, "nocoll", 1, 2, tmp_path)
+    report = json.loads(outputs[0].strip().splitlines()[-1])
+    items, info = report["items"], report["info"]
+    assert info["ranks"] == 2 and info["complete"]
+    assert "dcp.metadata.rank0" in items["0"] and "dcp.metadata.rank1" in items["1"]
+    assert "dcp.metadata" not in items["0"]
+    # The dense tensor and the plain value are replicas: rank 0 alone has them.
+    assert "dcp/dense@0" in items["0"] and "dcp/dense@0" not in items["1"]
+    assert "dcp/epoch" in items["0"] and "dcp/epoch" not in items["1"]
+    assert "dcp/weights@8_0" in items["1"]
+    run_world("load", store, "nocoll", 1, 2, tmp_path)
+    run_world("load", store, "nocoll", 1, 1, tmp_path)  # the merged metadata reshards too
+
+
+def test_gloo_async_save_commits_what_was_staged(store, tmp_path):
+    run_world("save-async", store, "gasync", 1, 2, tmp_path)
+    run_world("load", store, "gasync", 1, 2, tmp_path)  # the values from before the fill
+
+
+def _state(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"model": {"w": torch.randn(256, 128, generator=g), "b": torch.randn(128, generator=g)},
+            "optim": {"step": seed, "lr": 0.5, "exp_avg": torch.randn(256, 128, generator=g)}}
+
+
+def _dest():
+    return {"model": {"w": torch.zeros(256, 128), "b": torch.zeros(128)},
+            "optim": {"step": None, "lr": None, "exp_avg": torch.zeros(256, 128)}}
+
+
+def _assert_equal(got, want):
+    assert torch.equal(got["model"]["w"], want["model"]["w"])
+    assert torch.equal(got["model"]["b"], want["model"]["b"])
+    assert torch.equal(got["optim"]["exp_avg"], want["optim"]["exp_avg"])
+    assert got["optim"]["step"] == want["optim"]["step"] and got["optim"]["lr"] == 0.5
+
+
+def test_checkpoint_id_names_store_name_and_step(store):
+    state = _state(1)
+    dcp.save(state, checkpoint_id=f"{store}/byid@5", storage_writer=st.StorageWriter(), no_dist=True)
+    dest = _dest()
+    dcp.load(dest, checkpoint_id=f"{store}/byid@5", storage_reader=st.StorageReader(), no_dist=True)
+    _assert_equal(dest, state)
+    dest = _dest()
+    dcp.load(dest, checkpoint_id=f"file://{store}/byid@latest", storage_reader=st.StorageReader(),
+             no_dist=True)
+    _assert_equal(dest, state)
+    # One writer, reused with a new id per save, as a training loop does.
+    writer = st.StorageWriter()
+    for step in (6, 7):
+        dcp.save(_state(step), checkpoint_id=f"{store}/byid@{step}", storage_writer=writer,
+                 no_dist=True)
+    assert [c["step"] for c in sluice.list_checkpoints(store, "byid")] == [5, 6, 7]
+    with pytest.raises(ValueError, match="no checkpoint to write"):
+        st.StorageWriter().storage_meta()
+    with pytest.raises(ValueError, match="'STORE/NAME@STEP'"):
+        st.StorageWriter(checkpoint_id="no-step")
+
+
+def test_without_collectives_in_one_process(store):
+    state = _state(2)
+    dcp.save(state, storage_writer=st.StorageWriter(store, "solo", 1), no_dist=True,
+             use_collectives=False)
+    dest = _dest()
+    dcp.load(dest, storage_reader=st.StorageReader(store, "solo", 1), no_dist=True)
+    _assert_equal(dest, state)
+
+
+@pytest.mark.parametrize("entry", ["sluice", "dcp"])
+def test_async_save_stages_once_and_training_may_change_the_state_at_once(store, entry):
+    state = _state(3)
+    want = {"model": {k: v.clone() for k, v in state["model"].items()},
+            "optim": dict(state["optim"], exp_avg=state["optim"]["exp_avg"].clone())}
+    writer = st.StorageWriter(store, "async", 1)
+    if entry == "sluice":
+        future = st.async_save(state, checkpoint_id=f"{store}/async@1", storage_writer=writer,
+                               no_dist=True)
+    else:
+        future = dcp.async_save(state, storage_writer=writer, no_dist=True)
+    # staged: the writer snapshotted into sluice's staging, no DCP copy made
+    assert writer.handle is not None and writer.handle.stall_seconds > 0
+    for t in (state["model"]["w"], state["model"]["b"], state["optim"]["exp_avg"]):
+        t.fill_(123.0)  # training goes on
+    state["optim"]["step"] = 99
+    metadata = future.result()
+    assert "model.w" in metadata.state_dict_metadata
+    dest = _dest()
+    dcp.load(dest, storage_reader=st.StorageReader(store, "async", 1), no_dist=True)
+    _assert_equal(dest, want)
+
+
+def test_async_save_of_one_id_then_another_is_refused_not_mixed(store):
+    writer = st.StorageWriter(store, "mix", 1)
+    writer.stage({"t": torch.ones(4)})
+    with pytest.raises(RuntimeError, match="staged mix@1 but DCP now saves mix@2"):
+        writer.reset(f"{store}/mix@2")
+    # The staged save still commits, as what it was staged as.
+    writer.handle.wait(tier=0)
+    assert [c["step"] for c in sluice.list_checkpoints(store, "mix") if c["complete"]] == [1]
