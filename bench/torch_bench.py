@@ -2,7 +2,7 @@
 """sluice.save / sluice.load against torch.save + fsync / torch.load, same
 state, same disk, same run.
 
-    PYTHONPATH=build/python python3 bench/torch_bench.py [--gib 2.25] [--runs 3] [--dir DIR]
+    PYTHONPATH=build/python .venv/bin/python bench/torch_bench.py [--gib 2.25] [--runs 3] [--dir DIR]
 
 The state is shaped like a model + torch.optim.Adam state dict: square fp32
 weight matrices with their exp_avg and exp_avg_sq, plus param_groups. For each

@@ -3,8 +3,8 @@
 CPU, trained without checkpoints, checkpointing with torch.save + fsync in the
 training thread, and with sluice.save (async), and the figures side by side.
 
-    PYTHONPATH=build/python python3 examples/train_demo.py            # ~1 minute
-    PYTHONPATH=build/python python3 examples/train_demo.py --hidden 4096 --layers 6 \\
+    PYTHONPATH=build/python .venv/bin/python examples/train_demo.py            # ~1 minute
+    PYTHONPATH=build/python .venv/bin/python examples/train_demo.py --hidden 4096 --layers 6 \\
         --steps 40 --every 10                                        # 100M params, 1.2 GB state
 
 The three modes take turns in rounds of --every steps (one checkpoint in the
