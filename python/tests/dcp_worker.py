@@ -2,7 +2,7 @@
 
     dcp_worker.py MODE STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
 
-MODE: save, save-rank1-fails, save-no-collectives (use_collectives=False),
+MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
 save-async (dcp.async_save), or load.
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
@@ -52,6 +52,16 @@ def main():
         def fail(tensor, where):
             raise ValueError(f"injected: rank 1 cannot stage {where}")
         _state_dict.check_tensor = fail
+    if mode == "save-rank1-fails-writing" and rank == 1:
+        # A fault on one rank after every rank agreed to write: its save is
+        # abandoned while rank 0 waits for its manifest.
+        import sluice.torch as sluice_torch
+        agree = sluice_torch._agree_before_writing
+
+        def agree_then_fail(assignment, error):
+            agree(assignment, error)
+            raise RuntimeError("injected: rank 1 fails while writing")
+        sluice_torch._agree_before_writing = agree_then_fail
     if mode.startswith("save"):
         state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
         writer = StorageWriter(store, name, step)

@@ -173,6 +173,20 @@ def test_gloo_a_rank_failing_to_stage_fails_every_rank_at_once(store, tmp_path):
     assert [c for c in sluice.list_checkpoints(store, "failing") if c["complete"]] == []
 
 
+def test_gloo_a_rank_failing_while_writing_fails_every_rank_within_seconds(store, tmp_path):
+    # The rank timeout stays at its 10 minutes: rank 0 stops waiting because
+    # rank 1's abandoned save leaves an abort note for this attempt.
+    start = time.monotonic()
+    results = run_world("save-rank1-fails-writing", store, "failwrite", 1, 2, tmp_path,
+                        expect_ok=False)
+    assert time.monotonic() - start < 60
+    (rc0, err0), (rc1, err1) = results
+    assert rc0 != 0 and rc1 != 0
+    assert "injected: rank 1 fails while writing" in err1
+    assert "rank 1 gave up" in err0, err0
+    assert [c for c in sluice.list_checkpoints(store, "failwrite") if c["complete"]] == []
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_gloo_group_each_rank_writes_its_shards_and_one_commit(store, tmp_path, world):
     outputs = run_world("save", store, "dist", world, world, tmp_path)

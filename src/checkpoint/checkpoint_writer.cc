@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "format/abort_note.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "format/manifest.h"
@@ -103,6 +104,11 @@ class Writer final : public RankWriter {
     return DataObject(id_.name, id_.step, rank_, writer_id_, seq);
   }
 
+  void Abandon(const Status& why) override {
+    if (failure_.ok()) failure_ = why;
+    Retire();
+  }
+
   Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                   std::vector<DataObjectRef> objects) override {
     if (!finished_ && !manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
@@ -126,13 +132,44 @@ class Writer final : public RankWriter {
       Writer* w;
       ~RetireOnReturn() { w->Retire(); }
     } retire{this};
-    RETURN_IF_ERROR(sticky_);
-    // Refuse early if someone already committed: no point publishing.
-    if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
-      return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
-    }
-    RETURN_IF_ERROR(complete());
-    return PublishAndCommit();
+    Result<SaveStats> result = [&]() -> Result<SaveStats> {
+      RETURN_IF_ERROR(sticky_);
+      // Refuse early if someone already committed: no point publishing.
+      if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
+        return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+      }
+      RETURN_IF_ERROR(complete());
+      return PublishAndCommit();
+    }();
+    if (!result.ok()) failure_ = result.status();  // for Retire's abort note
+    return result;
+  }
+
+  // Tells the other ranks of this attempt that it will not commit (see
+  // AbortNote). Best effort: a rank that cannot write it leaves the others
+  // to the rank timeout, as before. A save without an attempt id has no way
+  // to tell this attempt's note from a crashed earlier one's, so it writes
+  // none.
+  void PublishAbort(const Status& why) {
+    if (world_ <= 1 || save_.attempt.empty()) return;
+    AbortNote note;
+    note.attempt = save_.attempt;
+    note.rank = rank_;
+    note.reason = why.ok() ? "it gave up before publishing its manifest" : why.ToString();
+    note.created_unix_ms = NowUnixMs();
+    (void)backend_.PublishIfAbsent(AbortNoteObject(id_.name, id_.step, save_.attempt),
+                                   EncodeAbortNote(note));
+  }
+
+  // Fails when a rank of this attempt gave up: the commit cannot happen.
+  Status CheckNoAbort() {
+    if (world_ <= 1 || save_.attempt.empty()) return Status::OK();
+    auto bytes = backend_.ReadSmall(AbortNoteObject(id_.name, id_.step, save_.attempt));
+    if (!bytes.ok()) return Status::OK();  // none, or not readable now: asked again next poll
+    auto note = DecodeAbortNote(*bytes, "abort note");
+    if (!note.ok() || note->attempt != save_.attempt) return Status::OK();  // another attempt's
+    return Status::IOError("rank " + std::to_string(note->rank) +
+                           " gave up (" + note->reason + "); the checkpoint is left uncommitted");
   }
 
   Result<SaveStats> PublishAndCommit() {
@@ -208,7 +245,10 @@ class Writer final : public RankWriter {
     // once we return, and on RADOS it would create an object again after
     // RemoveOwnData removed it.
     data_.WaitOutWrites();
-    if (!manifest_published_) RemoveOwnData();
+    if (!manifest_published_) {
+      RemoveOwnData();
+      PublishAbort(failure_);
+    }
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
   }
 
@@ -344,6 +384,7 @@ class Writer final : public RankWriter {
     };
     auto gather = [&]() -> Result<bool> {
       if (world_ == 1) return true;  // a save of one rank has nothing to gather
+      RETURN_IF_ERROR(CheckNoAbort());
       // While ranks are missing, only theirs are probed: one Stat per poll.
       Round round;
       do {
@@ -362,6 +403,8 @@ class Writer final : public RankWriter {
     };
     Status waited = Poll(gather, "");
     if (!waited.ok()) {
+      // No commit will come: the ranks waiting for it are told at once.
+      PublishAbort(waited);
       if (waited.code() != StatusCode::kUnavailable) return waited.WithContext(label);
       std::string missing;
       for (uint32_t r = 0; r < world_; ++r) {
@@ -378,6 +421,7 @@ class Writer final : public RankWriter {
     for (uint32_t r = 0; r < world_; ++r) {
       for (const auto& it : chosen[r]->manifest.items) {
         if (!all_keys.insert(it.key).second) {
+          PublishAbort(Status::InvalidArgument("item key '" + it.key + "' is saved by more than one rank"));
           return Status::InvalidArgument(label + ": item key '" + it.key +
                                          "' is saved by more than one rank; not committing");
         }
@@ -409,8 +453,9 @@ class Writer final : public RankWriter {
     auto check = [&]() -> Result<bool> {
       auto bytes = backend_.ReadSmall(CommitObject(id_.name, id_.step));
       if (!bytes.ok()) {
-        if (bytes.status().IsNotFound()) return false;
-        return bytes.status();
+        if (!bytes.status().IsNotFound()) return bytes.status();
+        RETURN_IF_ERROR(CheckNoAbort());
+        return false;
       }
       ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(*bytes, label + " commit record"));
       listed_us = rank_ < rec.ranks.size() && rec.ranks[rank_].manifest == own_name;
@@ -419,6 +464,7 @@ class Writer final : public RankWriter {
     Status st = Poll(check, label + ": rank 0 did not commit within " +
                                 std::to_string(options_.rank_timeout_ms / 1000) +
                                 " s; this rank's manifest is published but uncommitted");
+    if (!st.ok() && st.code() != StatusCode::kUnavailable) return st.WithContext(label);
     RETURN_IF_ERROR(st);
     if (!listed_us) {
       return Status::AlreadyExists(label + " was committed with another writer's rank " +
@@ -441,6 +487,7 @@ class Writer final : public RankWriter {
   bool finished_ = false;
   bool manifest_published_ = false;
   bool retired_ = false;
+  Status failure_;  // why Commit failed, or what Abandon was told
 };
 
 }  // namespace

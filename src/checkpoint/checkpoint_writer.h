@@ -1,4 +1,4 @@
-// The CheckpointWriter implementation: streams items through a DataWriter,
+// The CheckpointWriter implementation: streams items through a StreamWriter,
 // publishes this rank's manifest, and runs the commit protocol (rank 0
 // gathers every rank's manifest and publishes the commit record; the others
 // wait for it). See doc/format.md, "Commit protocol".
@@ -25,6 +25,11 @@ class RankWriter : public CheckpointWriter {
   // unique). Not to be mixed with AddItem.
   virtual Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                           std::vector<DataObjectRef> objects) = 0;
+  // Gives the save up because of `why` (its data could not be written):
+  // the other ranks of a multi-rank save learn it from an AbortNote and stop
+  // waiting. Destroying the writer uncommitted does the same, with a
+  // generic reason.
+  virtual void Abandon(const Status& why) = 0;
 };
 
 Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,

@@ -268,5 +268,79 @@ TEST_F(StoreTest, RankZeroNeverMixesInAnotherAttemptsRank) {
   EXPECT_EQ(loaded["r0"], "zero");
 }
 
+TEST_F(StoreTest, ARankGivingUpStopsTheOtherRanksOfItsAttemptAtOnce) {
+  StoreOptions o;
+  o.rank_timeout_ms = 60000;  // the wait must end long before this
+  Reopen(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Status> results(3);
+  std::vector<std::thread> ranks;
+  for (uint32_t r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-1"});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE((*w)->AddItem("k" + std::to_string(r), "meta:k" + std::to_string(r), "x", 1).ok());
+      if (r == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        w->reset();  // abandoned: its data goes, and the others are told
+        return;
+      }
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10.0);
+  for (uint32_t r : {0u, 2u}) {
+    EXPECT_EQ(results[r].code(), StatusCode::kIOError) << r << ": " << results[r].ToString();
+    EXPECT_NE(results[r].message().find("rank 1 gave up"), std::string::npos) << results[r].ToString();
+  }
+  EXPECT_TRUE(store_->OpenCheckpoint("giveup", 1).status().IsNotFound());
+
+  // A relaunch (another attempt) of the same step is not stopped by that note.
+  ranks.clear();
+  for (uint32_t r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-2"});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE((*w)->AddItem("k" + std::to_string(r), "meta:k" + std::to_string(r), "x", 1).ok());
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (uint32_t r = 0; r < 3; ++r) EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].ToString();
+  EXPECT_EQ(Load("giveup", 1).size(), 3u);
+  // gc takes the old attempt's note; the committed step stays whole.
+  auto gc = store_->CollectGarbage(0);
+  ASSERT_TRUE(gc.ok());
+  bool note_left = false;
+  auto listed = store_->backend().List("ckpt/giveup/");
+  for (const auto& obj : *listed) note_left |= obj.name.find("/aborts/") != std::string::npos;
+  EXPECT_FALSE(note_left);
+  EXPECT_EQ(Load("giveup", 1).size(), 3u);
+}
+
+TEST_F(StoreTest, RankZeroRefusingToCommitStopsTheWaitingRanksAtOnce) {
+  StoreOptions o;
+  o.rank_timeout_ms = 60000;
+  Reopen(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Status> results(2);
+  std::vector<std::thread> ranks;
+  for (uint32_t r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto w = store_->BeginCheckpoint({"clash2", 1}, r, 2, SaveOptions{"launch-1"});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE((*w)->AddItem("same", "", "x", 1).ok());
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(results[0].code(), StatusCode::kInvalidArgument) << results[0].ToString();
+  EXPECT_EQ(results[1].code(), StatusCode::kIOError) << results[1].ToString();
+  EXPECT_NE(results[1].message().find("rank 0 gave up"), std::string::npos) << results[1].ToString();
+}
+
 }  // namespace
 }  // namespace sluice

@@ -45,16 +45,28 @@ std::string DrainNotePrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "drain/";
 }
 
-std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri) {
-  // FNV-1a 64: a stable, short, filesystem-safe name for any URI.
+namespace {
+
+// FNV-1a 64 in hex: a stable, short, filesystem-safe name for any string.
+std::string HashName(std::string_view text) {
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : tier_uri) {
+  for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return DrainNotePrefix(name, step) + hex + ".note";
+  return hex;
+}
+
+}  // namespace
+
+std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri) {
+  return DrainNotePrefix(name, step) + HashName(tier_uri) + ".note";
+}
+
+std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_view attempt) {
+  return StepPrefix(name, step) + "aborts/" + HashName(attempt) + ".abort";
 }
 
 std::string WritersPrefix(std::string_view name, uint64_t step) {

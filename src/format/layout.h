@@ -33,6 +33,8 @@ std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
 std::string RankPointerPrefix(std::string_view name, uint64_t step);  // ".../ranks/"
 std::string RankPointerObject(std::string_view name, uint64_t step, uint32_t rank, uint32_t k);
 std::string DrainNotePrefix(std::string_view name, uint64_t step);  // ".../drain/"
+// Where a rank of save attempt `attempt` notes that it gave up (AbortNote).
+std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_view attempt);
 // The note about draining to the tier at `tier_uri` (named by a hash of it).
 std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri);
 std::string WritersPrefix(std::string_view name, uint64_t step);   // ".../writers/"

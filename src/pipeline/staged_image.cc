@@ -311,6 +311,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
         if (!released[s]) arena_.Release(first_seq_ + s);
       }
     }
+    writer.Abandon(error);  // the other ranks stop waiting for this one
     return error;
   }
   for (uint64_t s = 0; s < slab_count_; ++s) {
