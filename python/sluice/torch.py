@@ -407,32 +407,63 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def stage(self, state_dict):
         """Copies `state_dict` into sluice's staging arena and returns it: the
         tensors may change once this returns. Plans the save the way dcp.save
-        will (DCP's default planner) and snapshots it; the DCP save that
-        async_save then runs in the background finds its bytes staged and
-        waits for the commit. In a process group of more than one rank the
-        plan needs every rank, which DCP gathers only in the background: the
-        state is then copied to CPU memory here (as DCP's own stager does) and
-        written to staging in the background."""
+        will (DCP's default planner; in a process group, over the default
+        group from this thread: gather the local plans to rank 0, scatter
+        the global plan, agree that every rank could stage) and snapshots it;
+        the DCP save that async_save then runs in the background finds its
+        bytes staged and waits for the commit."""
         self._require_id()
         rank, world = _dist_world()
-        if world > 1:
-            _warn_once("sluice.torch: in a process group of more than one rank, async_save copies "
-                       "the state twice (to CPU memory now, to staging in the background)")
+        if world > 1 and threading.current_thread() is not threading.main_thread():
+            # Collectives here would interleave with the training thread's.
+            _warn_once("sluice.torch: stage() off the main thread in a process group copies the "
+                       "state twice (to CPU memory now, to staging in the background)")
             return _cpu_copy(state_dict)
         planner = dcp.DefaultSavePlanner()
         planner.set_up_planner(state_dict=state_dict, storage_meta=self.storage_meta(),
-                               is_coordinator=True)
-        self.set_up_storage_writer(True, rank=0, use_collectives=True)
+                               is_coordinator=rank == 0)
+        self.set_up_storage_writer(rank == 0, rank=rank, use_collectives=True)
         local = self.prepare_local_plan(planner.create_local_plan())
-        plans, metadata = planner.create_global_plan([local])
-        plans = self.prepare_global_plan(plans)
-        plan = planner.finish_plan(plans[0])
+        plan = planner.finish_plan(self._plan_globally(planner, local, rank, world))
         assignment = plan.storage_data
-        pending, results = self._stage(plan, planner, assignment)
+        try:
+            pending, results = self._stage(plan, planner, assignment)
+        except Exception as error:
+            _agree_before_writing(assignment, error)
+            raise
+        try:
+            _agree_before_writing(assignment, None)
+        except BaseException:
+            pending.abandon()
+            raise
         handle = _state_dict.SaveHandle(pending.snapshot())
         self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata)
         self.handle = handle
         return state_dict
+
+    def _plan_globally(self, planner, local, rank, world):
+        """This rank's part of the global plan, as DCP's coordinator makes it."""
+        if world == 1:
+            plans, _ = planner.create_global_plan([local])
+            return self.prepare_global_plan(plans)[0]
+        dist = torch.distributed
+        gathered = [None] * world if rank == 0 else None
+        dist.gather_object(local, gathered, dst=0)
+        parts = None
+        if rank == 0:
+            try:
+                plans, _ = planner.create_global_plan(gathered)
+                parts = self.prepare_global_plan(plans)
+            except Exception as error:
+                parts = [f"{type(error).__name__}: {error}"] * world
+                dist.scatter_object_list([None], parts, src=0)
+                raise
+        mine = [None]
+        dist.scatter_object_list(mine, parts, src=0)
+        if isinstance(mine[0], str):
+            raise RuntimeError(f"sluice.torch.StorageWriter: rank 0 could not plan the save "
+                               f"({mine[0]}); nothing was written")
+        return mine[0]
 
     def synchronize_staging(self):
         """Nothing to wait for: stage() returns once the copy is complete."""

@@ -68,7 +68,11 @@ def main():
         if mode == "save-no-collectives":
             dcp.save(state, storage_writer=writer, use_collectives=False)
         elif mode == "save-async":
+            import warnings
+            warnings.filterwarnings("error", message="sluice.torch")  # no fallback copy
             future = dcp.async_save(state, storage_writer=writer)
+            # Staged into sluice before async_save returned, on every rank.
+            assert writer.handle is not None and writer.handle.stall_seconds > 0
             state["weights"].local_shards()[0].tensor.fill_(-7.0)  # after staging: not saved
             future.result()
         else:

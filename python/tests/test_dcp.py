@@ -224,9 +224,10 @@ def test_gloo_without_collectives_each_rank_stores_its_metadata_and_replicas_onc
     run_world("load", store, "nocoll", 1, 1, tmp_path)  # the merged metadata reshards too
 
 
-def test_gloo_async_save_commits_what_was_staged(store, tmp_path):
-    run_world("save-async", store, "gasync", 1, 2, tmp_path)
-    run_world("load", store, "gasync", 1, 2, tmp_path)  # the values from before the fill
+@pytest.mark.parametrize("world", [2, 4])
+def test_gloo_async_save_stages_on_every_rank_before_returning(store, tmp_path, world):
+    run_world("save-async", store, "gasync", 1, world, tmp_path)
+    run_world("load", store, "gasync", 1, world, tmp_path)  # the values from before the fill
 
 
 def _state(seed):
