@@ -81,9 +81,11 @@ def tensor_metadata(tensor):
 
 def check_tensor(tensor, where):
     """Raises unless sluice can copy `tensor`'s bytes from host memory."""
+    if tensor.device.type == "meta":
+        raise TypeError(f"sluice: tensor {where} is on the meta device: it has no data to save")
     if tensor.device.type != "cpu":
         raise ValueError(f"sluice: tensor {where} is on device '{tensor.device}'; sluice reads "
-                         "host memory only (this build has no CUDA path): move it with .cpu()")
+                         "host memory only (the GPU path is not built yet): move it with .cpu()")
     if tensor.layout != torch.strided:
         raise TypeError(f"sluice: tensor {where} has layout {tensor.layout}; only dense (strided) "
                         "tensors are supported (convert sparse ones with .to_dense())")

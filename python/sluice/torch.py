@@ -512,6 +512,11 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, **kwargs)
                           storage_writer=storage_writer, **kwargs)
 
 
+def _chunk_bytes():
+    from . import _options
+    return _options["chunk_bytes"]
+
+
 def _merge_rank_metadata(parts):
     """One Metadata from the per-rank metadata of a save made without
     collectives: every rank's chunks of each tensor (each chunk once), rank
@@ -549,10 +554,15 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
+        # Bytes of tensor data read_data asked the store for (each request
+        # reads and verifies the chunks it overlaps): what a resharded load
+        # costs this rank.
+        self.bytes_requested = 0
         if checkpoint_id is not None:
             self.reset(checkpoint_id)
 
     def reset(self, checkpoint_id=None):
+        self.bytes_requested = 0
         if checkpoint_id is not None:
             store, self.name, self.step = parse_checkpoint_id(checkpoint_id)
             if store is not None:
@@ -650,9 +660,29 @@ class StorageReader(dcp.StorageReader):
         if span == count and target.dtype == dtype and target.is_contiguous():
             # The region is one run of storage: straight into the destination.
             self._reader.read_range(key, first * element, target.data_ptr(), count * element)
+            self.bytes_requested += count * element
             return
+        # The region is runs of storage (one per index of the dimensions
+        # before its contiguous tail). Runs closer than a chunk are read as
+        # one: every chunk they touch is read and verified whole anyway.
+        # Farther apart, each group is read alone, so chunks that hold
+        # nothing of the region are never fetched.
+        tail = len(shape) - 1
+        while tail > 0 and offsets[tail] == 0 and lengths[tail] == shape[tail]:
+            tail -= 1
+        run = lengths[tail] * strides[tail]
+        starts = torch.tensor([first], dtype=torch.int64)
+        for d in range(tail):
+            starts = (starts[:, None] + torch.arange(lengths[d], dtype=torch.int64) * strides[d]).reshape(-1)
+        ends = starts + run
+        gaps = starts[1:] - ends[:-1]
+        cuts = (torch.nonzero(gaps * element >= _chunk_bytes()).flatten() + 1).tolist()
         buffer = torch.empty(span, dtype=dtype)
-        self._reader.read_range(key, first * element, buffer.data_ptr(), span * element)
+        for a, b in zip([0] + cuts, cuts + [len(starts)]):
+            lo, hi = int(starts[a]), int(ends[b - 1])
+            self._reader.read_range(key, lo * element, buffer.data_ptr() + (lo - first) * element,
+                                    (hi - lo) * element)
+            self.bytes_requested += (hi - lo) * element
         region = buffer.as_strided(lengths, strides) if lengths else buffer.view(())
         with torch.no_grad():
             target.copy_(region)

@@ -3,7 +3,8 @@
     dcp_worker.py MODE STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
 
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
-save-async (dcp.async_save), or load.
+save-async (dcp.async_save), load; with DTensors: save-dtensor,
+load-dtensor-rows, load-dtensor-cols.
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
 sharded by rows across the WORLD ranks, plus a dense tensor and a plain
@@ -13,6 +14,7 @@ from the world that saved) and exits 1 if any value differs.
 """
 
 import json
+import os
 import sys
 
 import torch
@@ -40,10 +42,55 @@ def sharded(rank, world, rows, cols, fill=None):
     return init_from_local_shards([Shard(local, meta)], rows, cols)
 
 
+def dtensor(world, rows, cols, dim, fill=None):
+    """A rows x cols DTensor (value r*cols+c, or `fill`) sharded along `dim`."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    mesh = init_device_mesh("cpu", (world,))
+    if fill is None:
+        full = torch.arange(rows * cols, dtype=torch.float32).reshape(rows, cols)
+    else:
+        full = torch.full((rows, cols), fill, dtype=torch.float32)
+    return distribute_tensor(full, mesh, [Shard(dim)])
+
+
+def dtensor_mode(mode, store, name, step, rank, world, rows, cols):
+    """save-dtensor: rows-sharded. load-dtensor-rows / load-dtensor-cols:
+    into a rows- / columns-sharded DTensor; prints what this rank asked the
+    store for, and exits 1 on a wrong value."""
+    if mode == "save-dtensor":
+        dcp.save({"emb": dtensor(world, rows, cols, 0)},
+                 storage_writer=StorageWriter(store, name, step))
+        return
+    state = {"emb": dtensor(world, rows, cols, 0 if mode == "load-dtensor-rows" else 1, fill=-1.0)}
+    reader = StorageReader(store, name, step)
+    dcp.load(state, storage_reader=reader)
+    local = state["emb"].to_local()
+    full = torch.arange(rows * cols, dtype=torch.float32).reshape(rows, cols)
+    if mode == "load-dtensor-rows":
+        per = rows // world
+        expected = full[rank * per:(rank + 1) * per]
+    else:
+        per = cols // world
+        expected = full[:, rank * per:(rank + 1) * per]
+    if not torch.equal(local, expected):
+        print(f"rank {rank}: wrong values after load", file=sys.stderr)
+        sys.exit(1)
+    print(json.dumps({"bytes_requested": reader.bytes_requested,
+                      "local_bytes": local.numel() * local.element_size()}))
+
+
 def main():
     mode, store, name, step, rank, world, init_file, rows, cols = sys.argv[1:]
     step, rank, world, rows, cols = int(step), int(rank), int(world), int(rows), int(cols)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    if os.environ.get("SLUICE_TEST_CHUNK_BYTES"):
+        sluice.configure(chunk_bytes=int(os.environ["SLUICE_TEST_CHUNK_BYTES"]))
+    if "dtensor" in mode:
+        dtensor_mode(mode, store, name, step, rank, world, rows, cols)
+        dist.destroy_process_group()
+        sluice.close()
+        return
     dense = torch.arange(10, dtype=torch.int64)
     if mode == "save-rank1-fails" and rank == 1:
         # A fault injected on one rank while it stages its items.
