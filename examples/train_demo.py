@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The checkpoint stall, made visible: one small PyTorch training loop on the
 CPU, trained without checkpoints, checkpointing with torch.save + fsync in the
-training thread, and with sluice.save (async), and the figures side by side.
+training thread, with sluice.save (async), with torch's dcp.async_save to its
+FileSystemWriter, and with dcp.async_save to sluice's StorageWriter, and the
+figures side by side.
 
     PYTHONPATH=build/python .venv/bin/python examples/train_demo.py            # ~1 minute
     PYTHONPATH=build/python .venv/bin/python examples/train_demo.py --hidden 4096 --layers 6 \\
         --steps 40 --every 10                                        # 100M params, 1.2 GB state
 
-The three modes take turns in rounds of --every steps (one checkpoint in the
+The modes take turns in rounds of --every steps (one checkpoint in the
 middle of each round), so that they share the machine's ups and downs; the
 overhead is the median round's, against that round's no-checkpoint steps.
 Compute runs on one thread (torch.set_num_threads(1)), as a GPU trainer leaves
@@ -24,8 +26,12 @@ import sys
 import time
 
 import torch
+import torch.distributed.checkpoint as dcp
 
 import sluice
+import sluice.torch
+
+MODES = ("none", "torch.save", "sluice", "dcp", "dcp+sluice")
 
 
 def build(hidden, layers, seed=0):
@@ -76,10 +82,49 @@ class Mode:
 
     def collect(self, wait=False):
         for item in list(self.pending):
-            if wait or item[1].done():
-                item[1].wait()  # re-raises if the save failed
-                self.checkpoints.append((item[0], item[1].durable_seconds))
+            stall, handle, started, done_at = item
+            if self.name == "sluice":
+                if wait or handle.done():
+                    handle.wait()  # re-raises if the save failed
+                    self.checkpoints.append((stall, handle.durable_seconds))
+                    self.pending.remove(item)
+            elif wait or handle.done():
+                handle.result()  # re-raises if the save failed
+                self.checkpoints.append((stall, done_at[0] - started))
                 self.pending.remove(item)
+                self._keep_newest_dirs(2)
+
+    def _keep_newest_dirs(self, keep):
+        if self.name != "dcp":
+            return
+        steps = sorted(int(d.split("-")[1]) for d in os.listdir(self.directory))
+        for step in steps[:-keep]:
+            shutil.rmtree(os.path.join(self.directory, f"step-{step}"), ignore_errors=True)
+
+    def checkpoint(self, model, optimizer):
+        state = state_of(model, optimizer, self.step)
+        t0 = time.perf_counter()
+        if self.name == "torch.save":
+            path = os.path.join(self.directory, f"ckpt-{self.step}.pt")
+            torch_save_fsync(state, path)
+            stall = time.perf_counter() - t0
+            self.checkpoints.append((stall, stall))
+            for old in os.listdir(self.directory):  # keep the newest only
+                if old != os.path.basename(path):
+                    os.remove(os.path.join(self.directory, old))
+        elif self.name == "sluice":
+            handle = sluice.save(self.directory, "demo", self.step, state)
+            self.pending.append((time.perf_counter() - t0, handle, t0, None))
+        else:
+            if self.name == "dcp":
+                writer = dcp.FileSystemWriter(os.path.join(self.directory, f"step-{self.step}"))
+            else:
+                writer = sluice.torch.StorageWriter(self.directory, "demo", self.step)
+            future = dcp.async_save(state, storage_writer=writer, no_dist=True)
+            stall = time.perf_counter() - t0
+            done_at = [None]
+            future.add_done_callback(lambda _: done_at.__setitem__(0, time.perf_counter()))
+            self.pending.append((stall, future, t0, done_at))
 
     def segment(self, args, model, optimizer, x, y):
         loss_fn = torch.nn.MSELoss()
@@ -91,19 +136,7 @@ class Mode:
             loss_fn(model(x), y).backward()
             optimizer.step()
             if self.name != "none" and i == args.every // 2:
-                t0 = time.perf_counter()
-                if self.name == "torch.save":
-                    path = os.path.join(self.directory, f"ckpt-{self.step}.pt")
-                    torch_save_fsync(state_of(model, optimizer, self.step), path)
-                    stall = time.perf_counter() - t0
-                    self.checkpoints.append((stall, stall))
-                    for old in os.listdir(self.directory):  # keep the newest only
-                        if old != os.path.basename(path):
-                            os.remove(os.path.join(self.directory, old))
-                else:
-                    handle = sluice.save(self.directory, "demo", self.step,
-                                         state_of(model, optimizer, self.step))
-                    self.pending.append((time.perf_counter() - t0, handle))
+                self.checkpoint(model, optimizer)
             seconds.append(time.perf_counter() - start)
             self.collect()
         self.segments.append(statistics.mean(seconds))
@@ -122,7 +155,13 @@ def main():
     parser.add_argument("--dir", default="/tmp/sluice-train-demo",
                         help="where checkpoints go (the same disk for both)")
     parser.add_argument("--threads", type=int, default=1, help="torch compute threads")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated, 'none' always included (default: {','.join(MODES)})")
     args = parser.parse_args()
+    chosen = ["none"] + [m for m in args.modes.split(",") if m and m != "none"]
+    unknown = set(chosen) - set(MODES)
+    if unknown:
+        parser.error(f"unknown mode(s) {sorted(unknown)}; known: {', '.join(MODES)}")
     torch.set_num_threads(args.threads)
 
     model, optimizer = build(args.hidden, args.layers)
@@ -139,31 +178,36 @@ def main():
           f"{args.threads} compute thread(s)")
 
     shutil.rmtree(args.dir, ignore_errors=True)
-    dirs = {m: os.path.join(args.dir, m.replace(".", "_")) for m in ("torch.save", "sluice")}
+    dirs = {m: os.path.join(args.dir, m.replace(".", "_").replace("+", "_")) for m in chosen[1:]}
     for d in dirs.values():
         os.makedirs(d)
     # Staging holds one whole checkpoint, so a save never streams; keep the
     # newest two steps on disk.
     sluice.configure(staging_bytes=nbytes + (64 << 20), keep_last=[2])
-    sluice.pipeline(dirs["sluice"])  # open once: the arena is allocated and faulted here
+    for m in ("sluice", "dcp+sluice"):
+        if m in dirs:
+            sluice.pipeline(dirs[m])  # open once: the arena is allocated and faulted here
 
-    modes = {"none": Mode("none", None), "torch.save": Mode("torch.save", dirs["torch.save"]),
-             "sluice": Mode("sluice", dirs["sluice"])}
+    modes = {m: Mode(m, dirs.get(m)) for m in chosen}
     order = list(modes)
     rounds = max(1, args.steps // args.every)
     print(f"  {rounds} rounds of {args.every} steps per mode, modes interleaved ...",
           file=sys.stderr, flush=True)
     for r in range(rounds):
         # Rotate the order so that no mode always follows another's tail.
-        for name in order[r % 3:] + order[:r % 3]:
+        k = r % len(order)
+        for name in order[k:] + order[:k]:
             modes[name].segment(args, model, optimizer, x, y)
-    modes["sluice"].collect(wait=True)
+    for m in modes.values():
+        m.collect(wait=True)
 
+    titles = {"none": "no checkpoint", "torch.save": "torch.save+fsync", "sluice": "sluice async",
+              "dcp": "DCP async_save", "dcp+sluice": "DCP+sluice"}
     print()
-    print(f"{'':28}{'no checkpoint':>16}{'torch.save+fsync':>18}{'sluice async':>16}")
+    print(f"{'':28}" + "".join(f"{titles[m]:>18}" for m in modes))
 
     def row(label, values):
-        print(f"{label:28}" + "".join(f"{v:>{w}}" for v, w in zip(values, (16, 18, 16))))
+        print(f"{label:28}" + "".join(f"{v:>18}" for v in values))
 
     def med(xs):
         return f"{statistics.median(xs):.3f} s" if xs else "-"
@@ -174,7 +218,7 @@ def main():
         return statistics.median(m / b - 1 for m, b in zip(modes[name].segments,
                                                            modes["none"].segments))
 
-    named = ("torch.save", "sluice")
+    named = [m for m in modes if m != "none"]
     row("mean step time", [f"{statistics.mean(modes[m].segments):.3f} s" for m in modes])
     row("stall per checkpoint (med)", ["-"] + [med([c[0] for c in modes[m].checkpoints])
                                                for m in named])

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -384,6 +385,47 @@ class PyPipeline {
     return out;
   }
 
+  // Removes name@step (every step of `name` if None) from every tier, the
+  // slowest first, so that the copy reads use is the last to go. Returns the
+  // steps removed; NotFound if no tier had any.
+  std::vector<uint64_t> Remove(const std::string& name, std::optional<uint64_t> step) {
+    auto p = Get();
+    std::set<uint64_t> removed;
+    Status st;
+    {
+      py::gil_scoped_release release;
+      for (size_t i = p->tier_count(); i-- > 0 && st.ok();) {
+        Store& tier = p->tier(i);
+        std::vector<uint64_t> steps;
+        if (step) {
+          steps.push_back(*step);
+        } else {
+          auto listed = tier.List(name, true);
+          if (!listed.ok()) {
+            st = listed.status();
+            break;
+          }
+          for (const auto& c : *listed) steps.push_back(c.step);
+        }
+        for (uint64_t s : steps) {
+          Status one = tier.Remove(CheckpointId{name, s});
+          if (one.IsNotFound()) continue;
+          if (!one.ok()) {
+            st = one;
+            break;
+          }
+          removed.insert(s);
+        }
+      }
+      if (st.ok() && removed.empty()) {
+        st = Status::NotFound((step ? CheckpointLabel(name, *step) : "checkpoint name '" + name + "'") +
+                              " not found on any tier");
+      }
+    }
+    ThrowIfError(st);
+    return {removed.begin(), removed.end()};
+  }
+
   py::dict Drain(const std::string& name) {
     auto p = Get();
     std::optional<Result<DrainReport>> report;
@@ -531,5 +573,6 @@ PYBIND11_MODULE(_sluice, m) {
       .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
       .def("list", &PyPipeline::List, py::arg("name") = "")
       .def("drain", &PyPipeline::Drain, py::arg("name") = "")
+      .def("remove", &PyPipeline::Remove, py::arg("name"), py::arg("step") = py::none())
       .def("close", &PyPipeline::Close);
 }

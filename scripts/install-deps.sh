@@ -9,6 +9,7 @@ packages=(
   liburing-dev                       # io_uring
   libisal-dev                        # hardware crc32c (crc32_iscsi)
   libgtest-dev                       # unit tests
+  nlohmann-json3-dev                 # JSON: safetensors headers
   clang libclang-rt-14-dev           # libFuzzer targets for the decoders
   fio                                # the ceiling the benchmark compares against
   xfsprogs btrfs-progs               # loop-mounted XFS and btrfs in the filesystem tests
@@ -29,13 +30,14 @@ fi
 
 # python/: the _sluice module is built for a virtual environment, .venv in
 # the checkout, made from the `python3` on PATH (or $SLUICE_PYTHON), holding
-# torch 2.13 (CPU) from PyPI, pybind11, numpy and pytest.
+# torch 2.13 (CPU) from PyPI, pybind11, numpy and pytest; safetensors and
+# lightning for the interop tests.
 # `.venv/bin/python` is then the interpreter that has torch and sluice.
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   "${SLUICE_PYTHON:-python3}" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest; assert torch.__version__.startswith("2.")' 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest
+if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest, safetensors, lightning; assert torch.__version__.startswith("2.")' 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest safetensors lightning
 fi

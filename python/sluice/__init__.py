@@ -29,7 +29,7 @@ from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumen
 from ._state_dict import SaveHandle, load_with, save_with
 
 __all__ = [
-    "save", "load", "list_checkpoints", "configure", "pipeline", "close", "SaveHandle",
+    "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
     "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "IOError",
     "NoSpaceError", "NotFoundError", "NotSupportedError", "UnavailableError",
 ]
@@ -149,3 +149,11 @@ def list_checkpoints(store, name=""):
     """Every checkpoint of `name` (all names if empty) on any tier, with its
     state on each tier."""
     return pipeline(store, _reading=True).list(name)
+
+
+def remove(store, name, step=None):
+    """Removes checkpoint name@step (every step of `name` if step is None)
+    from every tier, the slowest first; returns the steps removed. Each goes
+    at once (its commit record first), then its objects. NotFoundError if no
+    tier holds any."""
+    return pipeline(store, _reading=True).remove(name, step)

@@ -21,6 +21,7 @@ the save begins, so nothing is written or committed then.
 import io
 import json
 import pickle
+import re
 
 import torch
 
@@ -301,11 +302,15 @@ def load_with(pipeline, name, step="latest", into=None):
     label = f"{reader.info['name']}@{reader.info['step']}"
     items = {key: (metadata, size) for key, metadata, size, _ in reader.items()}
     if STRUCTURE_KEY not in items:
-        raise _sluice.InvalidArgumentError(f"{label} was not written by sluice.save "
-                                           "(no 'structure' item)")
-    format_meta = json.loads(items[STRUCTURE_KEY][0] or b"{}")
-    if format_meta.get("format") != FORMAT_NAME or format_meta.get("version") != FORMAT_VERSION:
-        raise _sluice.InvalidArgumentError(f"{label}: unknown state-dict format {format_meta!r}")
+        # No skeleton (`sluice import` of safetensors files): nested dicts
+        # that follow the tensor items' paths, if every item is one.
+        if not items or not all(key.startswith("t/") for key in items):
+            raise _sluice.InvalidArgumentError(f"{label} was not written by sluice.save "
+                                               "(no 'structure' item)")
+    else:
+        format_meta = json.loads(items[STRUCTURE_KEY][0] or b"{}")
+        if format_meta.get("format") != FORMAT_NAME or format_meta.get("version") != FORMAT_VERSION:
+            raise _sluice.InvalidArgumentError(f"{label}: unknown state-dict format {format_meta!r}")
 
     existing = _tensors_by_key(into) if into is not None else {}
     # Check every destination before reading a byte, so a mismatch leaves
@@ -336,7 +341,7 @@ def load_with(pipeline, name, step="latest", into=None):
     destinations = {key: (landing.data_ptr(), landing.numel() * landing.element_size(),
                           into is None or key not in existing or landing is not out)
                     for key, _, out, landing in plans}
-    structure = reader.read_bytes(STRUCTURE_KEY)
+    structure = reader.read_bytes(STRUCTURE_KEY) if STRUCTURE_KEY in items else None
     with torch.no_grad():
         reader.read_all_into(destinations)
         tensors = {}
@@ -347,4 +352,26 @@ def load_with(pipeline, name, step="latest", into=None):
                 if meta.get("parameter"):
                     out = torch.nn.Parameter(out, requires_grad=meta.get("requires_grad", True))
             tensors[key] = out
+    if structure is None:
+        return _nest(tensors)
     return _SkeletonUnpickler(io.BytesIO(structure), tensors).load()
+
+
+def _unescape_component(text):
+    """The inverse of _escape_component."""
+    special = {"%": "", "%2E": ".", "%2E%2E": ".."}
+    if text in special:
+        return special[text]
+    return re.sub(r"%2F|%25", lambda m: "/" if m.group() == "%2F" else "%", text)
+
+
+def _nest(tensors):
+    """{"t/a/b": x} -> {"a": {"b": x}}."""
+    out = {}
+    for key, tensor in tensors.items():
+        parts = [_unescape_component(p) for p in key[2:].split("/")]
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = tensor
+    return out

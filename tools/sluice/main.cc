@@ -24,6 +24,8 @@ const char kTopHelp[] =
     "  gc        reclaim everything no committed checkpoint references\n"
     "  drain     copy checkpoints to the later tiers that lack them, apply retention\n"
     "  bench     MLPerf-Storage-style checkpoint write/read benchmark\n"
+    "  export    write a checkpoint's tensors as Hugging Face safetensors files\n"
+    "  import    save safetensors files as a checkpoint\n"
     "\n"
     "A store is a URI: file:///path (any mounted filesystem), a plain path, or\n"
     "rados://POOL/PREFIX?conf=PATH (Ceph). --tier URI, repeated, gives tiers fastest\n"
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
   if (cmd == "gc") return CmdGc(argc, argv);
   if (cmd == "bench") return CmdBench(argc, argv);
   if (cmd == "drain") return CmdDrain(argc, argv);
+  if (cmd == "export") return CmdExport(argc, argv);
+  if (cmd == "import") return CmdImport(argc, argv);
   std::fprintf(stderr, "sluice: unknown command '%s' (see sluice --help)\n", cmd.c_str());
   return kExitUsage;
 }

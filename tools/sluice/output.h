@@ -85,6 +85,8 @@ int CmdRm(int argc, char** argv);
 int CmdGc(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdDrain(int argc, char** argv);
+int CmdExport(int argc, char** argv);
+int CmdImport(int argc, char** argv);
 class Flags;
 // bench --async (cmd_bench_async.cc).
 int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint64_t items);

@@ -1,0 +1,287 @@
+// sluice export: a committed checkpoint's tensors as Hugging Face safetensors.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "format/safetensors.h"
+#include "output.h"
+#include "store_flags.h"
+#include "tensor_items.h"
+
+namespace sluice::cli {
+namespace {
+
+CommandSpec ExportSpec() {
+  CommandSpec s;
+  s.name = "export";
+  s.usage = "export (--store URI | --tier URI...) --name NAME [--step N|latest] --format safetensors --to DIR [flags]";
+  s.summary =
+      "Writes the tensors of a committed checkpoint as Hugging Face safetensors:\n"
+      "model-0000K-of-0000N.safetensors shards of at most --max-shard-size and\n"
+      "model.safetensors.index.json naming each tensor's shard. Tensors are the\n"
+      "items sluice.save wrote (a state dict's path joined by '.', e.g.\n"
+      "model.layers.0.weight) and the DCP writer's whole tensors (by their\n"
+      "fully qualified name); other items are skipped and counted. Every chunk is\n"
+      "verified as it is read; each file is written under a temporary name,\n"
+      "fsynced and renamed into place, the index last.";
+  s.flags = StoreFlagSpecs(false);
+  s.flags.insert(s.flags.end(), {
+      {"name", "NAME", "checkpoint name"},
+      {"step", "N|latest", "step to export (default latest)"},
+      {"format", "safetensors", "output format (only safetensors)"},
+      {"to", "DIR", "directory to write into (created if missing; must be empty unless --force)"},
+      {"select", "PREFIX", "export only tensors named PREFIX or PREFIX.<...> (repeatable;\n"
+                           "default: every tensor), e.g. --select model",
+       true},
+      {"strip-prefix", "P", "drop a leading P from every exported name (e.g. 'model.')"},
+      {"max-shard-size", "SIZE", "largest shard (default 5GiB; a larger tensor gets a shard alone)"},
+      {"force", "", "write into a non-empty DIR, replacing files of the same names"},
+      {"json", "", "print the result as one JSON object"},
+  });
+  return s;
+}
+
+bool Selected(const std::string& name, const std::vector<std::string>& prefixes) {
+  if (prefixes.empty()) return true;
+  for (const auto& p : prefixes) {
+    if (name == p || (name.size() > p.size() && name.compare(0, p.size(), p) == 0 && name[p.size()] == '.')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Status WriteAll(int fd, const void* data, size_t len, uint64_t offset, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "write " + what);
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+// Writes `bytes` to dir/name through a temporary name: fsynced, then renamed.
+struct AtomicFile {
+  std::string dir, name, tmp;
+  int fd = -1;
+  ~AtomicFile() {
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+    }
+  }
+  Status Open() {
+    tmp = dir + "/.sluice-export." + std::to_string(::getpid()) + "." + name;
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    return fd < 0 ? Status::FromErrno(errno, "create " + tmp) : Status::OK();
+  }
+  Status Commit() {
+    const std::string final_path = dir + "/" + name;
+    if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync " + final_path);
+    int fd_copy = fd;
+    fd = -1;
+    if (::close(fd_copy) != 0) return Status::FromErrno(errno, "close " + final_path);
+    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      Status st = Status::FromErrno(errno, "rename into place " + final_path);
+      ::unlink(tmp.c_str());
+      return st;
+    }
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+int CmdExport(int argc, char** argv) {
+  const CommandSpec spec = ExportSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  auto name = NameFromFlags(flags);
+  if (!name.ok()) return Fail(name.status(), true);
+  auto step = StepFromFlags(flags, true, false);
+  if (!step.ok()) return Fail(step.status(), true);
+  auto format = flags.Require("format");
+  if (!format.ok()) return Fail(format.status(), true);
+  if (*format != "safetensors") {
+    return Fail(Status::InvalidArgument("--format " + *format + ": only safetensors is supported"), true);
+  }
+  auto to = flags.Require("to");
+  if (!to.ok()) return Fail(to.status(), true);
+  auto max_shard = flags.GetSize("max-shard-size", 5ull << 30);
+  if (!max_shard.ok() || *max_shard == 0) {
+    return Fail(Status::InvalidArgument("--max-shard-size must be a positive size, e.g. 2GiB"), true);
+  }
+  const std::vector<std::string> select = flags.GetAll("select");
+  const std::string strip = flags.Get("strip-prefix").value_or("");
+  auto popts = PipelineOptionsFromFlags(flags, false);
+  if (!popts.ok()) return Fail(popts.status(), true);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto pipeline = Pipeline::Open(*popts);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  ReadRecovery recovery;
+  auto reader = (*pipeline)->OpenCheckpoint(*name, *step, &recovery);
+  if (!reader.ok()) return Fail(reader.status());
+  const CheckpointInfo& info = (*reader)->info();
+  const std::string label = CheckpointLabel(info.name, info.step);
+
+  // Which tensors, under which names; everything refused before a byte is written.
+  std::vector<TensorItem> tensors;
+  std::map<std::string, std::string> key_of_name;
+  std::map<std::string, int> dcp_chunks;
+  uint64_t skipped = 0;
+  for (const auto& item : (*reader)->items()) {
+    auto t = TensorItemOf(item);
+    if (!t || !Selected(t->name, select)) {
+      ++skipped;
+      continue;
+    }
+    if (item.key.rfind("dcp/", 0) == 0) ++dcp_chunks[t->name];
+    if (!t->dcp_chunk_at_origin) {
+      return Fail(Status::NotSupported(label + ": tensor '" + t->name + "' is sharded across DCP chunks; "
+                                       "export it from a checkpoint of one rank (load it with dcp.load and "
+                                       "save it with sluice.save), or leave it out with --select"));
+    }
+    const std::string st_dtype = SafetensorsDtypeOfTorch(t->dtype);
+    if (st_dtype.empty()) {
+      return Fail(Status::NotSupported(label + ": tensor '" + t->name + "' has dtype " + t->dtype +
+                                       ", which safetensors cannot hold"));
+    }
+    if (!strip.empty() && t->name.compare(0, strip.size(), strip) == 0 && t->name.size() > strip.size()) {
+      t->name = t->name.substr(strip.size());
+    }
+    uint64_t expect = SafetensorsDtypeBytes(st_dtype);
+    for (uint64_t d : t->shape) expect *= d;
+    if (expect != t->size) {
+      return Fail(Status::Corruption(label + ": item '" + t->key + "' holds " + std::to_string(t->size) +
+                                     " bytes, its metadata says " + t->dtype + " of " + std::to_string(expect)));
+    }
+    if (!key_of_name.emplace(t->name, t->key).second) {
+      return Fail(Status::InvalidArgument(label + ": items '" + key_of_name[t->name] + "' and '" + t->key +
+                                          "' both export as '" + t->name + "'"));
+    }
+    tensors.push_back(std::move(*t));
+  }
+  for (const auto& [n, count] : dcp_chunks) {
+    if (count > 1) {
+      return Fail(Status::NotSupported(label + ": tensor '" + n + "' is sharded across " + std::to_string(count) +
+                                       " DCP chunks; export it from a checkpoint of one rank, or leave it out "
+                                       "with --select"));
+    }
+  }
+  if (tensors.empty()) {
+    return Fail(Status::NotFound(label + ": no tensor items" + (select.empty() ? "" : " match --select")));
+  }
+
+  // Shards: greedy in checkpoint order.
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!shards.back().empty() && in_shard + tensors[i].size > *max_shard) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += tensors[i].size;
+    total += tensors[i].size;
+  }
+
+  struct stat st;
+  if (::stat(to->c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Fail(Status::InvalidArgument("--to " + *to + " is not a directory"));
+    DIR* d = ::opendir(to->c_str());
+    bool empty = true;
+    while (d != nullptr && (empty)) {
+      dirent* e = ::readdir(d);
+      if (e == nullptr) break;
+      std::string n = e->d_name;
+      if (n != "." && n != "..") empty = false;
+    }
+    if (d != nullptr) ::closedir(d);
+    if (!empty && !flags.Has("force")) {
+      return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to export into it)"));
+    }
+  } else if (::mkdir(to->c_str(), 0755) != 0) {
+    return Fail(Status::FromErrno(errno, "mkdir " + *to));
+  }
+
+  std::map<std::string, std::string> weight_map;
+  std::vector<uint8_t> buffer(64ull << 20);
+  Progress progress("export", total);
+  char file_name[64];
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::snprintf(file_name, sizeof file_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    std::vector<SafetensorsTensor> header;
+    uint64_t at = 0;
+    for (size_t i : shards[s]) {
+      header.push_back({tensors[i].name, SafetensorsDtypeOfTorch(tensors[i].dtype), tensors[i].shape, at,
+                        at + tensors[i].size});
+      at += tensors[i].size;
+      weight_map[tensors[i].name] = file_name;
+    }
+    const std::string head = EncodeSafetensorsHeader(header, {{"format", "pt"}});
+    AtomicFile out{*to, file_name};
+    Status wst = out.Open();
+    if (wst.ok()) wst = WriteAll(out.fd, head.data(), head.size(), 0, out.tmp);
+    for (size_t k = 0; k < shards[s].size() && wst.ok(); ++k) {
+      const TensorItem& t = tensors[shards[s][k]];
+      for (uint64_t off = 0; off < t.size && wst.ok(); off += buffer.size()) {
+        const uint64_t len = std::min<uint64_t>(buffer.size(), t.size - off);
+        wst = (*reader)->ReadRange(t.key, off, buffer.data(), len);
+        if (wst.ok()) wst = WriteAll(out.fd, buffer.data(), len, head.size() + header[k].begin + off, out.tmp);
+        progress.Add(len);
+      }
+    }
+    if (wst.ok()) wst = out.Commit();
+    if (!wst.ok()) {
+      progress.Done();
+      for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
+      return Fail(wst);
+    }
+  }
+  AtomicFile index{*to, "model.safetensors.index.json"};
+  const std::string index_bytes = EncodeSafetensorsIndex(weight_map, total);
+  Status ist = index.Open();
+  if (ist.ok()) ist = WriteAll(index.fd, index_bytes.data(), index_bytes.size(), 0, index.tmp);
+  if (ist.ok()) ist = index.Commit();
+  progress.Done();
+  if (!ist.ok()) return Fail(ist);
+  if (int dfd = ::open(to->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
+  const double secs = SecondsSince(t0);
+  if (flags.Has("json")) {
+    Json j;
+    j.BeginObject()
+        .Key("name").Str(info.name).Key("step").UInt(info.step).Key("to").Str(*to)
+        .Key("tensors").UInt(tensors.size()).Key("bytes").UInt(total).Key("shards").UInt(shards.size())
+        .Key("skipped_items").UInt(skipped).Key("seconds").Num(secs)
+        .EndObject();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("exported %s: %zu tensors, %s in %zu shard(s) to %s in %.2f s (every chunk verified; %llu "
+                "other item(s) skipped)\n",
+                label.c_str(), tensors.size(), HumanBytes(total).c_str(), shards.size(), to->c_str(), secs,
+                static_cast<unsigned long long>(skipped));
+  }
+  return kExitOk;
+}
+
+}  // namespace sluice::cli
