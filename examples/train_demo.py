@@ -19,6 +19,7 @@ the wall time of a training step plus the checkpoint call made after it, so
 """
 
 import argparse
+import warnings
 import os
 import shutil
 import statistics
@@ -163,6 +164,8 @@ def main():
     if unknown:
         parser.error(f"unknown mode(s) {sorted(unknown)}; known: {', '.join(MODES)}")
     torch.set_num_threads(args.threads)
+    # DCP says, once per save, that it saves in one process: as intended here.
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
     model, optimizer = build(args.hidden, args.layers)
     x = torch.randn(args.batch, args.hidden)
