@@ -338,10 +338,11 @@ class PyPipeline {
   size_t tier_count() { return Get()->tier_count(); }
 
   std::unique_ptr<PyPendingCheckpoint> Begin(const std::string& name, uint64_t step, uint32_t rank, uint32_t world,
-                            const std::string& attempt) {
+                            const std::string& attempt, bool attempt_is_unique) {
     auto p = Get();
     SaveOptions save;
     save.attempt = attempt;
+    save.attempt_is_unique = attempt_is_unique;
     std::optional<Result<std::unique_ptr<PendingCheckpoint>>> pending;
     {
       py::gil_scoped_release release;  // Begin waits while max_in_flight saves are unfinished
@@ -569,7 +570,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("tier_count", &PyPipeline::tier_count)
       .def_property_readonly("closed", &PyPipeline::closed)
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,
-           py::arg("world") = 1, py::arg("attempt") = "")
+           py::arg("world") = 1, py::arg("attempt") = "",
+           py::arg("attempt_is_unique") = false)
       .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
       .def("list", &PyPipeline::List, py::arg("name") = "")
       .def("drain", &PyPipeline::Drain, py::arg("name") = "")

@@ -62,6 +62,12 @@ struct SaveOptions {
   // their writer being gone, which it can check only for writers on its own
   // host. At most 128 bytes.
   std::string attempt;
+  // The attempt id is used by this one save only (a fresh random id, as the
+  // DCP writer makes). Then a rank that gives up tells the others at once
+  // (an abort note), and they fail within a poll instead of after the rank
+  // timeout. Leave false for ids a relaunch may reuse (a job id, a fixed
+  // --attempt): a note left by the failed launch would fail the next one.
+  bool attempt_is_unique = false;
 };
 
 struct SaveStats {

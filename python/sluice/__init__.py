@@ -132,7 +132,7 @@ def save(store, name, step, state_dict, async_=True):
     return save_with(pipeline(store), name, step, state_dict, async_=async_)
 
 
-def load(store, name, step="latest", into=None):
+def load(store, name, step="latest", into=None, weights_only=False):
     """Loads checkpoint name@step (step 'latest': the newest committed one)
     and returns its state dict.
 
@@ -141,8 +141,13 @@ def load(store, name, step="latest", into=None):
     they are; the others are allocated. A destination of another shape or
     dtype raises ValueError naming the key before anything is read. A chunk
     failing its checksum on every tier raises CorruptionError naming the
-    item and chunk."""
-    return load_with(pipeline(store, _reading=True), name, step, into=into)
+    item and chunk. With weights_only=True, the state dict's structure may
+    hold only tensors, containers and plain values (torch dtypes, devices and
+    sizes too), as torch.load(weights_only=True) allows: anything else raises
+    pickle.UnpicklingError naming it instead of running code a checkpoint
+    from an untrusted store might carry."""
+    return load_with(pipeline(store, _reading=True), name, step, into=into,
+                     weights_only=weights_only)
 
 
 def list_checkpoints(store, name=""):

@@ -281,10 +281,26 @@ def _tensors_by_key(into):
     return found
 
 
+# What a weights_only load may rebuild besides tensors, dicts, lists, tuples
+# and plain values: as torch.load(weights_only=True) allows, no code.
+_SAFE_GLOBALS = {("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"),
+                 ("builtins", "complex"), ("builtins", "slice"), ("builtins", "range"),
+                 ("builtins", "bytearray"), ("torch", "device"), ("torch", "Size")}
+_SAFE_GLOBALS |= {("torch", str(d).split(".")[1]) for d in _DTYPES.values()}
+
+
 class _SkeletonUnpickler(pickle.Unpickler):
-    def __init__(self, file, tensors):
+    def __init__(self, file, tensors, weights_only=False):
         super().__init__(file)
         self.tensors = tensors
+        self.weights_only = weights_only
+
+    def find_class(self, module, name):
+        if self.weights_only and (module, name) not in _SAFE_GLOBALS:
+            raise pickle.UnpicklingError(
+                f"sluice.load(weights_only=True): the checkpoint holds a {module}.{name}, which "
+                f"only a full load (weights_only=False, for checkpoints you trust) rebuilds")
+        return super().find_class(module, name)
 
     def persistent_load(self, pid):
         kind, key = pid
@@ -293,7 +309,7 @@ class _SkeletonUnpickler(pickle.Unpickler):
         return self.tensors[key]
 
 
-def load_with(pipeline, name, step="latest", into=None):
+def load_with(pipeline, name, step="latest", into=None, weights_only=False):
     if step == "latest":
         step = None
     elif not isinstance(step, int) or isinstance(step, bool) or step < 0:
@@ -354,7 +370,7 @@ def load_with(pipeline, name, step="latest", into=None):
             tensors[key] = out
     if structure is None:
         return _nest(tensors)
-    return _SkeletonUnpickler(io.BytesIO(structure), tensors).load()
+    return _SkeletonUnpickler(io.BytesIO(structure), tensors, weights_only).load()
 
 
 def _unescape_component(text):

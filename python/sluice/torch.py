@@ -25,9 +25,10 @@ MetadataIndex, so nothing that write_data learns is needed to find an item
 again. finish() checks that the metadata DCP hands it is the one stored.
 
 Without collectives (use_collectives=False) no rank sees another's plan:
-each rank stores the metadata of its own items ("dcp.metadata.rank<r>"), a
-whole (unsharded) tensor or a byte item is written by rank 0 only (DCP
-treats such items as replicas), and the reader merges the ranks' metadata.
+each rank writes every item it holds under "dcp/r<rank>/..." (replicas
+included: no rank can know what another holds), stores the metadata of its
+own items ("dcp.metadata.rank<r>", whose storage_data names those keys), and
+the reader merges the ranks' metadata.
 """
 
 import dataclasses
@@ -56,13 +57,17 @@ _KEY_PREFIX = "dcp/"
 __all__ = ["StorageWriter", "StorageReader", "async_save", "parse_checkpoint_id", "dcp"]
 
 
-def storage_key(index):
+def storage_key(index, rank=None):
     """The sluice item key of the DCP item at `index` (a MetadataIndex):
-    deterministic, so every rank and every reader computes the same one."""
+    deterministic, so every rank and every reader computes the same one.
+    Saves without collectives put each rank's items under "dcp/r<rank>/":
+    ranks that hold the same item (replicas) then never clash, and the
+    metadata's storage_data says which copy a reader takes."""
     fqn = _state_dict._escape_component(index.fqn)
+    prefix = _KEY_PREFIX if rank is None else f"{_KEY_PREFIX}r{int(rank)}/"
     if index.offset is None:
-        return f"{_KEY_PREFIX}{fqn}"
-    return f"{_KEY_PREFIX}{fqn}@{'_'.join(str(int(o)) for o in index.offset)}"
+        return f"{prefix}{fqn}"
+    return f"{prefix}{fqn}@{'_'.join(str(int(o)) for o in index.offset)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,10 +142,11 @@ def _check_step(step):
     return step
 
 
-def _dist_world():
+def _dist_world(group=None):
+    """(rank, world) in `group` (None: the default group), (0, 1) without one."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
+        return dist.get_rank(group), dist.get_world_size(group)
     return 0, 1
 
 
@@ -156,17 +162,7 @@ def _attempt_from_environment():
     return ""
 
 
-def _is_replica(item):
-    """A byte item, or a tensor item covering its whole tensor: every rank
-    that has it has the same, so without collectives rank 0 alone writes it."""
-    if item.type == _planner.WriteItemType.BYTE_IO:
-        return True
-    data = item.tensor_data
-    return (all(int(o) == 0 for o in data.chunk.offsets)
-            and list(data.chunk.sizes) == list(data.size))
-
-
-def _agree_before_writing(assignment, error):
+def _agree_before_writing(assignment, error, group=None):
     """Every rank of a multi-rank save says whether it could stage its items
     before any of them writes: a rank that failed (a bad tensor, a store it
     cannot write) would otherwise leave rank 0 waiting for its manifest for
@@ -184,10 +180,11 @@ def _agree_before_writing(assignment, error):
     # Only on the main thread: a save run from a background thread (an async
     # DCP save) would interleave this collective with the training loop's.
     if (assignment.world > 1 and assignment.collective and dist.is_available()
-            and dist.is_initialized() and dist.get_world_size() == assignment.world
+            and dist.is_initialized() and dist.get_world_size(group) == assignment.world
             and threading.current_thread() is threading.main_thread()):
         said = [None] * assignment.world
-        dist.all_gather_object(said, None if error is None else f"{type(error).__name__}: {error}")
+        dist.all_gather_object(said, None if error is None else f"{type(error).__name__}: {error}",
+                               group=group)
         failed = [(rank, why) for rank, why in enumerate(said) if why is not None]
         if error is None and failed:
             raise RuntimeError("sluice.torch.StorageWriter: rank(s) "
@@ -198,8 +195,8 @@ def _agree_before_writing(assignment, error):
 class _Staged:
     """A save whose bytes an async stage() already put into staging."""
 
-    def __init__(self, name, step, handle, results, metadata):
-        self.name, self.step = name, step
+    def __init__(self, name, step, handle, results, metadata, world):
+        self.name, self.step, self.world = name, step, world
         self.handle = handle
         self.results = {r.index: r for r in results}
         self.metadata = metadata
@@ -219,8 +216,13 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     # dcp.async_save returns once stage() did: the copy is complete by then.
     _synchronize_after_execute = False
 
-    def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None):
+    def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None,
+                 process_group=None, no_dist=False):
         super().__init__()
+        # What stage() plans over: the group (None: the default one) and
+        # whether the save is of this process alone, as given to dcp.async_save.
+        self.process_group = process_group
+        self.no_dist = no_dist
         self.store = store
         self.name = name
         self.step = None if step is None else _check_step(step)
@@ -286,7 +288,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         self._global_plans = plans
         if not self._use_collectives:
             # Each rank plans alone (DCP hands it its own plan only).
-            rank, world = _dist_world()
+            rank, world = _dist_world(self.process_group)
             rank = self._rank if self._rank is not None else rank
             return [dataclasses.replace(plans[0], storage_data=_RankAssignment(
                 rank, world, _attempt_from_environment(), False))]
@@ -323,6 +325,11 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def _write_staged(self, staged, plan):
         """write_data of a save stage() already snapshotted: its bytes are on
         their way; the plan DCP made since must be the one staged."""
+        if not self._use_collectives and staged.world > 1:
+            raise RuntimeError(
+                f"sluice.torch.StorageWriter: stage() planned {staged.name}@{staged.step} over "
+                f"{staged.world} ranks together, but DCP saves it with use_collectives=False; "
+                f"sluice's staging needs the collective plan (the staged save commits as planned)")
         missing = [item.index.fqn for item in plan.items if item.index not in staged.results]
         if missing:
             raise RuntimeError(
@@ -336,8 +343,11 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         return future
 
     def _stage(self, plan, planner, assignment):
+        # A collective save's attempt id is a fresh uuid: a rank that gives up
+        # can tell the others at once (an abort note).
         pending = pipeline(self.store).begin(self.name, self.step, assignment.rank,
-                                             assignment.world, assignment.attempt)
+                                             assignment.world, assignment.attempt,
+                                             attempt_is_unique=assignment.collective)
         try:
             return self._add_items(pending, plan, planner, assignment)
         except BaseException:
@@ -349,11 +359,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def _add_items(self, pending, plan, planner, assignment):
         results = []
         for item in plan.items:
-            key = storage_key(item.index)
-            if not assignment.collective and assignment.rank != 0 and _is_replica(item):
-                # Rank 0 writes it (see the module's doc).
-                results.append(_WriteResult(index=item.index, size_in_bytes=0, storage_data=key))
-                continue
+            key = storage_key(item.index, None if assignment.collective else assignment.rank)
             data = planner.resolve_data(item)
             if item.type == _planner.WriteItemType.BYTE_IO:
                 view = data.getbuffer()
@@ -373,7 +379,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                                    pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
                 self._stored_metadata = metadata
         else:
-            metadata = self._metadata_for(planner)
+            metadata = self._metadata_for(planner, assignment.rank)
             pending.add_buffer(f"{_RANK_METADATA_PREFIX}{assignment.rank}",
                                b'{"format":"torch.dcp.metadata/pickle","part":true}',
                                pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
@@ -390,7 +396,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                 f"sluice.torch.StorageWriter: the planner changed the checkpoint metadata after "
                 f"global planning; {self.name}@{self.step} holds the metadata as planned")
 
-    def _metadata_for(self, planner):
+    def _metadata_for(self, planner, rank=None):
         metadata = getattr(planner, "metadata", None)
         if not isinstance(metadata, _metadata.Metadata):
             if self._global_plans is None:
@@ -399,7 +405,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             metadata = _metadata_from_plans(self._global_plans)
         # Every stored item, whichever rank wrote it; keys follow from the
         # index alone.
-        metadata.storage_data = {item.index: storage_key(item.index)
+        metadata.storage_data = {item.index: storage_key(item.index, rank)
                                  for p in (self._global_plans or []) for item in p.items}
         return metadata
 
@@ -407,13 +413,20 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def stage(self, state_dict):
         """Copies `state_dict` into sluice's staging arena and returns it: the
         tensors may change once this returns. Plans the save the way dcp.save
-        will (DCP's default planner; in a process group, over the default
-        group from this thread: gather the local plans to rank 0, scatter
-        the global plan, agree that every rank could stage) and snapshots it;
-        the DCP save that async_save then runs in the background finds its
-        bytes staged and waits for the commit."""
+        will (DCP's default planner; in a process group, over
+        `self.process_group` from this thread: gather the local plans to its
+        rank 0, scatter the global plan, agree that every rank could stage)
+        and snapshots it; the DCP save that async_save then runs in the
+        background finds its bytes staged and waits for the commit. Give the
+        writer the process_group and no_dist you give dcp.async_save
+        (sluice.torch.async_save does)."""
         self._require_id()
-        rank, world = _dist_world()
+        if self._staged is not None:
+            raise RuntimeError(f"sluice.torch.StorageWriter: {self._staged.name}@{self._staged.step} "
+                               f"is staged and its DCP save has not run yet; use one writer per "
+                               f"save in flight")
+        group = self.process_group
+        rank, world = (0, 1) if self.no_dist else _dist_world(group)
         if world > 1 and threading.current_thread() is not threading.main_thread():
             # Collectives here would interleave with the training thread's.
             _warn_once("sluice.torch: stage() off the main thread in a process group copies the "
@@ -424,31 +437,31 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                                is_coordinator=rank == 0)
         self.set_up_storage_writer(rank == 0, rank=rank, use_collectives=True)
         local = self.prepare_local_plan(planner.create_local_plan())
-        plan = planner.finish_plan(self._plan_globally(planner, local, rank, world))
+        plan = planner.finish_plan(self._plan_globally(planner, local, rank, world, group))
         assignment = plan.storage_data
         try:
             pending, results = self._stage(plan, planner, assignment)
         except Exception as error:
-            _agree_before_writing(assignment, error)
+            _agree_before_writing(assignment, error, group)
             raise
         try:
-            _agree_before_writing(assignment, None)
+            _agree_before_writing(assignment, None, group)
         except BaseException:
             pending.abandon()
             raise
         handle = _state_dict.SaveHandle(pending.snapshot())
-        self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata)
+        self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata, world)
         self.handle = handle
         return state_dict
 
-    def _plan_globally(self, planner, local, rank, world):
+    def _plan_globally(self, planner, local, rank, world, group):
         """This rank's part of the global plan, as DCP's coordinator makes it."""
         if world == 1:
             plans, _ = planner.create_global_plan([local])
             return self.prepare_global_plan(plans)[0]
         dist = torch.distributed
         gathered = [None] * world if rank == 0 else None
-        dist.gather_object(local, gathered, dst=0)
+        dist.gather_object(local, gathered, group=group, group_dst=0)
         parts = None
         if rank == 0:
             try:
@@ -456,10 +469,10 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                 parts = self.prepare_global_plan(plans)
             except Exception as error:
                 parts = [f"{type(error).__name__}: {error}"] * world
-                dist.scatter_object_list([None], parts, src=0)
+                dist.scatter_object_list([None], parts, group=group, group_src=0)
                 raise
         mine = [None]
-        dist.scatter_object_list(mine, parts, src=0)
+        dist.scatter_object_list(mine, parts, group=group, group_src=0)
         if isinstance(mine[0], str):
             raise RuntimeError(f"sluice.torch.StorageWriter: rank 0 could not plan the save "
                                f"({mine[0]}); nothing was written")
@@ -500,7 +513,14 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, **kwargs)
     of the checkpoint's Metadata, done once every rank's save is committed
     on the fastest tier). `checkpoint_id` ("STORE/NAME@STEP") names the
     checkpoint; `storage_writer` (a sluice StorageWriter) is made from it
-    when not given. Other keyword arguments go to dcp.async_save."""
+    when not given. Other keyword arguments go to dcp.async_save; its
+    process_group and no_dist also tell stage() whom to plan with. A custom
+    planner, or use_collectives=False over several ranks, is refused before
+    anything is staged: sluice's staging plans with DCP's default planner,
+    collectively."""
+    if kwargs.get("planner") is not None:
+        raise ValueError("sluice.torch.async_save: a custom planner cannot be combined with "
+                         "sluice's staging (it plans as DCP's DefaultSavePlanner does)")
     if storage_writer is None:
         storage_writer = StorageWriter(checkpoint_id=checkpoint_id)
     elif not isinstance(storage_writer, StorageWriter):
@@ -508,6 +528,12 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, **kwargs)
                         "sluice.torch.StorageWriter")
     elif checkpoint_id is not None:
         storage_writer.reset(checkpoint_id)
+    storage_writer.process_group = kwargs.get("process_group")
+    storage_writer.no_dist = bool(kwargs.get("no_dist", False))
+    if kwargs.get("use_collectives", True) is False and not storage_writer.no_dist and \
+            _dist_world(storage_writer.process_group)[1] > 1:
+        raise ValueError("sluice.torch.async_save: use_collectives=False over several ranks is not "
+                         "supported with sluice's staging; use dcp.save with it, or collectives")
     return dcp.async_save(state_dict, checkpoint_id=checkpoint_id,
                           storage_writer=storage_writer, **kwargs)
 
@@ -581,6 +607,8 @@ class StorageReader(dcp.StorageReader):
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
         self._open()
+        if metadata is not None:
+            self._metadata = metadata
 
     def storage_meta(self):
         return _storage_meta(self.name, self.step)
@@ -616,10 +644,19 @@ class StorageReader(dcp.StorageReader):
     def prepare_global_plan(self, plans):
         return plans
 
+    def _key_of(self, index):
+        """Where the item at `index` is stored: the metadata says (a save
+        without collectives keeps each rank's copy under its rank); else the
+        key follows from the index."""
+        stored = getattr(self._metadata, "storage_data", None) if self._metadata is not None else None
+        if isinstance(stored, dict) and index in stored:
+            return stored[index]
+        return storage_key(index)
+
     def read_data(self, plan, planner):
         reader = self._open()
         for item in plan.items:
-            key = storage_key(item.storage_index)
+            key = self._key_of(item.storage_index)
             if key not in self._items:
                 raise ValueError(f"sluice: {self.name}@{self.step} has no item '{key}' "
                                  f"for {item.storage_index.fqn}")
@@ -657,7 +694,19 @@ class StorageReader(dcp.StorageReader):
         first = sum(o * s for o, s in zip(offsets, strides))
         last = sum((o + n - 1) * s for o, n, s in zip(offsets, lengths, strides))
         span = last - first + 1  # elements from the region's first to its last
-        if span == count and target.dtype == dtype and target.is_contiguous():
+        direct = (target.device.type == "cpu" and target.dtype == dtype and target.is_contiguous()
+                  and not target.is_conj() and not target.is_neg())
+        if not shape:  # a scalar: one element, into a buffer when it cannot go direct
+            if direct:
+                self._reader.read_range(key, 0, target.data_ptr(), element)
+            else:
+                buffer = torch.empty((), dtype=dtype)
+                self._reader.read_range(key, 0, buffer.data_ptr(), element)
+                with torch.no_grad():
+                    target.copy_(buffer)
+            self.bytes_requested += element
+            return
+        if span == count and direct:
             # The region is one run of storage: straight into the destination.
             self._reader.read_range(key, first * element, target.data_ptr(), count * element)
             self.bytes_requested += count * element

@@ -111,6 +111,9 @@ def main():
         sluice_torch._agree_before_writing = agree_then_fail
     if mode.startswith("save"):
         state = {"weights": sharded(rank, world, rows, cols), "dense": dense, "epoch": 11}
+        if mode == "save-no-collectives":
+            # A key only this rank holds (a pipeline stage's layer).
+            state[f"only_r{rank}"] = torch.full((3,), float(rank))
         writer = StorageWriter(store, name, step)
         if mode == "save-no-collectives":
             dcp.save(state, storage_writer=writer, use_collectives=False)

@@ -216,10 +216,15 @@ def test_gloo_without_collectives_each_rank_stores_its_metadata_and_replicas_onc
     assert info["ranks"] == 2 and info["complete"]
     assert "dcp.metadata.rank0" in items["0"] and "dcp.metadata.rank1" in items["1"]
     assert "dcp.metadata" not in items["0"]
-    # The dense tensor and the plain value are replicas: rank 0 alone has them.
-    assert "dcp/dense@0" in items["0"] and "dcp/dense@0" not in items["1"]
-    assert "dcp/epoch" in items["0"] and "dcp/epoch" not in items["1"]
-    assert "dcp/weights@8_0" in items["1"]
+    # Each rank writes all it holds, replicas too, under its own keys: no
+    # rank can know what another holds.
+    assert "dcp/r0/dense@0" in items["0"] and "dcp/r1/dense@0" in items["1"]
+    assert "dcp/r0/epoch" in items["0"] and "dcp/r1/epoch" in items["1"]
+    assert "dcp/r1/weights@8_0" in items["1"] and "dcp/r0/weights@0_0" in items["0"]
+    assert "dcp/r1/only_r1@0" in items["1"]  # a key rank 0 never had is kept too
+    dest = {"only_r1": torch.zeros(3), "only_r0": torch.ones(3)}
+    dcp.load(dest, storage_reader=st.StorageReader(store, "nocoll", 1), no_dist=True)
+    assert torch.equal(dest["only_r1"], torch.full((3,), 1.0)) and torch.equal(dest["only_r0"], torch.zeros(3))
     run_world("load", store, "nocoll", 1, 2, tmp_path)
     run_world("load", store, "nocoll", 1, 1, tmp_path)  # the merged metadata reshards too
 
@@ -350,3 +355,12 @@ def test_dtensor_saved_by_4_loads_into_2_sharded_the_other_way_reading_only_its_
             # 128 KiB apart: each is fetched alone, never the other half.
             assert report["local_bytes"] == rows * cols * 4 // 2
             assert report["bytes_requested"] == report["local_bytes"], (mode, rank, report)
+
+
+def test_a_scalar_loads_into_another_dtype(store):
+    dcp.save({"s": torch.tensor(2.5), "v": torch.arange(4.0)},
+             storage_writer=st.StorageWriter(store, "scalar", 1), no_dist=True)
+    dest = {"s": torch.tensor(0.0, dtype=torch.bfloat16), "v": torch.zeros(4, dtype=torch.float64)}
+    dcp.load(dest, storage_reader=st.StorageReader(store, "scalar", 1), no_dist=True)
+    assert dest["s"].dtype == torch.bfloat16 and dest["s"].item() == 2.5
+    assert torch.equal(dest["v"], torch.arange(4.0, dtype=torch.float64))

@@ -44,18 +44,22 @@ def test_trainer_saves_keeps_top_k_and_resumes_through_sluice(tmp_path):
     # A checkpoint every 4 steps, the last 2 kept: ModelCheckpoint removes
     # older ones through the plugin.
     keep = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=4, save_top_k=2,
-                           monitor="step", mode="max")
+                           monitor="step", mode="max", save_last=True)
     model = Tiny()
     t = trainer(tmp_path, 2, keep)
     t.fit(model)
     # 16 steps: checkpoints at 4, 8, 12, 16; two left, as sluice checkpoints
     # in a store at the callback's directory, no .ckpt file written.
-    names = sorted(c["name"] for c in sluice.list_checkpoints(str(ckpt_dir)) if c["complete"])
-    assert names == ["epoch=1-step=12.ckpt", "epoch=1-step=16.ckpt"], names
+    listed = sluice.list_checkpoints(str(ckpt_dir))
+    names = sorted(c["name"] for c in listed if c["complete"])
+    assert names == ["epoch=1-step=12.ckpt", "epoch=1-step=16.ckpt", "last.ckpt"], names
+    # last.ckpt was saved 4 times, each replacing the one before: one step left.
+    assert [c["step"] for c in listed if c["name"] == "last.ckpt"] == [3]
+    assert SluiceCheckpointIO().load_checkpoint(ckpt_dir / "last.ckpt")["global_step"] == 16
     assert not list(ckpt_dir.glob("*.ckpt"))
     best = keep.best_model_path
     assert os.path.basename(best) == "epoch=1-step=16.ckpt"
-    state = SluiceCheckpointIO().load_checkpoint(best)
+    state = SluiceCheckpointIO().load_checkpoint(best, weights_only=True)
     assert state["global_step"] == 16
     for k, v in model.state_dict().items():
         assert torch.equal(state["state_dict"][k], v), k
@@ -66,7 +70,15 @@ def test_trainer_saves_keeps_top_k_and_resumes_through_sluice(tmp_path):
                                               save_top_k=-1))
     t2.fit(resumed, ckpt_path=best)
     assert t2.global_step == 24
-    assert [c["step"] for c in sluice.list_checkpoints(str(ckpt_dir), "epoch=2-step=24.ckpt")] == [24]
+    assert len(sluice.list_checkpoints(str(ckpt_dir), "epoch=2-step=24.ckpt")) == 1
+
+    # Saving one path twice replaces it, as Lightning's own writer does.
+    io_plugin = SluiceCheckpointIO()
+    for value in (1, 2):
+        io_plugin.save_checkpoint({"global_step": 99, "v": torch.tensor(value)}, ckpt_dir / "manual.ckpt")
+    io_plugin.teardown()
+    assert io_plugin.load_checkpoint(ckpt_dir / "manual.ckpt")["v"].item() == 2
+    assert len(sluice.list_checkpoints(str(ckpt_dir), "manual.ckpt")) == 1
 
     with pytest.raises(FileNotFoundError):
         SluiceCheckpointIO().load_checkpoint(ckpt_dir / "nothing.ckpt")

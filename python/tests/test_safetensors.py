@@ -105,3 +105,19 @@ def test_export_refuses_what_safetensors_cannot_hold(store, tmp_path):
     assert p.returncode == 1 and "'z'" in p.stderr and "complex128" in p.stderr, p.stderr
     p = cli("export", "--store", store, "--name", "c", "--format", "gguf", "--to", str(tmp_path / "o"), ok=False)
     assert p.returncode == 2, p.stderr
+
+
+def test_export_force_over_an_earlier_export_leaves_only_the_new_one(store, tmp_path):
+    sluice.save(store, "f", 1, {"a": torch.ones(4), "b": torch.ones(4)}).wait()
+    sluice.save(store, "f", 2, {"a": torch.zeros(4)}).wait()
+    out = tmp_path / "hf"
+    cli("export", "--store", store, "--name", "f", "--step", "1", "--format", "safetensors", "--to", str(out),
+        "--max-shard-size", "16")
+    assert len(list(out.glob("model-*.safetensors"))) == 2
+    assert cli("export", "--store", store, "--name", "f", "--format", "safetensors", "--to", str(out),
+               ok=False).returncode == 1  # not empty, no --force
+    cli("export", "--store", store, "--name", "f", "--format", "safetensors", "--to", str(out), "--force")
+    assert sorted(p.name for p in out.iterdir()) == ["model-00001-of-00001.safetensors",
+                                                     "model.safetensors.index.json"]
+    assert torch.equal(safetensors_torch.load_file(str(out / "model-00001-of-00001.safetensors"))["a"],
+                       torch.zeros(4))

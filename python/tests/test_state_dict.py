@@ -263,3 +263,23 @@ def test_bad_store_argument(store):
         sluice.save(store, "x", -1, {})
     with pytest.raises(sluice.InvalidArgumentError):
         sluice.save(store, "bad/name", 1, {"t": torch.ones(1)})
+
+
+class _Custom:
+    def __init__(self):
+        self.x = 1
+
+
+def test_weights_only_load_refuses_code_and_keeps_plain_state(store):
+    import collections
+    import pickle
+    plain = {"w": torch.ones(3), "od": collections.OrderedDict(a=1), "dtype": torch.float16,
+             "dev": torch.device("cpu"), "size": torch.Size([2, 3]), "s": {1, 2}}
+    sluice.save(store, "plain", 1, plain).wait()
+    back = sluice.load(store, "plain", weights_only=True)
+    assert torch.equal(back["w"], plain["w"]) and back["od"] == plain["od"]
+    assert back["dtype"] == torch.float16 and back["size"] == torch.Size([2, 3])
+    sluice.save(store, "custom", 1, {"w": torch.ones(1), "obj": _Custom()}).wait()
+    with pytest.raises(pickle.UnpicklingError, match="_Custom"):
+        sluice.load(store, "custom", weights_only=True)
+    assert sluice.load(store, "custom")["obj"].x == 1  # a full load, for a trusted store

@@ -145,13 +145,15 @@ class Writer final : public RankWriter {
     return result;
   }
 
+  // Abort notes work only for an attempt id used by this save alone: a
+  // note of an earlier launch with the same id would fail this one.
+  bool UsesAbortNotes() const { return world_ > 1 && !save_.attempt.empty() && save_.attempt_is_unique; }
+
   // Tells the other ranks of this attempt that it will not commit (see
   // AbortNote). Best effort: a rank that cannot write it leaves the others
-  // to the rank timeout, as before. A save without an attempt id has no way
-  // to tell this attempt's note from a crashed earlier one's, so it writes
-  // none.
+  // to the rank timeout, as before.
   void PublishAbort(const Status& why) {
-    if (world_ <= 1 || save_.attempt.empty()) return;
+    if (!UsesAbortNotes()) return;
     AbortNote note;
     note.attempt = save_.attempt;
     note.rank = rank_;
@@ -163,7 +165,7 @@ class Writer final : public RankWriter {
 
   // Fails when a rank of this attempt gave up: the commit cannot happen.
   Status CheckNoAbort() {
-    if (world_ <= 1 || save_.attempt.empty()) return Status::OK();
+    if (!UsesAbortNotes()) return Status::OK();
     auto bytes = backend_.ReadSmall(AbortNoteObject(id_.name, id_.step, save_.attempt));
     if (!bytes.ok()) return Status::OK();  // none, or not readable now: asked again next poll
     auto note = DecodeAbortNote(*bytes, "abort note");

@@ -277,7 +277,7 @@ TEST_F(StoreTest, ARankGivingUpStopsTheOtherRanksOfItsAttemptAtOnce) {
   std::vector<std::thread> ranks;
   for (uint32_t r = 0; r < 3; ++r) {
     ranks.emplace_back([&, r] {
-      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-1"});
+      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-1", true});
       ASSERT_TRUE(w.ok());
       ASSERT_TRUE((*w)->AddItem("k" + std::to_string(r), "meta:k" + std::to_string(r), "x", 1).ok());
       if (r == 1) {
@@ -301,7 +301,7 @@ TEST_F(StoreTest, ARankGivingUpStopsTheOtherRanksOfItsAttemptAtOnce) {
   ranks.clear();
   for (uint32_t r = 0; r < 3; ++r) {
     ranks.emplace_back([&, r] {
-      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-2"});
+      auto w = store_->BeginCheckpoint({"giveup", 1}, r, 3, SaveOptions{"launch-2", true});
       ASSERT_TRUE(w.ok());
       ASSERT_TRUE((*w)->AddItem("k" + std::to_string(r), "meta:k" + std::to_string(r), "x", 1).ok());
       results[r] = (*w)->Commit().status();
@@ -320,6 +320,40 @@ TEST_F(StoreTest, ARankGivingUpStopsTheOtherRanksOfItsAttemptAtOnce) {
   EXPECT_EQ(Load("giveup", 1).size(), 3u);
 }
 
+TEST_F(StoreTest, AReusableAttemptIdLeavesNoNoteThatCouldFailARerun) {
+  StoreOptions o;
+  o.rank_timeout_ms = 1500;
+  Reopen(o);
+  // A failed launch with a reusable id (a job id): rank 1 gives up.
+  Status first;
+  std::thread r0([&] {
+    auto w = store_->BeginCheckpoint({"rerun", 1}, 0, 2, SaveOptions{"job-7"});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddItem("k0", "meta:k0", "x", 1).ok());
+    first = (*w)->Commit().status();
+  });
+  {
+    auto w = store_->BeginCheckpoint({"rerun", 1}, 1, 2, SaveOptions{"job-7"});
+    ASSERT_TRUE(w.ok());
+  }  // abandoned
+  r0.join();
+  EXPECT_EQ(first.code(), StatusCode::kUnavailable) << first.ToString();  // the rank timeout, as before
+  // The same command run again, same id: it must commit.
+  std::vector<Status> results(2);
+  std::vector<std::thread> ranks;
+  for (uint32_t r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto w = store_->BeginCheckpoint({"rerun", 1}, r, 2, SaveOptions{"job-7"});
+      ASSERT_TRUE(w.ok());
+      ASSERT_TRUE((*w)->AddItem("k" + std::to_string(r), "meta:k" + std::to_string(r), "x", 1).ok());
+      results[r] = (*w)->Commit().status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_TRUE(results[0].ok()) << results[0].ToString();
+  EXPECT_TRUE(results[1].ok()) << results[1].ToString();
+}
+
 TEST_F(StoreTest, RankZeroRefusingToCommitStopsTheWaitingRanksAtOnce) {
   StoreOptions o;
   o.rank_timeout_ms = 60000;
@@ -329,7 +363,7 @@ TEST_F(StoreTest, RankZeroRefusingToCommitStopsTheWaitingRanksAtOnce) {
   std::vector<std::thread> ranks;
   for (uint32_t r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      auto w = store_->BeginCheckpoint({"clash2", 1}, r, 2, SaveOptions{"launch-1"});
+      auto w = store_->BeginCheckpoint({"clash2", 1}, r, 2, SaveOptions{"launch-1", true});
       ASSERT_TRUE(w.ok());
       ASSERT_TRUE((*w)->AddItem("same", "", "x", 1).ok());
       results[r] = (*w)->Commit().status();

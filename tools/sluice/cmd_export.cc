@@ -31,7 +31,8 @@ CommandSpec ExportSpec() {
       "model.layers.0.weight) and the DCP writer's whole tensors (by their\n"
       "fully qualified name); other items are skipped and counted. Every chunk is\n"
       "verified as it is read; each file is written under a temporary name,\n"
-      "fsynced and renamed into place, the index last.";
+      "fsynced and renamed into place, the index last. With --force over an\n"
+      "earlier export, its index and shards are removed first.";
   s.flags = StoreFlagSpecs(false);
   s.flags.insert(s.flags.end(), {
       {"name", "NAME", "checkpoint name"},
@@ -57,6 +58,26 @@ bool Selected(const std::string& name, const std::vector<std::string>& prefixes)
     }
   }
   return false;
+}
+
+Status SyncDir(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::FromErrno(errno, "open " + dir);
+  Status st = ::fsync(dfd) == 0 ? Status::OK() : Status::FromErrno(errno, "fsync " + dir);
+  ::close(dfd);
+  return st;
+}
+
+// Shard files as export names them: model-NNNNN-of-NNNNN.safetensors.
+bool IsShardName(const std::string& n) {
+  if (n.size() != 32 || n.compare(0, 6, "model-") != 0 || n.compare(11, 4, "-of-") != 0 ||
+      n.compare(20, 12, ".safetensors") != 0) {
+    return false;
+  }
+  for (size_t i : {6, 7, 8, 9, 10, 15, 16, 17, 18, 19}) {
+    if (n[i] < '0' || n[i] > '9') return false;
+  }
+  return true;
 }
 
 Status WriteAll(int fd, const void* data, size_t len, uint64_t offset, const std::string& what) {
@@ -86,7 +107,8 @@ struct AtomicFile {
   }
   Status Open() {
     tmp = dir + "/.sluice-export." + std::to_string(::getpid()) + "." + name;
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    (void)::unlink(tmp.c_str());  // a crashed run's, by the same pid; never written through
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     return fd < 0 ? Status::FromErrno(errno, "create " + tmp) : Status::OK();
   }
   Status Commit() {
@@ -94,7 +116,11 @@ struct AtomicFile {
     if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync " + final_path);
     int fd_copy = fd;
     fd = -1;
-    if (::close(fd_copy) != 0) return Status::FromErrno(errno, "close " + final_path);
+    if (::close(fd_copy) != 0) {
+      Status st = Status::FromErrno(errno, "close " + final_path);
+      ::unlink(tmp.c_str());
+      return st;
+    }
     if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
       Status st = Status::FromErrno(errno, "rename into place " + final_path);
       ::unlink(tmp.c_str());
@@ -171,6 +197,10 @@ int CmdExport(int argc, char** argv) {
       return Fail(Status::Corruption(label + ": item '" + t->key + "' holds " + std::to_string(t->size) +
                                      " bytes, its metadata says " + t->dtype + " of " + std::to_string(expect)));
     }
+    if (t->name == "__metadata__") {
+      return Fail(Status::InvalidArgument(label + ": item '" + t->key + "' would export as '__metadata__', "
+                                          "the name safetensors keeps for the file's metadata"));
+    }
     if (!key_of_name.emplace(t->name, t->key).second) {
       return Fail(Status::InvalidArgument(label + ": items '" + key_of_name[t->name] + "' and '" + t->key +
                                           "' both export as '" + t->name + "'"));
@@ -216,6 +246,24 @@ int CmdExport(int argc, char** argv) {
     if (!empty && !flags.Has("force")) {
       return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to export into it)"));
     }
+    if (!empty) {
+      // --force over an earlier export: its index goes first (and that is
+      // durable), so a failure below never leaves an index over a mix of two
+      // exports' shards; then its shards.
+      const std::string old_index = *to + "/model.safetensors.index.json";
+      if (::unlink(old_index.c_str()) != 0 && errno != ENOENT) {
+        return Fail(Status::FromErrno(errno, "remove " + old_index));
+      }
+      if (Status s = SyncDir(*to); !s.ok()) return Fail(s);
+      if (DIR* d = ::opendir(to->c_str())) {
+        std::vector<std::string> old;
+        while (dirent* e = ::readdir(d)) {
+          if (IsShardName(e->d_name)) old.push_back(*to + "/" + e->d_name);
+        }
+        ::closedir(d);
+        for (const auto& f : old) (void)::unlink(f.c_str());
+      }
+    }
   } else if (::mkdir(to->c_str(), 0755) != 0) {
     return Fail(Status::FromErrno(errno, "mkdir " + *to));
   }
@@ -254,17 +302,19 @@ int CmdExport(int argc, char** argv) {
       return Fail(wst);
     }
   }
+  // Every shard's rename is durable before the index names them.
+  if (Status s = SyncDir(*to); !s.ok()) {
+    progress.Done();
+    return Fail(s);
+  }
   AtomicFile index{*to, "model.safetensors.index.json"};
   const std::string index_bytes = EncodeSafetensorsIndex(weight_map, total);
   Status ist = index.Open();
   if (ist.ok()) ist = WriteAll(index.fd, index_bytes.data(), index_bytes.size(), 0, index.tmp);
   if (ist.ok()) ist = index.Commit();
   progress.Done();
+  if (ist.ok()) ist = SyncDir(*to);
   if (!ist.ok()) return Fail(ist);
-  if (int dfd = ::open(to->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
   for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {

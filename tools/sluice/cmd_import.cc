@@ -49,9 +49,20 @@ struct FileTensor {
   uint64_t data_start = 0;
 };
 
-Result<std::string> ReadWholeSmallFile(const std::string& path, uint64_t limit) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Opens a regular file for reading; never blocks on a FIFO or a device.
+Result<int> OpenRegular(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + " is not a regular file");
+  }
+  return fd;
+}
+
+Result<std::string> ReadWholeSmallFile(const std::string& path, uint64_t limit) {
+  ASSIGN_OR_RETURN(int fd, OpenRegular(path));
   std::string out;
   char buf[65536];
   for (;;) {
@@ -75,12 +86,12 @@ Result<std::string> ReadWholeSmallFile(const std::string& path, uint64_t limit) 
 
 // The header of one safetensors file, checked against its size.
 Result<SafetensorsHeader> ReadHeader(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  ASSIGN_OR_RETURN(int fd, OpenRegular(path));
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    Status err = Status::FromErrno(errno, "stat " + path);
     ::close(fd);
-    return Status::InvalidArgument(path + " is not a regular file");
+    return err;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string first(8, '\0');
@@ -117,8 +128,7 @@ class FileRangeSource final : public ItemSource {
   Result<size_t> Read(void* buf, size_t len) override {
     if (left_ == 0) return size_t{0};
     if (fd_ < 0) {
-      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd_ < 0) return Status::FromErrno(errno, "open " + path_);
+      ASSIGN_OR_RETURN(fd_, OpenRegular(path_));
     }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(len, left_));
     for (;;) {

@@ -61,6 +61,11 @@ std::optional<TensorItem> TensorItemOf(const ItemInfo& item) {
     }
   } else if (item.key.rfind("dcp/", 0) == 0) {
     std::string rest = item.key.substr(4);
+    // A save without collectives keeps each rank's items under "r<rank>/".
+    if (rest.size() > 2 && rest[0] == 'r' && rest.find('/') != std::string::npos &&
+        rest.find_first_not_of("0123456789", 1) == rest.find('/')) {
+      rest = rest.substr(rest.find('/') + 1);
+    }
     size_t at = rest.rfind('@');
     if (at == std::string::npos) return std::nullopt;  // a DCP byte item
     t.name = UnescapeComponent(rest.substr(0, at));

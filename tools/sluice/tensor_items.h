@@ -4,7 +4,8 @@
 //                      (components escaped as python/sluice/_state_dict.py
 //                      does); its name is the components joined by '.'.
 //   dcp/<fqn>@<offs>   the DCP writer: one chunk of tensor <fqn>; a whole
-//                      tensor is one chunk at offsets 0.
+//                      tensor is one chunk at offsets 0 (dcp/r<rank>/...
+//                      without collectives: each rank's copy).
 // Metadata of both: JSON {"dtype": "float32", "shape": [..], ...}.
 #ifndef SLUICE_TOOLS_SLUICE_TENSOR_ITEMS_H_
 #define SLUICE_TOOLS_SLUICE_TENSOR_ITEMS_H_
