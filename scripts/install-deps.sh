@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev           # libFuzzer targets for the decoders
   fio                                # the ceiling the benchmark compares against
   xfsprogs btrfs-progs               # loop-mounted XFS and btrfs in the filesystem tests
+  zfs-fuse                           # a ZFS pool on a file in the filesystem tests
   python3                            # bench/run_bench.sh and tests parse JSON with it
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
