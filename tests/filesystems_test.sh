@@ -27,7 +27,9 @@ command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 missing (apt-get install e2fs
 
 work=$(mktemp -d /tmp/sluice-fs-XXXXXX)
 mounts=()
+zfs_cleanup() { :; }  # set once the test starts zfs-fuse
 cleanup() {
+  zfs_cleanup
   for m in "${mounts[@]}"; do umount -l "$m" 2>/dev/null; done
   rm -rf "$work"
 }
@@ -113,9 +115,17 @@ if command -v zfs-fuse >/dev/null && command -v zpool >/dev/null && [ -e /dev/fu
     for i in $(seq 1 50); do zpool list >/dev/null 2>&1 && break; sleep 0.1; done
   fi
   zfs_cleanup() {
+    # zfs-fuse may call its pool busy; stopping the daemon (if ours) ends it.
     zpool destroy -f "$zpool_name" 2>/dev/null
-    [ -n "$started_zfs" ] && kill -TERM "$(cat "$zdir/zfs-fuse.pid" 2>/dev/null)" 2>/dev/null && sleep 1
+    if [ -n "$started_zfs" ]; then
+      local zpid i
+      zpid=$(cat "$zdir/zfs-fuse.pid" 2>/dev/null)
+      kill -TERM "$zpid" 2>/dev/null
+      for i in $(seq 1 60); do kill -0 "$zpid" 2>/dev/null || break; sleep 0.25; done
+      kill -KILL "$zpid" 2>/dev/null
+    fi
     if [ -e "$zdir/zpool.cache.saved" ]; then cp -p "$zdir/zpool.cache.saved" "$cache"; else rm -f "$cache"; fi
+    zfs_cleanup() { :; }
   }
   truncate -s 4G "$zdir/pool.img"
   if zpool create -m "$zdir/mnt" "$zpool_name" "$zdir/pool.img" >/dev/null 2>&1; then
@@ -125,6 +135,7 @@ if command -v zfs-fuse >/dev/null && command -v zpool >/dev/null && [ -e /dev/fu
     bad "zfs: cannot create a zfs-fuse pool"
   fi
   zfs_cleanup
+  check "zfs: the test's pool and daemon are gone" not pgrep -f "zfs-fuse --pidfile $zdir/"
 elif [ "${CI:-}" = true ]; then
   bad "zfs: zfs-fuse is not installed (scripts/install-deps.sh installs it)"
 else
