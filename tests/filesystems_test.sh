@@ -123,6 +123,7 @@ if command -v zfs-fuse >/dev/null && command -v zpool >/dev/null && [ -e /dev/fu
       kill -TERM "$zpid" 2>/dev/null
       for i in $(seq 1 60); do kill -0 "$zpid" 2>/dev/null || break; sleep 0.25; done
       kill -KILL "$zpid" 2>/dev/null
+      umount -l "$zdir/mnt" 2>/dev/null  # a daemon that had to be killed leaves its mount
     fi
     if [ -e "$zdir/zpool.cache.saved" ]; then cp -p "$zdir/zpool.cache.saved" "$cache"; else rm -f "$cache"; fi
     zfs_cleanup() { :; }
