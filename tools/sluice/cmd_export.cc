@@ -215,7 +215,10 @@ int CmdExport(int argc, char** argv) {
     }
   }
   if (tensors.empty()) {
-    return Fail(Status::NotFound(label + ": no tensor items" + (select.empty() ? "" : " match --select")));
+    return Fail(Status::NotFound(label + ": no tensor items" +
+                                 (select.empty() ? " (export writes the tensors sluice.save or the DCP writer "
+                                                   "stored; this checkpoint holds none)"
+                                                 : " match --select")));
   }
 
   // Shards: greedy in checkpoint order.
