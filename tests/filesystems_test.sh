@@ -93,6 +93,7 @@ exercise() {  # $1 = name, $2 = mount point, $3 = 1 if O_DIRECT io_uring is expe
   left=$("$sluice" ls --store "$store" --all --json | python3 -c 'import json,sys; print(sum(1 for c in json.load(sys.stdin) if not c["complete"]))')
   check "$fs: nothing incomplete left after gc" [ "$left" = 0 ]
   check "$fs: no temporary files left after gc" [ -z "$(find "$store" -name '*.tmp.*')" ]
+  check "$fs: scrub of every committed checkpoint" "$sluice" scrub --store "$store"
 }
 
 for fs in xfs btrfs; do
