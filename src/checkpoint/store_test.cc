@@ -547,6 +547,22 @@ TEST_F(StoreTest, InterruptedPublishesAreNeverListedAndGcReclaimsThem) {
 
 // A writer killed between making a step's directories and creating a file
 // in them leaves empty directories that no object removal prunes: gc must.
+TEST_F(StoreTest, GcRemovesProbeFilesAKilledOpenLeft) {
+  // A process killed while it probed the store for O_DIRECT (by a named
+  // file, where O_TMPFILE is missing) leaves the probe in the root.
+  const std::string probe = dir_ + "/.sluice-probe.0123456789abcdef";
+  const std::string young = dir_ + "/.sluice-probe.fedcba9876543210";
+  const std::string other = dir_ + "/.not-ours";
+  for (const auto& f : {probe, young, other}) std::ofstream(f) << "x";
+  struct timeval old_times[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(utimes(probe.c_str(), old_times), 0);
+  ASSERT_EQ(utimes(other.c_str(), old_times), 0);
+  ASSERT_TRUE(store_->CollectGarbage(60'000).ok());
+  EXPECT_NE(access(probe.c_str(), F_OK), 0) << "an old probe stays";
+  EXPECT_EQ(access(young.c_str(), F_OK), 0) << "a probe younger than min_age went";
+  EXPECT_EQ(access(other.c_str(), F_OK), 0) << "a file that is not a probe went";
+}
+
 TEST_F(StoreTest, GcRemovesEmptyDirectoriesCrashedWritersLeft) {
   Save("kept", 1, {{"a", Bytes(1000, 1)}});
   const std::string empty_step = dir_ + "/ckpt/crashed/00000000000000000007";

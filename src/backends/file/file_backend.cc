@@ -21,6 +21,9 @@
 namespace sluice {
 namespace {
 
+// The name ProbeDirect's named fallback gives its probe file, in the root.
+constexpr const char* kProbePrefix = ".sluice-probe.";
+
 constexpr size_t kDirectAlignment = 4096;
 constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smaller
 
@@ -371,18 +374,34 @@ class FileBackend final : public Backend {
     }
     if (!prefix.empty()) RETURN_IF_ERROR(CheckName(prefix.substr(0, prefix.size() - 1)));
     const std::string dir = prefix.empty() ? root_ : root_ + "/" + prefix.substr(0, prefix.size() - 1);
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    RemoveStaleProbes(now_ms - static_cast<int64_t>(min_age_ms));
     int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) return Status::OK();
       return Status::FromErrno(errno, "open directory " + dir);
     }
     bool unused = false;
-    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count();
     return PruneEmptyDirsAt(fd, dir, now_ms - static_cast<int64_t>(min_age_ms), &unused);  // closes fd
   }
 
  private:
+  // O_DIRECT probe files (ProbeDirect's named fallback) that a killed
+  // process left in the root, older than `cutoff_ms`.
+  void RemoveStaleProbes(int64_t cutoff_ms) {
+    DIR* d = ::opendir(root_.c_str());
+    if (d == nullptr) return;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, kProbePrefix, std::strlen(kProbePrefix)) != 0) continue;
+      struct stat st;
+      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      const int64_t mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+      if (mtime_ms <= cutoff_ms) (void)::unlinkat(::dirfd(d), e->d_name, 0);
+    }
+    ::closedir(d);
+  }
+
   // Object names map to paths under the root: no absolute names, no empty,
   // "." or ".." components (a checkpoint named "run..2" is fine).
   Status CheckName(const std::string& name) const {
@@ -525,16 +544,23 @@ class FileBackend final : public Backend {
   BackendCaps caps_;
 };
 
-// Asks the filesystem whether it takes O_DIRECT by opening a probe file.
+// Asks the filesystem whether it takes O_DIRECT. Through an unnamed
+// O_TMPFILE where the filesystem has them, so that a process killed here
+// leaves nothing behind; else through a named probe file, which gc
+// (ReclaimLeftovers) removes if a kill left it.
 Result<bool> ProbeDirect(const std::string& root) {
-  std::string probe = root + "/.sluice-probe." + RandomSuffix();
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    ::close(fd);
-    ::unlink(probe.c_str());
+  int tmp = ::open(root.c_str(), O_TMPFILE | O_WRONLY | O_DIRECT | O_CLOEXEC, 0600);
+  if (tmp >= 0) {
+    ::close(tmp);
     return true;
   }
+  // No O_TMPFILE here, or no O_DIRECT: the named probe tells which.
+  std::string probe = root + "/" + kProbePrefix + RandomSuffix();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
   int err = errno;
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());  // a refusal may still have created it
+  if (fd >= 0) return true;
   if (err == EINVAL || err == EOPNOTSUPP) return false;
   return Status::FromErrno(err, "probe O_DIRECT in " + root);
 }
