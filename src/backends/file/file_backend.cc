@@ -21,8 +21,7 @@
 namespace sluice {
 namespace {
 
-// The name ProbeDirect's named fallback gives its probe file, in the root.
-constexpr const char* kProbePrefix = ".sluice-probe.";
+constexpr const char* kProbePrefix = ".sluice-probe.";  // ProbeDirect's named fallback
 
 constexpr size_t kDirectAlignment = 4096;
 constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smaller
@@ -387,19 +386,18 @@ class FileBackend final : public Backend {
   }
 
  private:
-  // O_DIRECT probe files (ProbeDirect's named fallback) that a killed
-  // process left in the root, older than `cutoff_ms`.
+  // Removes probe files (ProbeDirect's named fallback) a killed process left in the root.
   void RemoveStaleProbes(int64_t cutoff_ms) {
     DIR* d = ::opendir(root_.c_str());
-    if (d == nullptr) return;
-    while (dirent* e = ::readdir(d)) {
-      if (std::strncmp(e->d_name, kProbePrefix, std::strlen(kProbePrefix)) != 0) continue;
-      struct stat st;
-      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-      const int64_t mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
-      if (mtime_ms <= cutoff_ms) (void)::unlinkat(::dirfd(d), e->d_name, 0);
+    struct stat st;
+    while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+      if (std::strncmp(e->d_name, kProbePrefix, std::strlen(kProbePrefix)) == 0 &&
+          ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+          st.st_mtim.tv_sec * 1000ll + st.st_mtim.tv_nsec / 1000000 <= cutoff_ms) {
+        (void)::unlinkat(::dirfd(d), e->d_name, 0);
+      }
     }
-    ::closedir(d);
+    if (d != nullptr) ::closedir(d);
   }
 
   // Object names map to paths under the root: no absolute names, no empty,
