@@ -170,6 +170,14 @@ class Backend {
   // a partial object. This is the commit primitive.
   virtual Status PublishIfAbsent(const std::string& name, std::string_view bytes) = 0;
 
+  // Atomically makes `target` hold what `staged` holds and removes `staged`:
+  // a reader of `target` sees its old bytes (or nothing, if it did not
+  // exist) or the new ones, never a mix, also across a crash. Durable on
+  // success. NotFound if `staged` does not exist. The repair primitive: a
+  // bad committed object is replaced only by a whole, verified one written
+  // beside it first.
+  virtual Status Replace(const std::string& staged, const std::string& target) = 0;
+
   // Reads a whole (small) object: published records, manifests.
   virtual Result<std::string> ReadSmall(const std::string& name) = 0;
 

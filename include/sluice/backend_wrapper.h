@@ -54,7 +54,10 @@ class ReadableObjectWrapper : public ReadableObject {
 
 class BackendWrapper : public Backend {
  public:
-  explicit BackendWrapper(std::unique_ptr<Backend> target) : target_(std::move(target)) {}
+  explicit BackendWrapper(std::unique_ptr<Backend> target) : owned_(std::move(target)), target_(owned_.get()) {}
+  // Wraps a backend the caller keeps (it must outlive the wrapper): a
+  // decorator for one job over a store that stays open.
+  explicit BackendWrapper(Backend& borrowed) : target_(&borrowed) {}
   Backend& target() { return *target_; }
 
   const BackendCaps& caps() const override { return target_->caps(); }
@@ -74,12 +77,18 @@ class BackendWrapper : public Backend {
     return target_->Stat(names);
   }
   Status Remove(const std::string& name) override { return target_->Remove(name); }
+  Status Replace(const std::string& staged, const std::string& target) override {
+    return target_->Replace(staged, target);
+  }
   Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     return target_->ReclaimLeftovers(prefix, min_age_ms);
   }
 
+ private:
+  std::unique_ptr<Backend> owned_;
+
  protected:
-  std::unique_ptr<Backend> target_;
+  Backend* target_;
 };
 
 }  // namespace sluice

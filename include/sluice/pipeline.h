@@ -165,9 +165,16 @@ struct TierCopy {
   std::string uri;
   // "committed", "draining" (a drain is running), "pending" (an earlier tier
   // has it, this one not yet), "failed" (the last drain failed: reason),
-  // "absent" (no earlier tier has it, or retention removed it).
+  // "absent" (no earlier tier has it, or retention removed it), "damaged"
+  // (a commit record is there but the copy does not verify: reason).
   std::string state;
   std::string reason;
+  // The last scrub of this copy (sluice scrub, or a pipeline's background
+  // scrub): when it ended (0: never scrubbed) and what it found ("ok",
+  // "repaired", "unrepairable", "bad"), with why for anything but ok.
+  int64_t scrubbed_unix_ms = 0;
+  std::string scrub_result;
+  std::string scrub_detail;
 };
 
 struct TieredCheckpointInfo {
@@ -221,9 +228,16 @@ class Pipeline {
   // Opens the fastest committed copy. Reads through the returned reader fall
   // back to later tiers chunk by chunk, and repair the faster copy;
   // `recovery` (optional, must outlive the reader) records what happened.
+  // `step` nullopt: the newest step committed on any tier. Corruption naming
+  // the step if no tier holds an intact copy of it (records that verify,
+  // every data object there): never an older step instead.
   virtual Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
                                                                    std::optional<uint64_t> step,
                                                                    ReadRecovery* recovery) = 0;
+
+  // The newest step of `name` some tier holds intact, for a restore asked
+  // to skip a damaged newest step (`--step latest-good`). NotFound if none.
+  virtual Result<uint64_t> LatestGoodStep(std::string_view name) = 0;
 };
 
 }  // namespace sluice

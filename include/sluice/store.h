@@ -119,7 +119,13 @@ struct CheckpointInfo {
   uint64_t items = 0;
   uint64_t bytes = 0;         // item bytes
   int64_t created_unix_ms = 0;
-  std::string problem;        // for incomplete ones: why ("no commit record", ...)
+  std::string problem;        // for incomplete and damaged ones: why ("no commit record", ...)
+  // A commit record exists but the checkpoint does not verify: the record
+  // or a manifest does not decode, or a data object is missing or short.
+  // Listed (complete false) whether or not incomplete ones are asked for: a
+  // damaged step is never hidden. A chunk with a bad checksum is found only
+  // by reading it (Verify, scrub).
+  bool damaged = false;
 };
 
 // One bad chunk found by Verify.
@@ -217,12 +223,19 @@ class Store {
       const CheckpointId& id, uint32_t rank, uint32_t world, const SaveOptions& save = {}) = 0;
 
   // Opens a committed checkpoint. `step` nullopt means the latest committed
-  // step of `name`. NotFound if none; Corruption if its records are bad.
+  // step of `name`. NotFound if none; Corruption if its records are bad or
+  // its data objects missing, also for the latest step: a damaged newest
+  // step is reported, never skipped for an older one (see LatestGoodStep).
   virtual Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(
       std::string_view name, std::optional<uint64_t> step) = 0;
 
-  // Committed checkpoints (and, with include_incomplete, uncommitted ones),
-  // sorted by name then step. `name` empty means all names.
+  // The newest intact committed step of `name`, for a caller that asked to
+  // skip a damaged newest one. NotFound if none.
+  virtual Result<uint64_t> LatestGoodStep(std::string_view name) = 0;
+
+  // Committed and damaged checkpoints (and, with include_incomplete,
+  // uncommitted ones), sorted by name then step. `name` empty means all
+  // names. Callers that want only intact ones check `complete`.
   virtual Result<std::vector<CheckpointInfo>> List(std::string_view name,
                                                    bool include_incomplete) = 0;
 

@@ -351,6 +351,26 @@ TEST_P(BackendConformance, PublishIfAbsentIsExclusiveAndWhole) {
   EXPECT_EQ(*backend_->ReadSmall("rec/empty"), "");
 }
 
+TEST_P(BackendConformance, ReplaceSwapsInTheStagedObjectWhole) {
+  // Over an existing object (the repair case): the target then holds the
+  // staged bytes, large or small, and the staged name is gone.
+  const std::string old_bytes = Pattern(2 * 1048576 + 7, 3), new_bytes = Pattern(3 * 1048576 + 11, 4);
+  WriteObject("rep/data/obj.dat", old_bytes);
+  WriteObject("rep/staged/obj.dat", new_bytes);
+  ASSERT_TRUE(backend_->Replace("rep/staged/obj.dat", "rep/data/obj.dat").ok());
+  EXPECT_EQ((*backend_->Open("rep/data/obj.dat"))->size(), new_bytes.size());
+  EXPECT_EQ(ReadObject("rep/data/obj.dat", 0, new_bytes.size()), new_bytes);
+  EXPECT_TRUE(backend_->Open("rep/staged/obj.dat").status().IsNotFound());
+  // Over nothing, into a prefix that does not exist yet.
+  ASSERT_TRUE(backend_->PublishIfAbsent("rep/staged/rec", "record").ok());
+  ASSERT_TRUE(backend_->Replace("rep/staged/rec", "rep/new/dir/rec").ok());
+  EXPECT_EQ(*backend_->ReadSmall("rep/new/dir/rec"), "record");
+  // A staged object that is not there changes nothing.
+  EXPECT_TRUE(backend_->Replace("rep/staged/none", "rep/data/obj.dat").IsNotFound());
+  EXPECT_EQ((*backend_->Open("rep/data/obj.dat"))->size(), new_bytes.size());
+  EXPECT_EQ(ReadObject("rep/data/obj.dat", 0, new_bytes.size()), new_bytes);
+}
+
 TEST_P(BackendConformance, ConcurrentPublishersExactlyOneWins) {
   for (int round = 0; round < 20; ++round) {
     std::string name = "race/" + std::to_string(round);

@@ -71,6 +71,43 @@ int64_t NowUnixMs() {
 
 }  // namespace
 
+Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded) {
+  // Where each object's last chunk ends: a shorter object lost bytes.
+  std::map<std::string, uint64_t> needed;
+  for (const auto& m : loaded.manifests) {
+    for (const auto& o : m.objects) needed[o.name] = std::max(needed[o.name], o.size);
+  }
+  if (needed.empty()) return Status::OK();
+  std::vector<std::string> names;
+  for (const auto& [n, size] : needed) names.push_back(n);
+  ASSIGN_OR_RETURN(auto found, backend.Stat(names));
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& o : found) sizes[o.name] = o.size;
+  for (const auto& [n, size] : needed) {
+    auto it = sizes.find(n);
+    if (it == sizes.end()) return Status::Corruption("data object " + n + " is missing");
+    if (it->second < size) {
+      return Status::Corruption("data object " + n + " is " + std::to_string(it->second) +
+                                " bytes, its manifest names " + std::to_string(size));
+    }
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// Why the committed step is damaged ("" if it is intact, as far as can be
+// told without reading its chunks), with its info when the records load.
+std::string DamageOf(Backend& backend, const std::string& name, uint64_t step, CheckpointInfo* info) {
+  auto loaded = LoadCheckpoint(backend, name, step);
+  if (!loaded.ok()) return loaded.status().message();
+  if (info != nullptr) *info = InfoOf(loaded->commit);
+  Status data = CheckDataObjects(backend, *loaded);
+  return data.ok() ? "" : data.message();
+}
+
+}  // namespace
+
 Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::string_view name,
                                                     bool include_incomplete) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
@@ -80,48 +117,58 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
     bool valid = false;
     if (s.has_commit) {
       // Committed means the commit record and every manifest it names
-      // verify, the same test a restore applies.
-      auto loaded = LoadCheckpoint(backend, key.first, key.second);
-      if (loaded.ok()) {
-        info = InfoOf(loaded->commit);
-        valid = true;
-      } else {
-        info.problem = loaded.status().message();
-      }
+      // verify, the same test a restore applies, and every data object is
+      // there in full.
+      info.problem = DamageOf(backend, key.first, key.second, &info);
+      valid = info.problem.empty();
+      info.damaged = !valid;
+      if (info.damaged) info.complete = false;
     } else {
       info.problem = AnyLiveWriter(backend, key.first, key.second)
                          ? "save in progress (no commit record yet)"
                          : "no commit record (save incomplete or interrupted)";
     }
     if (!valid) {
-      if (!include_incomplete) continue;
-      info.name = key.first;
-      info.step = key.second;
+      if (!include_incomplete && !info.damaged) continue;
+      if (info.name.empty()) {
+        info.name = key.first;
+        info.step = key.second;
+        info.ranks = static_cast<uint32_t>(s.manifest_ranks.size());
+        info.bytes = s.data_bytes;
+        info.created_unix_ms = s.newest_ms;
+      }
       info.complete = false;
-      info.ranks = static_cast<uint32_t>(s.manifest_ranks.size());
-      info.bytes = s.data_bytes;
-      info.created_unix_ms = s.newest_ms;
     }
     out.push_back(std::move(info));
   }
   return out;
 }
 
-Result<uint64_t> LatestStep(Backend& backend, std::string_view name) {
+Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
-  // Highest step first; a damaged one is skipped, as ls does not list it.
-  Status first_problem;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (!it->second.has_commit || it->first.first != name) continue;
-    auto loaded = LoadCheckpoint(backend, name, it->first.second);
-    if (loaded.ok()) return it->first.second;
-    if (first_problem.ok()) first_problem = loaded.status();
-  }
-  if (!first_problem.ok()) {
-    return Status::Corruption("no intact committed checkpoint named '" + std::string(name) +
-                              "': " + first_problem.message());
+    return NewestStep{it->first.second, DamageOf(backend, it->first.first, it->first.second, nullptr)};
   }
   return Status::NotFound("no committed checkpoint named '" + std::string(name) + "'");
+}
+
+Result<uint64_t> LatestStep(Backend& backend, std::string_view name) {
+  ASSIGN_OR_RETURN(NewestStep newest, NewestCommittedStep(backend, name));
+  if (!newest.problem.empty()) {
+    return Status::Corruption(CheckpointLabel(name, newest.step) + ", the newest committed step, is damaged: " +
+                              newest.problem + " (--step latest-good uses the newest intact step instead)");
+  }
+  return newest.step;
+}
+
+Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
+  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (!it->second.has_commit || it->first.first != name) continue;
+    if (DamageOf(backend, it->first.first, it->first.second, nullptr).empty()) return it->first.second;
+  }
+  return Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'");
 }
 
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {

@@ -53,6 +53,11 @@ class StoreImpl final : public Store {
     return ListCheckpoints(*backend_, name, include_incomplete);
   }
 
+  Result<uint64_t> LatestGoodStep(std::string_view name) override {
+    RETURN_IF_ERROR(ValidateCheckpointName(name));
+    return sluice::LatestGoodStep(*backend_, name);
+  }
+
   Result<VerifyReport> Verify(std::string_view name, std::optional<uint64_t> step) override {
     ASSIGN_OR_RETURN(LoadedCheckpoint loaded, Load(name, step));
     return VerifyCheckpoint(*backend_, options_, loaded);

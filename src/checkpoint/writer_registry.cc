@@ -106,6 +106,55 @@ void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
   (void)backend.Remove(WriterLockObject(name, step, writer));
 }
 
+Status AcquireObjectLock(Backend& backend, const std::string& object, std::string_view holder) {
+  const auto pid = static_cast<uint32_t>(getpid());
+  const WriterLock mine{HostName(), BootId(), pid, ProcessStartTicks(pid), NowUnixMs()};
+  {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().insert(std::string(holder));
+  }
+  Status st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    st = backend.PublishIfAbsent(object, EncodeWriterLock(mine));
+    if (!st.IsAlreadyExists()) break;
+    auto bytes = backend.ReadSmall(object);
+    if (bytes.status().IsNotFound()) continue;  // released meanwhile
+    if (!bytes.ok()) {
+      st = bytes.status();
+      break;
+    }
+    auto theirs = DecodeWriterLock(*bytes, "lock " + object);
+    // A live holder's lock stays. A dead one's (or garbage) is removed and
+    // the publish retried; of two takers, the exclusive publish picks one.
+    const bool this_process = theirs.ok() && theirs->host == mine.host && theirs->boot_id == mine.boot_id &&
+                              theirs->pid == pid && theirs->pid_start == mine.pid_start;
+    if (theirs.ok() && (this_process || StateOfLock(*theirs, "") == WriterState::kAlive)) {
+      st = Status::Unavailable("held by pid " + std::to_string(theirs->pid) + " on host " + theirs->host +
+                               " since unix ms " + std::to_string(theirs->start_unix_ms) + " (" + object +
+                               ")");
+      break;
+    }
+    Status removed = backend.Remove(object);
+    if (!removed.ok() && !removed.IsNotFound()) {
+      st = removed;
+      break;
+    }
+  }
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().erase(std::string(holder));
+  }
+  return st;
+}
+
+void ReleaseObjectLock(Backend& backend, const std::string& object, std::string_view holder) {
+  {
+    std::lock_guard<std::mutex> g(held_mu);
+    Held().erase(std::string(holder));
+  }
+  (void)backend.Remove(object);
+}
+
 Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint64_t step,
                                   std::string_view writer) {
   std::string object = WriterLockObject(name, step, writer);

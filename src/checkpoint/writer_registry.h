@@ -36,6 +36,14 @@ enum class WriterState { kAlive, kGone };
 Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint64_t step,
                                   std::string_view writer);
 
+// A lock in one named object, for work that must not run twice at once on
+// a store (scrub, rebuild): the same record and liveness rules as a writer
+// lock. A lock whose holder is gone is taken over. Unavailable, naming the
+// holder (host, pid, since when), while a live one holds it.
+Status AcquireObjectLock(Backend& backend, const std::string& object, std::string_view holder);
+// Best effort, as ReleaseWriterLock.
+void ReleaseObjectLock(Backend& backend, const std::string& object, std::string_view holder);
+
 }  // namespace sluice
 
 #endif  // SLUICE_CHECKPOINT_WRITER_REGISTRY_H_

@@ -46,9 +46,10 @@ class CopySink {
       if (current_ >= 0) RETURN_IF_ERROR(queue_.EndObject(objects_[static_cast<size_t>(current_)].size));
       ++current_;
       const ObjectToCopy& o = objects_[static_cast<size_t>(current_)];
-      Status removed = dst_.Remove(o.name);
+      const std::string& to = o.dst_name.empty() ? o.name : o.dst_name;
+      Status removed = dst_.Remove(to);
       if (!removed.ok() && !removed.IsNotFound()) return removed.WithContext(What(current_));
-      RETURN_IF_ERROR(queue_.BeginObject(o.name, AlignUp(o.size, queue_.alignment())).WithContext(What(current_)));
+      RETURN_IF_ERROR(queue_.BeginObject(to, AlignUp(o.size, queue_.alignment())).WithContext(What(current_)));
     }
     return Status::OK();
   }

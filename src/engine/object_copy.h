@@ -40,6 +40,9 @@ struct ObjectToCopy {
   // Every chunk the object holds, sorted by offset; they must cover the
   // object back to back (doc/format.md), or the copy fails as Corruption.
   std::vector<ChunkRef> chunks;
+  // Where it goes on the destination; empty: under the same name. A repair
+  // writes beside the bad object, then swaps it in (Backend::Replace).
+  std::string dst_name;
 };
 
 // Copies `objects` from `src` to `dst` in order, replacing any object of

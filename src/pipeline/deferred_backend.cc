@@ -53,6 +53,10 @@ class DeferredBackend final : public Backend {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Remove(name);
   }
+  Status Replace(const std::string& staged, const std::string& target) override {
+    ASSIGN_OR_RETURN(Backend * b, Get());
+    return b->Replace(staged, target);
+  }
   Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
     ASSIGN_OR_RETURN(Backend * b, Get());
     return b->Stat(names);

@@ -72,7 +72,7 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   for (const auto& m : loaded.manifests) {
     auto chunks = ChunksPerObject(m);
     for (size_t o = 0; o < m.objects.size(); ++o) {
-      objects.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o])});
+      objects.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o]), ""});
     }
   }
   RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));

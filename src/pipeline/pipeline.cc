@@ -240,6 +240,7 @@ class PipelineImpl final : public Pipeline {
   Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
                                                            std::optional<uint64_t> step,
                                                            ReadRecovery* recovery) override;
+  Result<uint64_t> LatestGoodStep(std::string_view name) override;
 
   // --- used by PendingImpl
   StagingArena& arena() { return *arena_; }  // set by Begin() at the latest
@@ -519,34 +520,78 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
   const std::string n(name);
   Status first;
   if (!step) {
-    // The newest step committed anywhere.
+    // The newest step committed anywhere, damaged or not: a damaged newest
+    // step is reported below, never passed over for an older one.
     std::optional<uint64_t> best;
     for (auto& s : stores_) {
-      auto latest = LatestStep(s->backend(), n);
-      if (latest.ok()) {
-        best = best ? std::max(*best, *latest) : *latest;
+      auto newest = NewestCommittedStep(s->backend(), n);
+      if (newest.ok()) {
+        best = best ? std::max(*best, newest->step) : newest->step;
       } else if (first.ok() || first.IsNotFound()) {
-        first = latest.status();
+        first = newest.status();
       }
     }
     if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
     step = best;
+    first = Status::OK();
   }
   std::vector<Store*> tiers;
   for (auto& s : stores_) tiers.push_back(s.get());
+  // A copy whose data objects are missing is still opened (its readable
+  // chunks are read there, the rest from a later tier), but only if some
+  // tier holds an intact copy: otherwise the restore could only fail
+  // part-way, and it fails here instead, naming the step.
+  std::string damage;
+  bool any_intact = false;
+  std::optional<size_t> primary;
+  std::optional<LoadedCheckpoint> primary_loaded;
   for (size_t k = 0; k < stores_.size(); ++k) {
     auto loaded = LoadCheckpoint(stores_[k]->backend(), n, *step);
     if (!loaded.ok()) {
-      if (!loaded.status().IsNotFound() && recovery != nullptr && k + 1 < stores_.size()) {
-        recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + opts_.tiers[k].uri +
-                                      "): " + loaded.status().ToString() + "; trying the next tier");
+      if (!loaded.status().IsNotFound()) {
+        damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + loaded.status().message());
+        if (recovery != nullptr && k + 1 < stores_.size()) {
+          recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + opts_.tiers[k].uri +
+                                        "): " + loaded.status().ToString() + "; trying the next tier");
+        }
       }
       if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
       continue;
     }
-    return OpenTieredReader(tiers, k, n, *step, opts_.store, recovery, std::move(loaded).value());
+    Status data = CheckDataObjects(stores_[k]->backend(), *loaded);
+    if (data.ok()) {
+      any_intact = true;
+    } else {
+      damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + data.message());
+    }
+    if (!primary) {
+      primary = k;
+      primary_loaded = std::move(loaded).value();
+    }
+    if (any_intact) break;
   }
-  return first;
+  if (!any_intact && !damage.empty()) {
+    return Status::Corruption(CheckpointLabel(n, *step) + " is damaged on every tier that holds it (" + damage +
+                              "); --step latest-good restores the newest intact step instead");
+  }
+  if (!primary) return first;
+  return OpenTieredReader(tiers, *primary, n, *step, opts_.store, recovery, std::move(*primary_loaded));
+}
+
+Result<uint64_t> PipelineImpl::LatestGoodStep(std::string_view name) {
+  RETURN_IF_ERROR(ValidateCheckpointName(name));
+  std::optional<uint64_t> best;
+  Status first;
+  for (auto& s : stores_) {
+    auto good = sluice::LatestGoodStep(s->backend(), name);
+    if (good.ok()) {
+      best = best ? std::max(*best, *good) : *good;
+    } else if (first.ok() || first.IsNotFound()) {
+      first = good.status();
+    }
+  }
+  if (best) return *best;
+  return first.ok() ? Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'") : first;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "checkpoint/catalog.h"
+#include "pipeline/scrub.h"
 
 namespace sluice {
 
@@ -35,7 +36,9 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
       if (unreachable != nullptr) *unreachable = true;
       continue;
     }
-    for (const auto& i : *listed) committed[k].insert(i.step);
+    for (const auto& i : *listed) {
+      if (i.complete) committed[k].insert(i.step);
+    }
   }
   return PlanTiers(committed, keep_last);
 }
@@ -48,6 +51,7 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
   for (const auto& t : tiers) keep_last.push_back(t.keep_last);
   std::vector<std::map<std::pair<std::string, uint64_t>, CheckpointInfo>> per_tier(n);
   std::vector<Status> tier_error(n);
+  std::vector<std::map<std::pair<std::string, uint64_t>, ScrubEntry>> scrubbed(n);
   std::set<std::pair<std::string, uint64_t>> all;
   for (size_t k = 0; k < n; ++k) {
     auto listed = stores[k]->List(name, false);
@@ -55,6 +59,7 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       tier_error[k] = listed.status();
       continue;
     }
+    for (auto& e : ReadScrubStatus(stores[k]->backend()).entries) scrubbed[k][{e.name, e.step}] = std::move(e);
     for (auto& info : *listed) {
       all.insert({info.name, info.step});
       per_tier[k][{info.name, info.step}] = std::move(info);
@@ -68,7 +73,7 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       std::vector<std::set<uint64_t>> committed(n);
       for (size_t k = 0; k < n; ++k) {
         for (const auto& [kk, info] : per_tier[k]) {
-          if (kk.first == key.first) committed[k].insert(kk.second);
+          if (kk.first == key.first && info.complete) committed[k].insert(kk.second);
         }
       }
       plans[key.first] = PlanTiers(committed, keep_last);
@@ -79,7 +84,15 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       TierCopy c;
       c.uri = tiers[k].uri;
       auto it = per_tier[k].find(key);
-      if (it != per_tier[k].end()) {
+      if (auto sc = scrubbed[k].find(key); sc != scrubbed[k].end()) {
+        c.scrubbed_unix_ms = sc->second.unix_ms;
+        c.scrub_result = sc->second.state;
+        c.scrub_detail = sc->second.detail;
+      }
+      if (it != per_tier[k].end() && it->second.damaged) {
+        c.state = "damaged";
+        c.reason = it->second.problem;
+      } else if (it != per_tier[k].end()) {
         c.state = "committed";
         if (source < 0) {
           source = static_cast<int>(k);
@@ -101,6 +114,15 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
         c.reason = reason;
       }
       t.tiers.push_back(std::move(c));
+    }
+    if (source < 0) {
+      // Damaged on every tier that holds it: shown from the first such copy.
+      for (size_t k = 0; k < n && source < 0; ++k) {
+        auto it = per_tier[k].find(key);
+        if (it == per_tier[k].end()) continue;
+        source = static_cast<int>(k);
+        t.info = it->second;
+      }
     }
     out.push_back(std::move(t));
   }

@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/object_copy.h"
+#include "format/layout.h"
 
 namespace sluice {
 namespace {
@@ -86,9 +87,16 @@ class TieredReader final : public CheckpointReader {
       if (it == objects_.end()) continue;
       CopyControl control;  // a foreground repair: not throttled
       control.io_bytes = options_.io_bytes;
-      control.verify_source_first = true;  // the bad copy is still committed
-      Status st = CopyObjects(tiers_[good]->backend(), tiers_[primary_]->backend(),
-                              {ObjectToCopy{object, it->second.first, it->second.second}}, control);
+      // Written beside the bad object (every chunk checked on the way), then
+      // swapped in whole: the committed object is never half rewritten. A
+      // staged object a crash leaves is garbage gc removes.
+      const std::string step_prefix = StepPrefix(name_, step_);
+      ObjectToCopy o{object, it->second.first, it->second.second,
+                     step_prefix + "repair/" + NewWriterId() + "/" + object.substr(step_prefix.size())};
+      Backend& dst = tiers_[primary_]->backend();
+      Status st = CopyObjects(tiers_[good]->backend(), dst, {o}, control);
+      if (st.ok()) st = dst.Replace(o.dst_name, object);
+      if (!st.ok()) (void)dst.Remove(o.dst_name);
       if (recovery_ != nullptr) {
         recovery_->repairs.push_back(
             (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +

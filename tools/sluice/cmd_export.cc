@@ -22,7 +22,7 @@ namespace {
 CommandSpec ExportSpec() {
   CommandSpec s;
   s.name = "export";
-  s.usage = "export (--store URI | --tier URI...) --name NAME [--step N|latest] --format safetensors --to DIR [flags]";
+  s.usage = "export (--store URI | --tier URI...) --name NAME [--step N|latest|latest-good] --format safetensors --to DIR [flags]";
   s.summary =
       "Writes the tensors of a committed checkpoint as Hugging Face safetensors:\n"
       "model-0000K-of-0000N.safetensors shards of at most --max-shard-size and\n"
@@ -36,7 +36,7 @@ CommandSpec ExportSpec() {
   s.flags = StoreFlagSpecs(false);
   s.flags.insert(s.flags.end(), {
       {"name", "NAME", "checkpoint name"},
-      {"step", "N|latest", "step to export (default latest)"},
+      {"step", "N|latest|latest-good", "step to export (default latest; latest-good skips a damaged newest step)"},
       {"format", "safetensors", "output format (only safetensors)"},
       {"to", "DIR", "directory to write into (created if missing; must be empty unless --force)"},
       {"select", "PREFIX", "export only tensors named PREFIX or PREFIX.<...> (repeatable;\n"
@@ -161,7 +161,7 @@ int CmdExport(int argc, char** argv) {
   auto pipeline = Pipeline::Open(*popts);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   ReadRecovery recovery;
-  auto reader = (*pipeline)->OpenCheckpoint(*name, *step, &recovery);
+  auto reader = OpenCheckpointFromFlags(**pipeline, *name, *step, LatestGoodFromFlags(flags), &recovery);
   if (!reader.ok()) return Fail(reader.status());
   const CheckpointInfo& info = (*reader)->info();
   const std::string label = CheckpointLabel(info.name, info.step);

@@ -59,7 +59,7 @@ int CmdLs(int argc, char** argv) {
         continue;
       }
       for (auto& c : *list) {
-        if (!c.complete) incomplete.push_back({k, std::move(c)});
+        if (!c.complete && !c.damaged) incomplete.push_back({k, std::move(c)});
       }
     }
   }
@@ -74,11 +74,17 @@ int CmdLs(int argc, char** argv) {
           .Key("ranks").UInt(c.ranks).Key("items").UInt(c.items)
           .Key("created").Str(FormatTime(c.created_unix_ms))
           .Key("created_unix_ms").Int(c.created_unix_ms)
-          .Key("complete").Bool(true)
-          .Key("tiers").BeginArray();
+          .Key("complete").Bool(c.complete);
+      if (c.damaged) j.Key("damaged").Bool(true).Key("problem").Str(c.problem);
+      j.Key("tiers").BeginArray();
       for (const auto& tc : t.tiers) {
         j.BeginObject().Key("uri").Str(tc.uri).Key("state").Str(tc.state);
         if (!tc.reason.empty()) j.Key("reason").Str(tc.reason);
+        if (tc.scrubbed_unix_ms != 0) {
+          j.Key("last_scrub").Str(FormatTime(tc.scrubbed_unix_ms)).Key("last_scrub_unix_ms").Int(tc.scrubbed_unix_ms)
+              .Key("last_scrub_result").Str(tc.scrub_result);
+          if (!tc.scrub_detail.empty()) j.Key("last_scrub_detail").Str(tc.scrub_detail);
+        }
         j.EndObject();
       }
       j.EndArray().EndObject();
@@ -106,12 +112,13 @@ int CmdLs(int argc, char** argv) {
     const auto& c = t.info;
     std::string state;
     if (!several) {
-      state = "committed";
+      state = c.damaged ? "DAMAGED: " + c.problem : "committed";
     } else {
       for (size_t k = 0; k < t.tiers.size(); ++k) {
         if (k) state += "  ";
-        state += std::to_string(k) + ":" + t.tiers[k].state;
-        if (!t.tiers[k].reason.empty() && t.tiers[k].state == "failed") state += " (" + t.tiers[k].reason + ")";
+        const auto& tc = t.tiers[k];
+        state += std::to_string(k) + ":" + (tc.state == "damaged" ? "DAMAGED" : tc.state);
+        if (!tc.reason.empty() && (tc.state == "failed" || tc.state == "damaged")) state += " (" + tc.reason + ")";
       }
     }
     std::printf("%-24s %20llu %12s %6u %8s  %-20s  %s\n", c.name.c_str(),

@@ -21,7 +21,7 @@ namespace {
 CommandSpec RestoreSpec() {
   CommandSpec s;
   s.name = "restore";
-  s.usage = "restore (--store URI | --tier URI...) --name NAME [--step N|latest] --to DIR [flags]";
+  s.usage = "restore (--store URI | --tier URI...) --name NAME [--step N|latest|latest-good] --to DIR [flags]";
   s.summary =
       "Recreates the files of a committed checkpoint under DIR, bit-exact, checking\n"
       "every chunk's crc32c. With several --tier, it reads the fastest tier holding\n"
@@ -35,7 +35,7 @@ CommandSpec RestoreSpec() {
   s.flags = StoreFlagSpecs(false);
   s.flags.insert(s.flags.end(), {
       {"name", "NAME", "checkpoint name"},
-      {"step", "N|latest", "step to restore (default latest)"},
+      {"step", "N|latest|latest-good", "step to restore (default latest: the newest committed step, an error if it is damaged; latest-good: the newest intact one)"},
       {"to", "DIR", "directory to restore into (created if missing)"},
       {"rank", "R", "restore only rank R's items (default: all ranks)"},
       {"force", "", "restore into a non-empty DIR, overwriting files of the same names"},
@@ -271,7 +271,7 @@ int CmdRestore(int argc, char** argv) {
   // Reads the fastest tier with a committed copy; a bad or missing chunk
   // there is read from a later tier, and the bad copy rewritten.
   ReadRecovery recovery;
-  auto reader = (*pipeline)->OpenCheckpoint(*name, *step, &recovery);
+  auto reader = OpenCheckpointFromFlags(**pipeline, *name, *step, LatestGoodFromFlags(flags), &recovery);
   auto report_recovery = [&] {
     for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
     for (const auto& r : recovery.repairs) std::fprintf(stderr, "sluice: repair: %s\n", r.c_str());

@@ -1,12 +1,10 @@
 // sluice scrub: read and check every committed checkpoint on every tier, at
 // a capped rate.
-#include <algorithm>
-#include <chrono>
+#include <cctype>
 #include <cstdio>
 #include <memory>
 
-#include "backends/throttled_reads.h"
-#include "format/layout.h"
+#include "pipeline/scrub.h"
 #include "output.h"
 #include "store_flags.h"
 
@@ -16,35 +14,32 @@ namespace {
 CommandSpec ScrubSpec() {
   CommandSpec s;
   s.name = "scrub";
-  s.usage = "scrub (--store URI | --tier URI...) [--name NAME] [--rate-limit RATE] [--json]";
+  s.usage = "scrub (--store URI | --tier URI...) [--name NAME] [--rate-limit RATE] [--no-repair] [--json]";
   s.summary =
       "Reads every committed checkpoint (of NAME, or all) on every tier given, newest\n"
       "first, and checks its commit record, its manifests and every chunk's crc32c,\n"
-      "reading each tier at most RATE bytes/s. Reports each checkpoint's copy on each\n"
-      "tier as ok, bad (naming item, chunk, object and offset of each bad chunk) or\n"
-      "unreadable (a damaged commit record or manifest). Exit 1 if any copy is not\n"
-      "ok. It repairs nothing: `sluice restore` over the tiers reads a good copy and\n"
-      "rewrites the bad one as it goes.";
+      "reading and writing each tier at most RATE bytes/s. A copy that is bad (a bad\n"
+      "chunk, a missing or short data object, a damaged commit record or manifest) is\n"
+      "rewritten from a copy on another tier that verified in full: only the bad\n"
+      "objects, each written beside the bad one and then swapped in whole. A copy no\n"
+      "other tier holds good is left as it is and reported unrepairable; nothing is\n"
+      "ever deleted. Each copy is reported ok, repaired, or unrepairable (with why).\n"
+      "Exit 1 if any copy is not ok or repaired, or a tier could not be scrubbed.";
+  s.details =
+      "A killed scrub resumes where it stopped: its progress is kept in the first tier\n"
+      "(scrub/progress), and the next scrub of the same tiers and name skips the\n"
+      "checkpoints already done. One scrub at a time runs on a tier (scrub/lock);\n"
+      "a second one is refused (exit 1). Each copy's last result is kept in its tier\n"
+      "(scrub/status) and shown by `sluice ls --json`.";
   s.flags = StoreFlagSpecs(false);
   s.flags.insert(s.flags.end(), {
       {"name", "NAME", "scrub only this checkpoint name (default: all)"},
-      {"rate-limit", "RATE", "read each tier at most RATE bytes/s, e.g. 200MiB (default: no cap)"},
+      {"rate-limit", "RATE", "read and write each tier at most RATE bytes/s, e.g. 200MiB (default: no cap)"},
+      {"no-repair", "", "only report: leave bad copies as they are (reported bad)"},
       {"json", "", "print the report as one JSON object"},
   });
   return s;
 }
-
-struct CopyResult {
-  std::string name;
-  uint64_t step = 0;
-  size_t tier = 0;
-  std::string state;  // ok, bad, unreadable
-  uint64_t chunks = 0;
-  uint64_t bytes = 0;
-  double seconds = 0;
-  std::vector<BadChunk> bad;
-  std::string reason;  // unreadable: why
-};
 
 }  // namespace
 
@@ -53,103 +48,73 @@ int CmdScrub(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  std::string name;
+  ScrubOptions options;
   if (flags.Has("name")) {
     auto n = NameFromFlags(flags);
     if (!n.ok()) return Fail(n.status(), true);
-    name = *n;
+    options.name = *n;
   }
   auto rate = flags.GetSize("rate-limit", 0);
   if (!rate.ok()) return Fail(Status::InvalidArgument("--rate-limit must be a size per second, e.g. 200MiB"), true);
+  options.rate_bytes_per_sec = *rate;
+  options.repair = !flags.Has("no-repair");
   auto uris = TierUrisFromFlags(flags);
   if (!uris.ok()) return Fail(uris.status(), true);
   auto store_options = StoreOptionsFromFlags(flags);
   if (!store_options.ok()) return Fail(store_options.status(), true);
-  store_options->create_if_missing = false;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<CopyResult> results;
-  bool all_ok = true;
-  for (size_t k = 0; k < uris->size(); ++k) {
-    auto backend = OpenBackend((*uris)[k], false);
+  options.store = *store_options;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<Backend*> tiers;
+  for (const auto& uri : *uris) {
+    auto backend = OpenBackend(uri, false);
     if (!backend.ok()) return FailStoreOpen(backend.status());
-    // The cap holds for the tier as a whole, whatever the reader's depth.
-    const uint64_t burst = std::max<uint64_t>(store_options->io_bytes, *rate / 20);
-    auto bucket = std::make_shared<TokenBucket>(*rate, burst, 0);
-    std::unique_ptr<Store> store =
-        Store::Open(*rate > 0 ? NewThrottledReads(std::move(backend).value(), bucket) : std::move(backend).value(),
-                    *store_options);
-    // Incomplete ones too: a step whose commit record or manifest no longer
-    // decodes is listed as incomplete, and is a damaged copy, not a save that
-    // never finished.
-    auto listed = store->List(name, true);
-    if (!listed.ok()) return Fail(listed.status().WithContext("tier " + std::to_string(k)));
-    std::vector<CheckpointInfo> copies = std::move(listed).value();
-    std::stable_sort(copies.begin(), copies.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
-      return a.step > b.step;
-    });
-    for (const auto& c : copies) {
-      if (!c.complete) {
-        auto commit = store->backend().Stat({CommitObject(c.name, c.step)});
-        if (!commit.ok() || commit->empty()) continue;  // never committed: nothing to scrub
-      }
-      CopyResult r;
-      r.name = c.name;
-      r.step = c.step;
-      r.tier = k;
-      const auto c0 = std::chrono::steady_clock::now();
-      auto report = store->Verify(c.name, c.step);
-      r.seconds = SecondsSince(c0);
-      if (!report.ok()) {
-        if (report.status().IsNotFound()) continue;  // removed since the listing
-        r.state = "unreadable";
-        r.reason = report.status().ToString();
-      } else {
-        r.chunks = report->chunks;
-        r.bytes = report->bytes;
-        r.bad = report->bad;
-        r.state = report->ok() ? "ok" : "bad";
-      }
-      all_ok &= r.state == "ok";
-      if (!flags.Has("json")) {
-        const std::string label = CheckpointLabel(r.name, r.step);
-        if (r.state == "unreadable") {
-          std::printf("UNREADABLE %s tier %zu: %s\n", label.c_str(), k, r.reason.c_str());
-        } else {
-          for (const auto& b : r.bad) {
-            std::printf("  BAD item '%s' rank %u chunk %llu: object %s offset %llu length %llu: %s\n",
-                        b.item.c_str(), b.rank, static_cast<unsigned long long>(b.chunk_index), b.object.c_str(),
-                        static_cast<unsigned long long>(b.object_offset),
-                        static_cast<unsigned long long>(b.length), b.reason.c_str());
-          }
-          std::printf("%s %s tier %zu: %llu chunks, %s in %.2f s (%s)%s\n", r.state == "ok" ? "OK" : "BAD",
-                      label.c_str(), k, static_cast<unsigned long long>(r.chunks), HumanBytes(r.bytes).c_str(),
-                      r.seconds, HumanRate(r.seconds > 0 ? r.bytes / r.seconds : 0).c_str(),
-                      r.bad.empty() ? "" : (", " + std::to_string(r.bad.size()) + " bad chunk(s)").c_str());
-        }
-        std::fflush(stdout);
-      }
-      results.push_back(std::move(r));
+    tiers.push_back(backend->get());
+    backends.push_back(std::move(backend).value());
+  }
+  const bool json = flags.Has("json");
+  options.on_copy = [&](const ScrubCopyResult& r) {
+    if (json) return;
+    const std::string label = CheckpointLabel(r.name, r.step);
+    for (const auto& b : r.bad) {
+      std::printf("  BAD item '%s' rank %u chunk %llu: object %s offset %llu length %llu: %s\n", b.item.c_str(),
+                  b.rank, static_cast<unsigned long long>(b.chunk_index), b.object.c_str(),
+                  static_cast<unsigned long long>(b.object_offset), static_cast<unsigned long long>(b.length),
+                  b.reason.c_str());
     }
+    std::string state = r.state;
+    for (char& c : state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::printf("%s %s tier %zu: %llu chunks, %s in %.2f s (%s)", state.c_str(), label.c_str(), r.tier,
+                static_cast<unsigned long long>(r.chunks), HumanBytes(r.bytes).c_str(), r.seconds,
+                HumanRate(r.seconds > 0 ? r.bytes / r.seconds : 0).c_str());
+    if (r.source) std::printf(", rewrote %zu object(s) from tier %zu", r.rewritten.size(), *r.source);
+    if (!r.reason.empty()) std::printf(": %s", r.reason.c_str());
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  auto report = Scrub(tiers, options);
+  if (!report.ok()) return Fail(report.status());
+  size_t not_ok = 0, repaired = 0;
+  for (const auto& r : report->copies) {
+    not_ok += r.state != "ok" && r.state != "repaired";
+    repaired += r.state == "repaired";
   }
-  const double secs = SecondsSince(t0);
-  uint64_t bytes = 0;
-  size_t bad_copies = 0;
-  for (const auto& r : results) {
-    bytes += r.bytes;
-    bad_copies += r.state != "ok";
-  }
-  if (flags.Has("json")) {
+  if (json) {
     Json j;
-    j.BeginObject().Key("ok").Bool(all_ok).Key("seconds").Num(secs).Key("bytes").UInt(bytes)
-        .Key("rate_limit").UInt(*rate).Key("copies").BeginArray();
-    for (const auto& r : results) {
+    j.BeginObject().Key("ok").Bool(report->ok()).Key("seconds").Num(report->seconds).Key("bytes").UInt(report->bytes)
+        .Key("rate_limit").UInt(*rate).Key("repair").Bool(options.repair).Key("resumed").Bool(report->resumed)
+        .Key("skipped").UInt(report->skipped).Key("tier_errors").BeginArray();
+    for (const auto& e : report->tier_errors) j.Str(e);
+    j.EndArray().Key("copies").BeginArray();
+    for (const auto& r : report->copies) {
       j.BeginObject()
           .Key("name").Str(r.name).Key("step").UInt(r.step).Key("tier").UInt(r.tier)
           .Key("uri").Str((*uris)[r.tier]).Key("state").Str(r.state)
           .Key("chunks").UInt(r.chunks).Key("bytes").UInt(r.bytes).Key("seconds").Num(r.seconds);
       if (!r.reason.empty()) j.Key("reason").Str(r.reason);
-      j.Key("bad_chunks").BeginArray();
+      if (r.source) j.Key("repaired_from").UInt(*r.source);
+      j.Key("rewritten").BeginArray();
+      for (const auto& o : r.rewritten) j.Str(o);
+      j.EndArray().Key("bad_chunks").BeginArray();
       for (const auto& b : r.bad) {
         j.BeginObject()
             .Key("item").Str(b.item).Key("rank").UInt(b.rank).Key("chunk").UInt(b.chunk_index)
@@ -162,12 +127,22 @@ int CmdScrub(int argc, char** argv) {
     j.EndArray().EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("scrubbed %zu checkpoint cop%s on %zu tier(s), %s in %.2f s: %s\n", results.size(),
-                results.size() == 1 ? "y" : "ies", uris->size(), HumanBytes(bytes).c_str(), secs,
-                all_ok ? "all ok" : (std::to_string(bad_copies) + " not ok").c_str());
+    if (report->resumed) {
+      std::printf("resumed an interrupted scrub: %zu checkpoint(s) it had finished were skipped\n", report->skipped);
+    }
+    for (const auto& e : report->tier_errors) std::printf("TIER FAILED %s\n", e.c_str());
+    std::printf("scrubbed %zu checkpoint cop%s on %zu tier(s), %s in %.2f s: %s\n", report->copies.size(),
+                report->copies.size() == 1 ? "y" : "ies", uris->size(), HumanBytes(report->bytes).c_str(),
+                report->seconds,
+                report->ok() ? (repaired ? (std::to_string(repaired) + " repaired, the rest ok").c_str() : "all ok")
+                             : (std::to_string(not_ok) + " not ok").c_str());
   }
-  if (!all_ok) {
-    std::fprintf(stderr, "sluice: %zu checkpoint cop%s not ok\n", bad_copies, bad_copies == 1 ? "y is" : "ies are");
+  if (!report->ok()) {
+    if (not_ok > 0) {
+      std::fprintf(stderr, "sluice: %zu checkpoint cop%s not ok\n", not_ok, not_ok == 1 ? "y is" : "ies are");
+    } else {
+      std::fprintf(stderr, "sluice: %zu tier(s) could not be scrubbed\n", report->tier_errors.size());
+    }
     return kExitError;
   }
   return kExitOk;

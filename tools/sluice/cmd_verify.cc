@@ -15,15 +15,10 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name,
               std::optional<uint64_t> step, bool several) {
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  uint64_t resolved = 0;
-  if (step.has_value()) {
-    resolved = *step;
-  } else {
-    auto r = store.OpenCheckpoint(name, std::nullopt);
-    if (!r.ok() && several && r.status().IsNotFound()) return kExitNotHeld;
-    if (!r.ok()) return Fail(r.status());
-    resolved = (*r)->info().step;
-  }
+  auto r = ResolveStepOnStore(store, name, step, LatestGoodFromFlags(flags));
+  if (!r.ok() && several && r.status().IsNotFound()) return kExitNotHeld;
+  if (!r.ok()) return Fail(r.status());
+  const uint64_t resolved = *r;
   auto report = store.Verify(name, resolved);
   if (!report.ok() && several && report.status().IsNotFound()) return kExitNotHeld;
   if (!report.ok()) return Fail(report.status());
@@ -70,14 +65,17 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name,
 int CmdVerify(int argc, char** argv) {
   CommandSpec spec;
   spec.name = "verify";
-  spec.usage = "verify --store URI --name NAME [--step N|latest] [--json]";
+  spec.usage = "verify (--store URI | --tier URI...) --name NAME [--step N|latest|latest-good] [--json]";
   spec.summary =
       "Reads every chunk of a committed checkpoint and checks its crc32c. Exits 1 and\n"
-      "names item, rank, chunk, data object and offset of every bad chunk.";
+      "names item, rank, chunk, data object and offset of every bad chunk. The latest\n"
+      "step is the newest committed one: if it is damaged (a commit record or manifest\n"
+      "that does not verify, a missing data object), verify fails naming it;\n"
+      "--step latest-good checks the newest intact step instead, and says so.";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"name", "NAME", "checkpoint name"},
-      {"step", "N|latest", "step to verify (default latest)"},
+      {"step", "N|latest|latest-good", "step to verify (default latest)"},
       {"json", "", "print the report as one JSON object"},
   });
   Flags flags;

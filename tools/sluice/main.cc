@@ -20,7 +20,9 @@ const char kTopHelp[] =
     "  restore   recreate a checkpoint's files, verifying every chunk\n"
     "  ls        list checkpoints (with --all also incomplete ones)\n"
     "  verify    read and check every chunk of a checkpoint\n"
-    "  scrub     check every committed checkpoint on every tier, at a capped rate\n"
+    "  scrub     check every committed checkpoint on every tier at a capped rate, and\n"
+    "            rewrite a bad copy from a good one on another tier\n"
+    "  rebuild   repopulate a lost tier from the others, newest steps first, capped\n"
     "  rm        remove a checkpoint\n"
     "  gc        reclaim everything no committed checkpoint references\n"
     "  drain     copy checkpoints to the later tiers that lack them, apply retention\n"
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
   if (cmd == "ls") return CmdLs(argc, argv);
   if (cmd == "verify") return CmdVerify(argc, argv);
   if (cmd == "scrub") return CmdScrub(argc, argv);
+  if (cmd == "rebuild") return CmdRebuild(argc, argv);
   if (cmd == "rm") return CmdRm(argc, argv);
   if (cmd == "gc") return CmdGc(argc, argv);
   if (cmd == "bench") return CmdBench(argc, argv);

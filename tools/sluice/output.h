@@ -87,6 +87,7 @@ int CmdBench(int argc, char** argv);
 int CmdDrain(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdScrub(int argc, char** argv);
+int CmdRebuild(int argc, char** argv);
 int CmdImport(int argc, char** argv);
 class Flags;
 // bench --async (cmd_bench_async.cc).

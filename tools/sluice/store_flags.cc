@@ -1,5 +1,7 @@
 #include "store_flags.h"
 
+#include <cstdio>
+
 namespace sluice::cli {
 
 std::vector<FlagSpec> StoreFlagSpecs(bool writer) {
@@ -118,9 +120,34 @@ Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_lat
     if (required) return Status::InvalidArgument("--step is required");
     return std::optional<uint64_t>();
   }
-  if (allow_latest && *v == "latest") return std::optional<uint64_t>();
+  if (allow_latest && (*v == "latest" || *v == "latest-good")) return std::optional<uint64_t>();
   ASSIGN_OR_RETURN(uint64_t s, ParseStep(*v));
   return std::optional<uint64_t>(s);
+}
+
+bool LatestGoodFromFlags(const Flags& flags) { return flags.Get("step").value_or("") == "latest-good"; }
+
+Result<std::unique_ptr<CheckpointReader>> OpenCheckpointFromFlags(Pipeline& pipeline, const std::string& name,
+                                                                  std::optional<uint64_t> step, bool latest_good,
+                                                                  ReadRecovery* recovery) {
+  auto reader = pipeline.OpenCheckpoint(name, step, recovery);
+  if (reader.ok() || !latest_good || step || reader.status().code() != StatusCode::kCorruption) return reader;
+  ASSIGN_OR_RETURN(uint64_t good, pipeline.LatestGoodStep(name));
+  std::fprintf(stderr, "sluice: %s\nsluice: --step latest-good: using %s, the newest intact step\n",
+               reader.status().ToString().c_str(), CheckpointLabel(name, good).c_str());
+  return pipeline.OpenCheckpoint(name, good, recovery);
+}
+
+Result<uint64_t> ResolveStepOnStore(Store& store, const std::string& name, std::optional<uint64_t> step,
+                                    bool latest_good) {
+  if (step) return *step;
+  auto r = store.OpenCheckpoint(name, std::nullopt);
+  if (r.ok()) return (*r)->info().step;
+  if (!latest_good || r.status().code() != StatusCode::kCorruption) return r.status();
+  ASSIGN_OR_RETURN(uint64_t good, store.LatestGoodStep(name));
+  std::fprintf(stderr, "sluice: %s\nsluice: --step latest-good: using %s, the newest intact step\n",
+               r.status().ToString().c_str(), CheckpointLabel(name, good).c_str());
+  return good;
 }
 
 }  // namespace sluice::cli

@@ -31,9 +31,21 @@ Result<StoreOptions> StoreOptionsFromFlags(const Flags& flags);
 
 Result<std::unique_ptr<Store>> OpenStoreFromFlags(const Flags& flags, bool create);
 
-// --name (validated) and --step (N, or "latest" when allow_latest: nullopt).
+// --name (validated) and --step (N, or "latest" or "latest-good" when
+// allow_latest: nullopt).
 Result<std::string> NameFromFlags(const Flags& flags);
 Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_latest, bool required);
+// True for --step latest-good: a damaged newest step is skipped, and said so.
+bool LatestGoodFromFlags(const Flags& flags);
+// Opens NAME@STEP (nullopt: the newest) through the pipeline. With
+// latest_good, a damaged newest step is named on stderr and the newest
+// intact step opened instead; without, it is an error naming the step.
+Result<std::unique_ptr<CheckpointReader>> OpenCheckpointFromFlags(Pipeline& pipeline, const std::string& name,
+                                                                  std::optional<uint64_t> step, bool latest_good,
+                                                                  ReadRecovery* recovery);
+// The same for one store (verify).
+Result<uint64_t> ResolveStepOnStore(Store& store, const std::string& name, std::optional<uint64_t> step,
+                                    bool latest_good);
 
 }  // namespace sluice::cli
 

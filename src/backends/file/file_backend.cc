@@ -367,6 +367,24 @@ class FileBackend final : public Backend {
     return Status::OK();
   }
 
+  Status Replace(const std::string& staged, const std::string& target) override {
+    RETURN_IF_ERROR(CheckName(staged));
+    RETURN_IF_ERROR(CheckName(target));
+    const std::string from = PathOf(staged), to = PathOf(target);
+    // rename(2) replaces the target atomically; the staged file was written
+    // and synced by its writer (Finish). Parents are made as CreateFile does.
+    RETURN_IF_ERROR(MakeDirs(ParentOf(to)));
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return Status::FromErrno(errno, "replace object " + target + " with " + staged);
+    }
+    RETURN_IF_ERROR(FsyncDir(ParentOf(to)));
+    if (ParentOf(from) != ParentOf(to)) {
+      Status synced = FsyncDir(ParentOf(from));
+      if (!synced.ok() && !synced.IsNotFound()) return synced;
+    }
+    return Status::OK();
+  }
+
   Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     if (!prefix.empty() && prefix.back() != '/') {
       return Status::InvalidArgument("prefix '" + prefix + "' must end in '/'");

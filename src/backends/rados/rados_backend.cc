@@ -181,6 +181,23 @@ class RadosBackend final : public Backend {
     return StatAll(oids);
   }
 
+  Status Replace(const std::string& staged, const std::string& target) override {
+    RETURN_IF_ERROR(CheckName(staged));
+    RETURN_IF_ERROR(CheckName(target));
+    // RADOS has no rename. copy_from is one operation on the target's
+    // primary: it applies whole or not at all (the OSD copies into a
+    // temporary object and swaps it in), so a reader sees the old or the new
+    // bytes. Then the staged object goes; if that fails, it is garbage gc
+    // removes.
+    librados::ObjectWriteOperation op;
+    op.copy_from(Oid(staged), cluster_->io, /*src_version=*/0, /*src_fadvise_flags=*/0);
+    int ret = cluster_->io.operate(Oid(target), &op);
+    if (ret < 0) return RadosError(ret, "replace object " + target + " with " + staged);
+    ret = cluster_->io.remove(Oid(staged));
+    if (ret < 0 && ret != -ENOENT) return RadosError(ret, "remove staged object " + staged);
+    return Status::OK();
+  }
+
   Status Remove(const std::string& name) override {
     RETURN_IF_ERROR(CheckName(name));
     // Acknowledged only once every replica has committed it: durable.

@@ -6,8 +6,8 @@
 // through unpaced.
 //
 // Thread-safety: as the wrapped backend's; the bucket is thread-safe.
-#ifndef SLUICE_BACKENDS_THROTTLED_READS_H_
-#define SLUICE_BACKENDS_THROTTLED_READS_H_
+#ifndef SLUICE_ENGINE_THROTTLED_READS_H_
+#define SLUICE_ENGINE_THROTTLED_READS_H_
 
 #include <memory>
 
@@ -19,6 +19,9 @@ namespace sluice {
 std::unique_ptr<Backend> NewThrottledReads(std::unique_ptr<Backend> target,
                                            std::shared_ptr<TokenBucket> bucket);
 
+// The same over a backend the caller keeps open (it must outlive the result).
+std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket);
+
 }  // namespace sluice
 
-#endif  // SLUICE_BACKENDS_THROTTLED_READS_H_
+#endif  // SLUICE_ENGINE_THROTTLED_READS_H_

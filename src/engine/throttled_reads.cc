@@ -1,4 +1,4 @@
-#include "backends/throttled_reads.h"
+#include "engine/throttled_reads.h"
 
 #include <utility>
 
@@ -44,6 +44,8 @@ class ThrottledReads final : public BackendWrapper {
  public:
   ThrottledReads(std::unique_ptr<Backend> target, std::shared_ptr<TokenBucket> bucket)
       : BackendWrapper(std::move(target)), bucket_(std::move(bucket)) {}
+  ThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket)
+      : BackendWrapper(borrowed), bucket_(std::move(bucket)) {}
 
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
     auto o = BackendWrapper::Open(name);
@@ -56,6 +58,10 @@ class ThrottledReads final : public BackendWrapper {
 };
 
 }  // namespace
+
+std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket) {
+  return std::make_unique<ThrottledReads>(borrowed, std::move(bucket));
+}
 
 std::unique_ptr<Backend> NewThrottledReads(std::unique_ptr<Backend> target,
                                            std::shared_ptr<TokenBucket> bucket) {

@@ -1,0 +1,434 @@
+#include "pipeline/scrub.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "checkpoint/catalog.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/writer_registry.h"
+#include "engine/object_copy.h"
+#include "engine/throttled_reads.h"
+#include "format/layout.h"
+#include "io/token_bucket.h"
+
+namespace sluice {
+namespace {
+
+using Key = std::pair<std::string, uint64_t>;
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Publishes a small record whole: written beside it, then swapped in.
+Status PutRecord(Backend& backend, const std::string& object, const std::string& bytes,
+                 const std::string& writer) {
+  const std::string staged = ScrubStagingObject(object, writer);
+  (void)backend.Remove(staged);
+  RETURN_IF_ERROR(backend.PublishIfAbsent(staged, bytes));
+  return backend.Replace(staged, object);
+}
+
+// One tier as the scrub uses it: reads paced by the tier's bucket, repair
+// writes by the same bucket.
+struct Tier {
+  Backend* raw = nullptr;
+  std::shared_ptr<TokenBucket> bucket;
+  std::unique_ptr<Backend> paced;  // reads through the bucket
+  bool locked = false;
+  bool failed = false;
+  ScrubRecord status;
+  std::set<Key> holds;  // committed (intact or damaged) at the listing
+};
+
+// What one copy turned out to be before any repair.
+struct Check {
+  size_t tier = 0;
+  bool loaded = false;
+  LoadedCheckpoint ck;
+  VerifyReport report;
+  std::string problem;  // records that do not load, or the data objects' damage
+  bool tier_failed = false;
+  double seconds = 0;
+  bool ok() const { return loaded && problem.empty() && report.ok(); }
+};
+
+class Scrubber {
+ public:
+  Scrubber(const std::vector<Backend*>& tiers, const ScrubOptions& options)
+      : options_(options), holder_(NewWriterId()) {
+    const uint64_t rate = options.rate_bytes_per_sec;
+    for (Backend* b : tiers) {
+      Tier t;
+      t.raw = b;
+      // The cap holds for the tier as a whole, whatever the depth; a burst
+      // of 1/20 s keeps every 10 s window within a few percent of it.
+      t.bucket = std::make_shared<TokenBucket>(rate, std::max<uint64_t>(options.store.io_bytes, rate / 20), 0);
+      t.paced = rate > 0 ? NewThrottledReads(*b, t.bucket) : nullptr;
+      tiers_.push_back(std::move(t));
+    }
+  }
+
+  ~Scrubber() {
+    for (auto& t : tiers_) {
+      if (t.locked) ReleaseObjectLock(*t.raw, ScrubLockObject(), holder_);
+    }
+  }
+
+  Result<ScrubReport> Run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(LockAll());
+    std::set<Key> keys = ListAll();
+    LoadProgress();
+    // Newest first: the step a job would restore is the one checked first.
+    std::vector<Key> order(keys.begin(), keys.end());
+    std::stable_sort(order.begin(), order.end(), [](const Key& a, const Key& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    for (const Key& key : order) {
+      if (options_.stop != nullptr && options_.stop->load()) {
+        report_.stopped = true;
+        break;
+      }
+      if (done_.count(key)) {
+        ++report_.skipped;
+        continue;
+      }
+      if (options_.yield) options_.yield();
+      ScrubOne(key);
+    }
+    if (!report_.stopped && home_ != nullptr) {
+      // The pass is over: the next scrub starts a new one.
+      Status st = home_->raw->Remove(ScrubProgressObject());
+      if (!st.ok() && !st.IsNotFound()) report_.tier_errors.push_back("could not end the pass: " + st.ToString());
+    }
+    report_.seconds = SecondsSince(t0);
+    return std::move(report_);
+  }
+
+ private:
+  Backend& Reader(Tier& t) { return t.paced ? *t.paced : *t.raw; }
+
+  std::string TierName(size_t k) const { return "tier " + std::to_string(k) + " (" + tiers_[k].raw->uri() + ")"; }
+
+  void TierFailed(size_t k, const Status& st) {
+    if (tiers_[k].failed) return;
+    tiers_[k].failed = true;
+    report_.tier_errors.push_back(TierName(k) + ": " + st.ToString());
+  }
+
+  Status LockAll() {
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      Status st = AcquireObjectLock(*tiers_[k].raw, ScrubLockObject(), holder_);
+      if (st.code() == StatusCode::kUnavailable) {
+        return Status::Unavailable("another scrub is running on " + TierName(k) + ": " + st.message());
+      }
+      if (!st.ok()) {
+        TierFailed(k, st);
+        continue;
+      }
+      tiers_[k].locked = true;
+      if (home_ == nullptr) home_ = &tiers_[k];
+      // Records a killed scrub was writing when it died (the lock is ours now).
+      auto listed = tiers_[k].raw->List("scrub/");
+      if (listed.ok()) {
+        for (const auto& o : *listed) {
+          if (o.name.size() > 4 && o.name.compare(o.name.size() - 4, 4, ".new") == 0) (void)tiers_[k].raw->Remove(o.name);
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+  std::set<Key> ListAll() {
+    std::set<Key> keys;
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      Tier& t = tiers_[k];
+      if (t.failed) continue;
+      auto listed = ListCheckpoints(*t.raw, options_.name, false);
+      if (!listed.ok()) {
+        TierFailed(k, listed.status());
+        continue;
+      }
+      for (const auto& c : *listed) {
+        t.holds.insert({c.name, c.step});
+        keys.insert({c.name, c.step});
+      }
+      // What this tier no longer holds is dropped from its status.
+      t.status = ReadScrubStatus(*t.raw);
+      std::vector<ScrubEntry> kept;
+      for (auto& e : t.status.entries) {
+        if (t.holds.count({e.name, e.step}) || (!options_.name.empty() && e.name != options_.name)) {
+          kept.push_back(std::move(e));
+        }
+      }
+      t.status.entries = std::move(kept);
+    }
+    return keys;
+  }
+
+  std::string Scope() const {
+    std::string scope = "name=" + options_.name + ";tiers=";
+    for (const auto& t : tiers_) scope += t.raw->uri() + "|";
+    return scope;
+  }
+
+  void LoadProgress() {
+    progress_.pass = NewWriterId();
+    progress_.scope = Scope();
+    progress_.started_unix_ms = NowUnixMs();
+    if (home_ == nullptr) return;
+    auto bytes = home_->raw->ReadSmall(ScrubProgressObject());
+    if (!bytes.ok()) return;
+    auto record = DecodeScrubRecord(*bytes, ScrubProgressObject());
+    // A pass over other tiers or names is not this one's to finish; one
+    // that does not decode costs a full pass, never a skipped check.
+    if (!record.ok() || record->scope != progress_.scope) return;
+    progress_ = std::move(record).value();
+    report_.resumed = true;
+    for (const auto& e : progress_.entries) done_.insert({e.name, e.step});
+  }
+
+  Check CheckCopy(size_t k, const Key& key) {
+    Check c;
+    c.tier = k;
+    const auto t0 = std::chrono::steady_clock::now();
+    Tier& t = tiers_[k];
+    auto loaded = LoadCheckpoint(Reader(t), key.first, key.second);
+    if (!loaded.ok()) {
+      if (loaded.status().code() == StatusCode::kCorruption || loaded.status().code() == StatusCode::kNotSupported) {
+        c.problem = loaded.status().message();
+      } else {
+        c.tier_failed = true;
+        c.problem = loaded.status().ToString();
+      }
+    } else {
+      c.loaded = true;
+      c.ck = std::move(loaded).value();
+      auto report = VerifyCheckpoint(Reader(t), options_.store, c.ck);
+      if (!report.ok()) {
+        c.tier_failed = true;
+        c.problem = report.status().ToString();
+      } else {
+        c.report = std::move(report).value();
+        if (!c.report.ok()) {
+          c.problem = std::to_string(c.report.bad.size()) + " bad chunk(s), the first: item '" +
+                      c.report.bad[0].item + "' chunk " + std::to_string(c.report.bad[0].chunk_index) + " in " +
+                      c.report.bad[0].object + ": " + c.report.bad[0].reason;
+        }
+      }
+    }
+    c.seconds = SecondsSince(t0);
+    return c;
+  }
+
+  // The objects of `good` that are bad on tier `bad.tier`, read there
+  // through good's manifests (copies are verbatim: same names, same bytes).
+  Result<std::set<std::string>> BadObjects(const Check& good, const Check& bad) {
+    std::set<std::string> objects;
+    const VerifyReport* report = &bad.report;
+    VerifyReport against_good;
+    if (!bad.loaded) {
+      ASSIGN_OR_RETURN(against_good, VerifyCheckpoint(Reader(tiers_[bad.tier]), options_.store, good.ck));
+      report = &against_good;
+    }
+    for (const auto& b : report->bad) objects.insert(b.object);
+    return objects;
+  }
+
+  // Rewrites what is bad on `bad.tier` from `good.tier`. The objects
+  // rewritten, or why it could not be done.
+  Result<std::vector<std::string>> Repair(const Key& key, const Check& good, const Check& bad) {
+    Backend& src = Reader(tiers_[good.tier]);
+    Backend& dst = *tiers_[bad.tier].raw;
+    const std::string commit = CommitObject(key.first, key.second);
+    ASSIGN_OR_RETURN(std::string good_commit, tiers_[good.tier].raw->ReadSmall(commit));
+    if (bad.loaded) {
+      auto bad_commit = dst.ReadSmall(commit);
+      if (bad_commit.ok() && *bad_commit != good_commit) {
+        return Status::Corruption("the copies on " + TierName(bad.tier) + " and " + TierName(good.tier) +
+                                          " are different saves of this step (their commit records differ); "
+                                          "neither is replaced");
+      }
+    }
+    ASSIGN_OR_RETURN(std::set<std::string> objects, BadObjects(good, bad));
+    // Registered as a writer of the step: gc leaves the staged objects alone
+    // while this runs (and removes them if it dies), rm waits.
+    const std::string writer = NewWriterId();
+    RETURN_IF_ERROR(AcquireWriterLock(dst, key.first, key.second, writer));
+    struct Unlock {
+      Backend& b;
+      const Key& k;
+      const std::string& w;
+      ~Unlock() { ReleaseWriterLock(b, k.first, k.second, w); }
+    } unlock{dst, key, writer};
+    const std::string step_prefix = StepPrefix(key.first, key.second);
+    auto staged_name = [&](const std::string& object) {
+      return step_prefix + "repair/" + writer + "/" + object.substr(step_prefix.size());
+    };
+    std::map<std::string, ObjectToCopy> by_name;
+    for (const auto& m : good.ck.manifests) {
+      auto chunks = ChunksPerObject(m);
+      for (size_t o = 0; o < m.objects.size(); ++o) {
+        by_name[m.objects[o].name] = ObjectToCopy{m.objects[o].name, m.objects[o].size, chunks[o], ""};
+      }
+    }
+    std::vector<std::string> rewritten;
+    CopyControl control;
+    control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
+    control.io_bytes = options_.store.io_bytes;
+    for (const auto& name : objects) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return Status::Corruption("bad object " + name + " is not in the good copy");
+      ObjectToCopy o = it->second;
+      o.dst_name = staged_name(name);
+      // Every chunk is checked against its crc as it is copied: a source
+      // that went bad since it was verified fails the copy, and the staged
+      // object is never swapped in.
+      RETURN_IF_ERROR(CopyObjects(src, dst, {o}, control));
+      RETURN_IF_ERROR(dst.Replace(o.dst_name, name));
+      rewritten.push_back(name);
+    }
+    // Records: manifests, then the commit record, the one that makes the
+    // copy whole again, last. Byte-identical ones are left alone.
+    std::vector<std::string> records;
+    for (const auto& r : good.ck.commit.ranks) records.push_back(r.manifest);
+    records.push_back(commit);
+    for (const auto& record : records) {
+      ASSIGN_OR_RETURN(std::string want, tiers_[good.tier].raw->ReadSmall(record));
+      auto have = dst.ReadSmall(record);
+      if (have.ok() && *have == want) continue;
+      const std::string staged = staged_name(record);
+      (void)dst.Remove(staged);
+      RETURN_IF_ERROR(dst.PublishIfAbsent(staged, want));
+      RETURN_IF_ERROR(dst.Replace(staged, record));
+      rewritten.push_back(record);
+    }
+    // The repaired copy must now load and hold every object in full.
+    auto reloaded = LoadCheckpoint(dst, key.first, key.second);
+    if (!reloaded.ok()) return reloaded.status().WithContext("after the repair");
+    RETURN_IF_ERROR(CheckDataObjects(dst, *reloaded).WithContext("after the repair"));
+    return rewritten;
+  }
+
+  void ScrubOne(const Key& key) {
+    std::vector<Check> checks;
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      if (tiers_[k].failed || !tiers_[k].holds.count(key)) continue;
+      checks.push_back(CheckCopy(k, key));
+      if (checks.back().tier_failed) TierFailed(k, Status::IOError(checks.back().problem));
+    }
+    const Check* good = nullptr;
+    for (const auto& c : checks) {
+      if (c.ok()) {
+        good = &c;
+        break;
+      }
+    }
+    std::string summary = "ok";
+    for (const auto& c : checks) {
+      ScrubCopyResult r;
+      r.name = key.first;
+      r.step = key.second;
+      r.tier = c.tier;
+      r.chunks = c.report.chunks;
+      r.bytes = c.report.bytes;
+      r.seconds = c.seconds;
+      r.bad = c.report.bad;
+      report_.bytes += c.report.bytes;
+      if (c.ok()) {
+        r.state = "ok";
+      } else if (c.tier_failed) {
+        r.state = "failed";
+        r.reason = c.problem;
+      } else if (!options_.repair) {
+        r.state = "bad";
+        r.reason = c.problem;
+      } else if (good == nullptr) {
+        r.state = "unrepairable";
+        r.reason = c.problem + "; no other tier holds a good copy (left as it is)";
+      } else {
+        auto repaired = Repair(key, *good, c);
+        if (repaired.ok()) {
+          r.state = "repaired";
+          r.reason = c.problem;
+          r.rewritten = std::move(repaired).value();
+          r.source = good->tier;
+        } else {
+          r.state = "unrepairable";
+          r.reason = c.problem + "; repair from " + TierName(good->tier) + " failed: " + repaired.status().ToString();
+        }
+      }
+      if (r.state != "ok" && summary != "unrepairable") summary = r.state;
+      Record(c.tier, r);
+      if (options_.on_copy) options_.on_copy(r);
+      report_.copies.push_back(std::move(r));
+    }
+    if (home_ != nullptr && !home_->failed) {
+      progress_.entries.push_back(ScrubEntry{key.first, key.second, summary, NowUnixMs(), ""});
+      Status st = PutRecord(*home_->raw, ScrubProgressObject(), EncodeScrubRecord(progress_), holder_);
+      if (!st.ok()) report_.tier_errors.push_back("could not record progress: " + st.ToString());
+    }
+  }
+
+  // The copy's result goes into its tier's status record at once, so that
+  // `ls` shows it even if the scrub is killed before the pass ends.
+  void Record(size_t k, const ScrubCopyResult& r) {
+    Tier& t = tiers_[k];
+    if (t.failed) return;
+    ScrubEntry e{r.name, r.step, r.state, NowUnixMs(), r.reason};
+    auto it = std::find_if(t.status.entries.begin(), t.status.entries.end(),
+                           [&](const ScrubEntry& x) { return x.name == r.name && x.step == r.step; });
+    if (it != t.status.entries.end()) {
+      *it = std::move(e);
+    } else {
+      t.status.entries.push_back(std::move(e));
+    }
+    t.status.pass = progress_.pass;
+    Status st = PutRecord(*t.raw, ScrubStatusObject(), EncodeScrubRecord(t.status), holder_);
+    if (!st.ok()) TierFailed(k, st.WithContext("record the scrub's result"));
+  }
+
+  const ScrubOptions& options_;
+  const std::string holder_;
+  std::vector<Tier> tiers_;
+  Tier* home_ = nullptr;
+  ScrubRecord progress_;
+  std::set<Key> done_;
+  ScrubReport report_;
+};
+
+}  // namespace
+
+bool ScrubReport::ok() const {
+  if (!tier_errors.empty()) return false;
+  for (const auto& c : copies) {
+    if (c.state != "ok" && c.state != "repaired") return false;
+  }
+  return true;
+}
+
+Result<ScrubReport> Scrub(const std::vector<Backend*>& tiers, const ScrubOptions& options) {
+  if (!options.name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(options.name));
+  Scrubber scrubber(tiers, options);
+  return scrubber.Run();
+}
+
+ScrubRecord ReadScrubStatus(Backend& backend) {
+  auto bytes = backend.ReadSmall(ScrubStatusObject());
+  if (!bytes.ok()) return {};
+  auto record = DecodeScrubRecord(*bytes, ScrubStatusObject());
+  return record.ok() ? std::move(record).value() : ScrubRecord{};
+}
+
+}  // namespace sluice
