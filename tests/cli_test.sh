@@ -426,9 +426,18 @@ for target in manifest commit; do
     check "$target $m: ls --all shows step 2 incomplete with a problem" \
       [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["complete"], bool(c.get("problem"))) for c in d if c["step"] == 2]')" = "[(2, False, True)]" ]
     sl ls --store "$S" --json --name "$name"
-    check "$target $m: plain ls lists only the intact step 1" [ "$RC" -eq 0 -a "$(pyj '[c["step"] for c in d]')" = "[1]" ]
+    check "$target $m: plain ls shows step 2 as damaged, step 1 intact" \
+      [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["complete"], c.get("damaged", False)) for c in d]')" = "[(1, True, False), (2, False, True)]" ]
+    sl ls --store "$S" --name "$name"
+    check "$target $m: the ls table says DAMAGED" grep -q "DAMAGED" "$W/out"
     sl restore --store "$S" --name "$name" --to "$W/$name-latest" --json
-    check "$target $m: restore --step latest falls back to intact step 1" [ "$RC" -eq 0 -a "$(pyj 'd["step"]')" = "1" ]
+    expect_err "$target $m: restore of latest fails, it does not quietly use step 1" 1
+    check "$target $m: ...naming step 2 and --step latest-good" grep -q "@2.*damaged.*latest-good" "$W/err"
+    sl verify --store "$S" --name "$name"
+    check "$target $m: verify of latest (a health check) fails" [ "$RC" -eq 1 ]
+    sl restore --store "$S" --name "$name" --step latest-good --to "$W/$name-good" --json
+    check "$target $m: restore --step latest-good uses intact step 1" [ "$RC" -eq 0 -a "$(pyj 'd["step"]')" = "1" ]
+    check "$target $m: ...and says so on stderr" grep -q "latest-good: using .*@1" "$W/err"
     nfiles=$(find "$d" -type f | wc -l)
     "$SLUICE" gc --store "$S" --min-age 0s >/dev/null 2>&1
     check "$target $m: gc leaves the damaged step's $nfiles files untouched" [ "$(find "$d" -type f | wc -l)" -eq "$nfiles" ]

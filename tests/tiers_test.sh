@@ -368,34 +368,6 @@ else
   echo "ok - full durable tier # SKIP cannot mount a tmpfs (needs root)"
 fi
 
-# ---------------------------------------------------------------- scrub
-SA=$W/scrub-a SB=$W/scrub-b
-for st in 1 2; do
-  "$SLUICE" save --tier "$SA" --tier "$SB" --name sc --step $st --synthetic 24MiB --chunk-size 1MiB >/dev/null 2>&1
-done
-sl scrub --tier "$SA" --tier "$SB" --json
-expect_ok "scrub of two good tiers"
-check "scrub --json: 4 copies, all ok, newest first per tier" \
-  [ "$(pyj '",".join("%s:%d:%s" % (c["tier"], c["step"], c["state"]) for c in d["copies"])')" = "0:2:ok,0:1:ok,1:2:ok,1:1:ok" ]
-obj=$(find "$SA/ckpt/sc/$(printf %020d 1)/data" -name '*.dat' | head -1)
-flip "$obj" $((3 * 1024 * 1024 + 5))
-sl scrub --tier "$SA" --tier "$SB" --name sc --json
-check "scrub after a flipped byte on tier 0: exit 1, one sluice: line" eval '[ "$RC" = 1 ] && one_sluice_line' 
-check "scrub names the bad copy (tier 0, step 1, the chunk at 3 MiB) and keeps the others ok" \
-  [ "$(pyj '",".join("%s:%d:%s:%s" % (c["tier"], c["step"], c["state"], [b["offset"] for b in c["bad_chunks"]]) for c in d["copies"])')" = "0:2:ok:[],0:1:bad:[3145728],1:2:ok:[],1:1:ok:[]" ]
-: > "$SA/ckpt/sc/$(printf %020d 2)/COMMIT"
-sl scrub --tier "$SA" --name sc --json
-check "a damaged commit record makes that copy unreadable" \
-  [ "$RC" = 1 -a "$(pyj '[c["state"] for c in d["copies"] if c["step"] == 2]')" = "['unreadable']" ]
-start=$(now)
-sl scrub --tier "$SB" --name sc --rate-limit 16MiB
-elapsed_rate=$(elapsed "$start")
-check "scrub --rate-limit 16MiB of 48 MiB takes at least 2.5 s (took $elapsed_rate s)" \
-  python3 -c "import sys; sys.exit(0 if float('$elapsed_rate') >= 2.5 else 1)"
-expect_ok "the capped scrub of the good tier"
-sl scrub --tier "$SB" --rate-limit fast
-expect_err "scrub --rate-limit fast is a usage error" 2
-
 echo "# tiers_test.sh took $(elapsed "$T0") s"
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

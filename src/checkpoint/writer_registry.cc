@@ -129,7 +129,7 @@ Status AcquireObjectLock(Backend& backend, const std::string& object, std::strin
     const bool this_process = theirs.ok() && theirs->host == mine.host && theirs->boot_id == mine.boot_id &&
                               theirs->pid == pid && theirs->pid_start == mine.pid_start;
     if (theirs.ok() && (this_process || StateOfLock(*theirs, "") == WriterState::kAlive)) {
-      st = Status::Unavailable("held by pid " + std::to_string(theirs->pid) + " on host " + theirs->host +
+      st = Status::AlreadyExists("held by pid " + std::to_string(theirs->pid) + " on host " + theirs->host +
                                " since unix ms " + std::to_string(theirs->start_unix_ms) + " (" + object +
                                ")");
       break;

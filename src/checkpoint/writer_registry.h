@@ -38,8 +38,9 @@ Result<WriterState> WriterStateOf(Backend& backend, std::string_view name, uint6
 
 // A lock in one named object, for work that must not run twice at once on
 // a store (scrub, rebuild): the same record and liveness rules as a writer
-// lock. A lock whose holder is gone is taken over. Unavailable, naming the
-// holder (host, pid, since when), while a live one holds it.
+// lock. A lock whose holder is gone is taken over. AlreadyExists, naming
+// the holder (host, pid, since when), while a live one holds it; any other
+// error is the backend's.
 Status AcquireObjectLock(Backend& backend, const std::string& object, std::string_view holder);
 // Best effort, as ReleaseWriterLock.
 void ReleaseObjectLock(Backend& backend, const std::string& object, std::string_view holder);

@@ -543,6 +543,7 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
   // part-way, and it fails here instead, naming the step.
   std::string damage;
   bool any_intact = false;
+  const size_t fallbacks_before = recovery != nullptr ? recovery->fallbacks.size() : 0;
   std::optional<size_t> primary;
   std::optional<LoadedCheckpoint> primary_loaded;
   for (size_t k = 0; k < stores_.size(); ++k) {
@@ -571,6 +572,7 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
     if (any_intact) break;
   }
   if (!any_intact && !damage.empty()) {
+    if (recovery != nullptr) recovery->fallbacks.resize(fallbacks_before);  // the error says it all
     return Status::Corruption(CheckpointLabel(n, *step) + " is damaged on every tier that holds it (" + damage +
                               "); --step latest-good restores the newest intact step instead");
   }

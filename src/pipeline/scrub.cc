@@ -130,7 +130,7 @@ class Scrubber {
   Status LockAll() {
     for (size_t k = 0; k < tiers_.size(); ++k) {
       Status st = AcquireObjectLock(*tiers_[k].raw, ScrubLockObject(), holder_);
-      if (st.code() == StatusCode::kUnavailable) {
+      if (st.IsAlreadyExists()) {
         return Status::Unavailable("another scrub is running on " + TierName(k) + ": " + st.message());
       }
       if (!st.ok()) {

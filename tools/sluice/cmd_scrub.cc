@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "pipeline/deferred_backend.h"
 #include "pipeline/scrub.h"
 #include "output.h"
 #include "store_flags.h"
@@ -65,12 +66,23 @@ int CmdScrub(int argc, char** argv) {
   options.store = *store_options;
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<Backend*> tiers;
+  size_t opened = 0;
+  Status open_error;
   for (const auto& uri : *uris) {
     auto backend = OpenBackend(uri, false);
-    if (!backend.ok()) return FailStoreOpen(backend.status());
+    if (!backend.ok()) {
+      // A tier that cannot be opened is named as failed; the others are
+      // scrubbed. A bad URI is a usage error.
+      if (backend.status().code() == StatusCode::kInvalidArgument) return Fail(backend.status(), true);
+      open_error = backend.status();
+      backend = NewDeferredBackend(uri, false, backend.status());
+    } else {
+      ++opened;
+    }
     tiers.push_back(backend->get());
     backends.push_back(std::move(backend).value());
   }
+  if (opened == 0) return FailStoreOpen(open_error);
   const bool json = flags.Has("json");
   options.on_copy = [&](const ScrubCopyResult& r) {
     if (json) return;
