@@ -91,6 +91,22 @@ struct PipelineOptions {
   // Drain checkpoints that earlier runs left un-drained (committed on a tier
   // but missing on a later one) in the background once the pipeline opens.
   bool resume_drains = true;
+  // Background scrub (off when 0): committed checkpoints on every tier are
+  // read and checked continuously, newest first, at most this many bytes/s
+  // per tier, and a bad copy is rewritten from a good one on another tier
+  // (sluice scrub does the same once). It waits while a save is in flight or
+  // a drain runs, so it never delays a snapshot or a drain; results show in
+  // `sluice ls --json` (last_scrub per tier). Passes start every
+  // scrub_interval_ms; a tier another scrub holds is left to that one.
+  uint64_t scrub_rate_bytes_per_sec = 0;
+  uint64_t scrub_interval_ms = 3'600'000;
+  // Background rebuild (off when 0): a pipeline that opens to find tier 0
+  // holding no checkpoint while a later tier holds some (a lost or replaced
+  // device) copies the newest rebuild_keep_last steps of each name back to
+  // tier 0, newest first, writing at most this many bytes/s (sluice rebuild
+  // does the same once). Restores meanwhile read whichever tier has a copy.
+  uint64_t rebuild_rate_bytes_per_sec = 0;
+  uint32_t rebuild_keep_last = 1;
   // First retry of a failed drain after this long, doubling up to the max.
   uint64_t retry_initial_ms = 1000;
   uint64_t retry_max_ms = 60'000;

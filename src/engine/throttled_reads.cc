@@ -1,5 +1,6 @@
 #include "engine/throttled_reads.h"
 
+#include <atomic>
 #include <utility>
 
 #include "sluice/backend_wrapper.h"
@@ -9,15 +10,16 @@ namespace {
 
 class ThrottledReadable final : public ReadableObjectWrapper {
  public:
-  ThrottledReadable(std::unique_ptr<ReadableObject> target, std::shared_ptr<TokenBucket> bucket)
-      : ReadableObjectWrapper(std::move(target)), bucket_(std::move(bucket)) {}
+  ThrottledReadable(std::unique_ptr<ReadableObject> target, std::shared_ptr<TokenBucket> bucket,
+                    const std::atomic<bool>* stop)
+      : ReadableObjectWrapper(std::move(target)), bucket_(std::move(bucket)), stop_(stop) {}
   ~ThrottledReadable() override {
     // Reads the owner never reaped still hold their slots.
     for (size_t i = 0; i < held_; ++i) bucket_->Release();
   }
 
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
-    bucket_->Acquire(len);
+    if (!bucket_->Acquire(len, stop_)) return Status::Unavailable("stopped");
     Status st = ReadableObjectWrapper::StartRead(offset, buf, len, tag);
     if (st.ok()) {
       ++held_;
@@ -37,6 +39,7 @@ class ThrottledReadable final : public ReadableObjectWrapper {
 
  private:
   std::shared_ptr<TokenBucket> bucket_;
+  const std::atomic<bool>* stop_;
   size_t held_ = 0;
 };
 
@@ -44,23 +47,25 @@ class ThrottledReads final : public BackendWrapper {
  public:
   ThrottledReads(std::unique_ptr<Backend> target, std::shared_ptr<TokenBucket> bucket)
       : BackendWrapper(std::move(target)), bucket_(std::move(bucket)) {}
-  ThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket)
-      : BackendWrapper(borrowed), bucket_(std::move(bucket)) {}
+  ThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket, const std::atomic<bool>* stop)
+      : BackendWrapper(borrowed), bucket_(std::move(bucket)), stop_(stop) {}
 
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
     auto o = BackendWrapper::Open(name);
     if (!o.ok()) return o.status();
-    return std::unique_ptr<ReadableObject>(new ThrottledReadable(std::move(o).value(), bucket_));
+    return std::unique_ptr<ReadableObject>(new ThrottledReadable(std::move(o).value(), bucket_, stop_));
   }
 
  private:
   std::shared_ptr<TokenBucket> bucket_;
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket) {
-  return std::make_unique<ThrottledReads>(borrowed, std::move(bucket));
+std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket,
+                                           const std::atomic<bool>* stop) {
+  return std::make_unique<ThrottledReads>(borrowed, std::move(bucket), stop);
 }
 
 std::unique_ptr<Backend> NewThrottledReads(std::unique_ptr<Backend> target,

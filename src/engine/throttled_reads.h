@@ -9,6 +9,7 @@
 #ifndef SLUICE_ENGINE_THROTTLED_READS_H_
 #define SLUICE_ENGINE_THROTTLED_READS_H_
 
+#include <atomic>
 #include <memory>
 
 #include "io/token_bucket.h"
@@ -19,8 +20,11 @@ namespace sluice {
 std::unique_ptr<Backend> NewThrottledReads(std::unique_ptr<Backend> target,
                                            std::shared_ptr<TokenBucket> bucket);
 
-// The same over a backend the caller keeps open (it must outlive the result).
-std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket);
+// The same over a backend the caller keeps open (it must outlive the
+// result). Once `stop` (optional) turns true, reads fail at once with
+// Unavailable, so that a background reader ends without waiting out its cap.
+std::unique_ptr<Backend> NewThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket,
+                                           const std::atomic<bool>* stop = nullptr);
 
 }  // namespace sluice
 

@@ -153,7 +153,11 @@ Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, 
         return error_;
       }
     }
-    options_.bucket->Acquire(len);
+    if (!options_.bucket->Acquire(len, options_.stop)) {
+      give_back();
+      Fail(Status::Unavailable("write " + open_.back().name + ": stopped"));
+      return error_;
+    }
   }
   Status st = o->StartWrite(offset, data, len, tag);
   if (!st.ok()) {

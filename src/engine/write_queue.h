@@ -54,6 +54,9 @@ struct WriteQueueOptions {
   // Size of each of the queue's own buffers for Space()/Fill() (rounded up
   // to 4 KiB and the backend's alignment); 0: Write() only.
   uint64_t buffer_bytes = 0;
+  // Once it turns true, a write waiting for the bucket fails with
+  // Unavailable instead of waiting out the cap. Optional.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class WriteQueue {

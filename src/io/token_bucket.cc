@@ -17,10 +17,23 @@ void TokenBucket::Refill(Clock::time_point now) {
   tokens_ = std::min(burst_, tokens_ + elapsed * static_cast<double>(rate_));
 }
 
-void TokenBucket::Acquire(uint64_t bytes) {
+void TokenBucket::Acquire(uint64_t bytes) { (void)Acquire(bytes, nullptr); }
+
+bool TokenBucket::Acquire(uint64_t bytes, const std::atomic<bool>* stop) {
+  auto stopped = [&] { return stop != nullptr && stop->load(); };
+  // With a stop flag, waits are cut into slices so that a stop is seen
+  // within one.
+  const auto slice = std::chrono::milliseconds(50);
   std::unique_lock<std::mutex> lock(mu_);
   if (max_concurrent_ > 0) {
-    slot_freed_.wait(lock, [&] { return in_use_ < max_concurrent_; });
+    while (in_use_ >= max_concurrent_) {
+      if (stopped()) return false;
+      if (stop != nullptr) {
+        slot_freed_.wait_for(lock, slice);
+      } else {
+        slot_freed_.wait(lock);
+      }
+    }
   }
   ++in_use_;
   if (rate_ > 0) {
@@ -30,7 +43,14 @@ void TokenBucket::Acquire(uint64_t bytes) {
     for (;;) {
       Refill(Clock::now());
       if (tokens_ >= need) break;
+      if (stopped()) {
+        --in_use_;
+        lock.unlock();
+        slot_freed_.notify_one();
+        return false;
+      }
       double wait_s = (need - tokens_) / static_cast<double>(rate_);
+      if (stop != nullptr) wait_s = std::min(wait_s, 0.05);
       // Sleep without the lock so other flows' Release() is not held up;
       // the wait is recomputed after, since others may have taken tokens.
       lock.unlock();
@@ -40,6 +60,7 @@ void TokenBucket::Acquire(uint64_t bytes) {
     tokens_ -= static_cast<double>(bytes);
   }
   granted_ += bytes;
+  return true;
 }
 
 void TokenBucket::Release() {

@@ -13,6 +13,7 @@
 #ifndef SLUICE_IO_TOKEN_BUCKET_H_
 #define SLUICE_IO_TOKEN_BUCKET_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,9 @@ class TokenBucket {
   TokenBucket(uint64_t rate_bytes_per_sec, uint64_t burst_bytes, uint32_t max_concurrent);
 
   void Acquire(uint64_t bytes);
+  // The same, giving up (false, nothing held) once `stop` turns true: seen
+  // within 50 ms however long the wait would be.
+  bool Acquire(uint64_t bytes, const std::atomic<bool>* stop);
   void Release();
   // True if Acquire(bytes) would block now (a hint: others may race).
   bool WouldWait(uint64_t bytes);

@@ -30,6 +30,8 @@
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
 #include "pipeline/tier_listing.h"
+#include "pipeline/rebuild.h"
+#include "pipeline/scrub.h"
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
@@ -148,6 +150,9 @@ class PipelineImpl final : public Pipeline {
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
+    if (opts_.scrub_rate_bytes_per_sec > 0 || (opts_.rebuild_rate_bytes_per_sec > 0 && stores_.size() > 1)) {
+      maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
+    }
     return Status::OK();
   }
 
@@ -155,7 +160,12 @@ class PipelineImpl final : public Pipeline {
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
+      stop_maintenance_ = true;
     }
+    // Background scrub and rebuild stop at once: their reads fail fast once
+    // the flag is up, and nothing half done is recorded or committed.
+    idle_cv_.notify_all();
+    if (maintenance_thread_.joinable()) maintenance_thread_.join();
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
     stop_drains_ = true;
@@ -268,6 +278,7 @@ class PipelineImpl final : public Pipeline {
       --active_;
     }
     slot_cv_.notify_all();
+    idle_cv_.notify_all();
   }
 
   void Enqueue(WriteJob job) {
@@ -409,6 +420,50 @@ class PipelineImpl final : public Pipeline {
     }
   }
 
+  // Saves in flight (not yet committed on tier 0) or a drain running or due:
+  // background scrub waits.
+  bool BusyLocked() const {
+    if (active_ > 0 || draining_ > 0) return true;
+    const auto now = Clock::now();
+    for (const auto& j : drains_) {
+      if (j.not_before <= now) return true;
+    }
+    return false;
+  }
+
+  void WaitWhileBusy() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_maintenance_ && BusyLocked()) idle_cv_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+
+  void MaintenanceLoop() {
+    std::vector<Backend*> tiers;
+    for (auto& s : stores_) tiers.push_back(&s->backend());
+    if (opts_.rebuild_rate_bytes_per_sec > 0 && tiers.size() > 1 && TierLooksLost(tiers, 0)) {
+      RebuildOptions r;
+      r.target = 0;
+      r.keep_last = opts_.rebuild_keep_last;
+      r.rate_bytes_per_sec = opts_.rebuild_rate_bytes_per_sec;
+      r.store = opts_.store;
+      r.stop = &stop_maintenance_;
+      (void)Rebuild(tiers, r);  // what it did shows in ls; a failed step is retried by the next pipeline
+    }
+    if (opts_.scrub_rate_bytes_per_sec == 0) return;
+    for (;;) {
+      ScrubOptions s;
+      s.rate_bytes_per_sec = opts_.scrub_rate_bytes_per_sec;
+      s.store = opts_.store;
+      s.stop = &stop_maintenance_;
+      s.yield = [this] { WaitWhileBusy(); };
+      (void)Scrub(tiers, s);  // results land in each tier's scrub/status; another scrub's tier is its own
+      std::unique_lock<std::mutex> lock(mu_);
+      if (idle_cv_.wait_for(lock, std::chrono::milliseconds(opts_.scrub_interval_ms),
+                            [this] { return stop_maintenance_.load(); })) {
+        return;
+      }
+    }
+  }
+
   void DrainerLoop() {
     if (opts_.resume_drains && stores_.size() > 1) ResumeDrains();
     for (;;) {
@@ -439,6 +494,14 @@ class PipelineImpl final : public Pipeline {
         }
       }
       if (job.handle) job.handle->SetState(job.dst, TierState::kWriting);
+      struct Running {
+        PipelineImpl* p;
+        explicit Running(PipelineImpl* pp) : p(pp) { ++p->draining_; }
+        ~Running() {
+          --p->draining_;
+          p->idle_cv_.notify_all();
+        }
+      } running(this);
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
       if (st.ok()) {
         if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
@@ -485,7 +548,10 @@ class PipelineImpl final : public Pipeline {
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
   std::mutex retention_mu_;
-  std::thread writer_thread_, drainer_thread_;
+  std::thread writer_thread_, drainer_thread_, maintenance_thread_;
+  std::atomic<bool> stop_maintenance_{false};
+  std::atomic<int> draining_{0};
+  std::condition_variable idle_cv_;
 };
 
 PendingImpl::~PendingImpl() {

@@ -74,7 +74,7 @@ class Scrubber {
       // The cap holds for the tier as a whole, whatever the depth; a burst
       // of 1/20 s keeps every 10 s window within a few percent of it.
       t.bucket = std::make_shared<TokenBucket>(rate, std::max<uint64_t>(options.store.io_bytes, rate / 20), 0);
-      t.paced = rate > 0 ? NewThrottledReads(*b, t.bucket) : nullptr;
+      t.paced = NewThrottledReads(*b, t.bucket, options.stop);
       tiers_.push_back(std::move(t));
     }
   }
@@ -96,7 +96,7 @@ class Scrubber {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
     for (const Key& key : order) {
-      if (options_.stop != nullptr && options_.stop->load()) {
+      if (Stopped()) {
         report_.stopped = true;
         break;
       }
@@ -106,6 +106,7 @@ class Scrubber {
       }
       if (options_.yield) options_.yield();
       ScrubOne(key);
+      if (report_.stopped) break;
     }
     if (!report_.stopped && home_ != nullptr) {
       // The pass is over: the next scrub starts a new one.
@@ -117,7 +118,8 @@ class Scrubber {
   }
 
  private:
-  Backend& Reader(Tier& t) { return t.paced ? *t.paced : *t.raw; }
+  Backend& Reader(Tier& t) { return *t.paced; }
+  bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
 
   std::string TierName(size_t k) const { return "tier " + std::to_string(k) + " (" + tiers_[k].raw->uri() + ")"; }
 
@@ -287,6 +289,7 @@ class Scrubber {
     CopyControl control;
     control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
     control.io_bytes = options_.store.io_bytes;
+    control.stop = options_.stop;
     for (const auto& name : objects) {
       auto it = by_name.find(name);
       if (it == by_name.end()) return Status::Corruption("bad object " + name + " is not in the good copy");
@@ -295,8 +298,12 @@ class Scrubber {
       // Every chunk is checked against its crc as it is copied: a source
       // that went bad since it was verified fails the copy, and the staged
       // object is never swapped in.
-      RETURN_IF_ERROR(CopyObjects(src, dst, {o}, control));
-      RETURN_IF_ERROR(dst.Replace(o.dst_name, name));
+      Status st = CopyObjects(src, dst, {o}, control);
+      if (st.ok()) st = dst.Replace(o.dst_name, name);
+      if (!st.ok()) {
+        (void)dst.Remove(o.dst_name);  // else gc's, once the step's writer lock is gone
+        return st;
+      }
       rewritten.push_back(name);
     }
     // Records: manifests, then the commit record, the one that makes the
@@ -326,6 +333,11 @@ class Scrubber {
     for (size_t k = 0; k < tiers_.size(); ++k) {
       if (tiers_[k].failed || !tiers_[k].holds.count(key)) continue;
       checks.push_back(CheckCopy(k, key));
+      // Reads that failed because the scrub was told to stop judge nothing.
+      if (Stopped()) {
+        report_.stopped = true;
+        return;
+      }
       if (checks.back().tier_failed) TierFailed(k, Status::IOError(checks.back().problem));
     }
     const Check* good = nullptr;
@@ -359,6 +371,10 @@ class Scrubber {
         r.reason = c.problem + "; no other tier holds a good copy (left as it is)";
       } else {
         auto repaired = Repair(key, *good, c);
+        if (!repaired.ok() && Stopped()) {
+          report_.stopped = true;  // not a verdict: the next pass repairs it
+          return;
+        }
         if (repaired.ok()) {
           r.state = "repaired";
           r.reason = c.problem;
