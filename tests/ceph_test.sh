@@ -7,7 +7,8 @@
 # Besides the backend on its own: a file tier 0 with a rados tier 1 (save,
 # wipe tier 0, restore from Ceph), one OSD and then all OSDs stopped in the
 # middle of a drain (the test restarts them), and a bad copy on either tier
-# repaired from the other.
+# repaired from the other, scrub healing objects overwritten or deleted behind
+# sluice's back on either tier, and rebuild of a wiped RADOS tier.
 #
 # Uses the cluster in $SLUICE_CEPH_DIR (default /tmp/sluice-ceph) if it is
 # running; otherwise starts one and stops it on exit, pass or fail. Works
@@ -374,6 +375,50 @@ else
   check "and says fallback and repair on stderr ($(errtext))" bash -c "grep -q '^sluice: fallback:' '$W/err' && grep -q '^sluice: repair:' '$W/err'"
   sl verify --store "$UD" --name bad --step 1
   expect_ok "verify --store rados:// after that restore (the RADOS object was rewritten from tier 0)"
+fi
+
+# e. scrub: objects overwritten or deleted behind sluice's back on every
+# replica (rados put / rados rm) are found and healed from the other tier,
+# both ways; a RADOS tier wiped altogether is rebuilt from tier 0.
+TE=$W/te; UE=$(turi te)
+for st in 1 2; do
+  sl save --tier "$TE" --tier "$UE" --name sc --step $st --from "$W/tree" --chunk-size 256KiB --object-size 1MiB
+done
+expect_ok "tiered saves of the tree for the scrub cases"
+robjs() { rados -p "$POOL" ls | grep "^$PREFIX/te/ckpt/sc/$(printf %020d "$1")/$2" | sort; }
+o1=$(robjs 1 data/ | head -1) o2=$(robjs 2 data/ | head -1) m2=$(robjs 2 manifest/ | head -1)
+if [ -z "$o1" ] || [ -z "$o2" ] || [ -z "$m2" ] || ! rados -p "$POOL" get "$o1" "$W/te1"; then
+  nok "no data objects or manifest of sc@1,2 on RADOS ('$o1' '$o2' '$m2')"
+else
+  flip_file "$W/te1" 1000
+  rados -p "$POOL" put "$o1" "$W/te1"
+  rados -p "$POOL" rm "$o2"
+  rados -p "$POOL" rm "$m2"
+  sl ls --tier "$TE" --tier "$UE" --json
+  check "ls shows step 2 damaged on RADOS (manifest gone) ($(states))" [ "$(states)" = "[['committed', 'committed'], ['committed', 'damaged']]" ]
+  sl scrub --tier "$TE" --tier "$UE" --json
+  check "scrub heals the overwritten object, the deleted object and the deleted manifest on RADOS from tier 0 (exit $RC, $(errtext))" \
+    [ "$RC" -eq 0 -a "$(pyj '",".join("%d:%d:%s" % (c["tier"], c["step"], c["state"]) for c in d["copies"])')" = "0:2:ok,1:2:repaired,0:1:ok,1:1:repaired" ]
+  for st in 1 2; do
+    sl verify --store "$UE" --name sc --step $st
+    expect_ok "verify --store rados:// of sc@$st after the scrub"
+  done
+  sl scrub --tier "$TE" --tier "$UE" --json
+  check "a second scrub rewrites nothing" [ "$RC" -eq 0 -a "$(pyj 'sum(len(c["rewritten"]) for c in d["copies"])')" = 0 ]
+  f=$(find "$TE/ckpt/sc/$(printf %020d 2)/data" -name '*.dat' | sort | head -1)
+  flip_file "$f" 777
+  rm -f "$TE/ckpt/sc/$(printf %020d 1)"/manifest/*.man
+  sl scrub --tier "$TE" --tier "$UE" --json
+  check "the reverse: tier 0's flipped byte and deleted manifest healed from RADOS (exit $RC)" \
+    [ "$RC" -eq 0 -a "$(pyj '",".join("%d:%d" % (c["tier"], c["step"]) for c in d["copies"] if c["state"] == "repaired")')" = "0:2,0:1" ]
+  sl restore --store "$TE" --name sc --step 2 --to "$W/te-r"
+  check "tier 0 alone restores sc@2 byte-identical" bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/te-r'"
+  rados -p "$POOL" ls | grep "^$PREFIX/te/" | while read -r o; do rados -p "$POOL" rm "$o"; done
+  sl rebuild --tier "$UE" --tier "$TE" --keep-last 0 --rate-limit 64MiB --json
+  check "rebuild of the wiped RADOS tier from tier 0: both steps rebuilt (exit $RC, $(errtext))" \
+    [ "$RC" -eq 0 -a "$(pyj '[(s["step"], s["state"]) for s in d["steps"]]')" = "[(2, 'rebuilt'), (1, 'rebuilt')]" ]
+  sl verify --store "$UE" --name sc --step 1
+  expect_ok "the rebuilt RADOS copy verifies"
 fi
 
 # ---------------------------------------------------------------- rm

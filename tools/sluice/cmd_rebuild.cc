@@ -96,7 +96,9 @@ int CmdRebuild(int argc, char** argv) {
     }
     std::fflush(stdout);
   };
+  const double cpu0 = ProcessCpuSeconds();
   auto report = Rebuild(tiers, options);
+  const double cpu = ProcessCpuSeconds() - cpu0;
   if (!report.ok()) return Fail(report.status());
   size_t failed = 0, rebuilt = 0;
   for (const auto& s : report->steps) {
@@ -107,7 +109,7 @@ int CmdRebuild(int argc, char** argv) {
     Json j;
     j.BeginObject().Key("ok").Bool(report->ok()).Key("target").UInt(options.target)
         .Key("seconds").Num(report->seconds).Key("bytes").UInt(report->bytes)
-        .Key("rate_limit").UInt(*rate).Key("stopped").Bool(report->stopped).Key("tier_errors").BeginArray();
+        .Key("cpu_seconds").Num(cpu).Key("rate_limit").UInt(*rate).Key("stopped").Bool(report->stopped).Key("tier_errors").BeginArray();
     for (const auto& e : report->tier_errors) j.Str(e);
     j.EndArray().Key("steps").BeginArray();
     for (const auto& s : report->steps) {

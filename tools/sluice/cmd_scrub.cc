@@ -103,7 +103,9 @@ int CmdScrub(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   };
+  const double cpu0 = ProcessCpuSeconds();
   auto report = Scrub(tiers, options);
+  const double cpu = ProcessCpuSeconds() - cpu0;
   if (!report.ok()) return Fail(report.status());
   size_t not_ok = 0, repaired = 0;
   for (const auto& r : report->copies) {
@@ -113,7 +115,7 @@ int CmdScrub(int argc, char** argv) {
   if (json) {
     Json j;
     j.BeginObject().Key("ok").Bool(report->ok()).Key("seconds").Num(report->seconds).Key("bytes").UInt(report->bytes)
-        .Key("rate_limit").UInt(*rate).Key("repair").Bool(options.repair).Key("resumed").Bool(report->resumed)
+        .Key("cpu_seconds").Num(cpu).Key("rate_limit").UInt(*rate).Key("repair").Bool(options.repair).Key("resumed").Bool(report->resumed)
         .Key("skipped").UInt(report->skipped).Key("tier_errors").BeginArray();
     for (const auto& e : report->tier_errors) j.Str(e);
     j.EndArray().Key("copies").BeginArray();
