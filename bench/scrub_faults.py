@@ -10,9 +10,10 @@ swapped with another step's. Then:
   1. `sluice scrub --no-repair` must detect it (the copy is not ok);
   2. `sluice restore` over both tiers must return the tree bit-exact or fail,
      never wrong bytes;
-  3. `sluice scrub` must repair it where the other tier holds a good copy,
-     and name it unrepairable where not; a final verify of every copy must
-     pass wherever a good copy existed.
+  3. `sluice scrub` must repair it where the other tier holds a good copy
+     (of each bad object: two copies bad in different objects heal each
+     other), and name it unrepairable where not; a final verify of every
+     copy must pass wherever it was repaired.
 Prints the counts and exits 1 if any target is missed.
 
 usage: bench/scrub_faults.py [--trials 100] [--sluice build/sluice] [--dir /tmp/sluice-faults]
@@ -90,8 +91,8 @@ def main():
     pristine = {t: t + ".pristine" for t in (A, B)}
     for t, p in pristine.items():
         shutil.copytree(t, p)
-    counts = dict(faults=0, detected=0, repairable=0, repaired=0, unrepairable_named=0, wrong_bytes=0,
-                  restore_failed=0)
+    counts = dict(faults=0, detected=0, repairable=0, repaired=0, unrepairable_named=0, both_healed_across=0,
+                  wrong_bytes=0, restore_failed=0)
     by_kind = {k: [0, 0] for k in KINDS}
     for trial in range(a.trials):
         kind = rng.choice(KINDS)
@@ -130,10 +131,17 @@ def main():
         d = json.loads(p.stdout)
         states = {(c["tier"], c["step"]): c["state"] for c in d["copies"]}
         if both:
-            if all(states.get((t, step)) == "unrepairable" for t in tiers):
+            # Bad on both tiers: healed if the two copies are bad in
+            # different objects (each repaired from the other), else named.
+            healed = p.returncode == 0 and all(
+                run([a.sluice, "verify", "--store", t, "--name", "f", "--step", str(step)]).returncode == 0
+                for t in (A, B))
+            if healed:
+                counts["both_healed_across"] += 1
+            elif all(states.get((t, step)) == "unrepairable" for t in tiers):
                 counts["unrepairable_named"] += 1
             else:
-                print(f"trial {trial}: {kind} on both tiers step {step}: not named unrepairable: {states}")
+                print(f"trial {trial}: {kind} on both tiers step {step}: neither healed nor named: {states}")
             for t, pth in pristine.items():  # start the next trial from good copies
                 shutil.rmtree(t)
                 shutil.copytree(pth, t)
@@ -148,11 +156,13 @@ def main():
     print(json.dumps(counts))
     print("per kind (injected, detected): " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in by_kind.items()))
     print(f"detected {counts['detected']}/{counts['faults']}, repaired {counts['repaired']}/{counts['repairable']} "
-          f"where a good copy existed, named {counts['unrepairable_named']}/{counts['faults'] - counts['repairable']} "
-          f"where none did, restores with wrong bytes: {counts['wrong_bytes']}")
+          f"where a good copy existed; of {counts['faults'] - counts['repairable']} faults on both tiers, "
+          f"{counts['both_healed_across']} healed (bad in different objects) and {counts['unrepairable_named']} "
+          f"named unrepairable; restores with wrong bytes: {counts['wrong_bytes']}")
     shutil.rmtree(a.dir, ignore_errors=True)
     good = (counts["detected"] == counts["faults"] and counts["repaired"] == counts["repairable"] and
-            counts["unrepairable_named"] == counts["faults"] - counts["repairable"] and counts["wrong_bytes"] == 0)
+            counts["unrepairable_named"] + counts["both_healed_across"] == counts["faults"] - counts["repairable"] and
+            counts["wrong_bytes"] == 0)
     sys.exit(0 if good else 1)
 
 

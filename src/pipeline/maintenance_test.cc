@@ -60,23 +60,23 @@ class MaintenanceTest : public ::testing::Test {
     return o;
   }
   // Saves steps 1..n of "m" (8 MiB each) and waits until both tiers hold them.
-  void SaveSteps(int n) {
+  void SaveSteps(int n, size_t bytes = 8 << 20) {
     auto p = Pipeline::Open(Options());
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     for (int s = 1; s <= n; ++s) {
       auto pending = (*p)->Begin({"m", static_cast<uint64_t>(s)}, 0, 1);
       ASSERT_TRUE(pending.ok());
-      const std::string data = Bytes(8 << 20, s);
+      const std::string data = Bytes(bytes, s);
       ASSERT_TRUE((*pending)->AddItem("w", "", data.data(), data.size()).ok());
       auto h = (*pending)->Snapshot();
       ASSERT_TRUE(h.ok());
       ASSERT_TRUE((*h)->Wait().ok());
     }
   }
-  std::string DataObject(int tier, uint64_t step) {
+  std::string DataObject(int tier, uint64_t step, size_t index = 0) {
     auto b = OpenBackend(Tier(tier), false);
     auto listed = (*b)->List(StepPrefix("m", step) + "data/");
-    return listed.ok() && !listed->empty() ? Tier(tier) + "/" + (*listed)[0].name : "";
+    return listed.ok() && listed->size() > index ? Tier(tier) + "/" + (*listed)[index].name : "";
   }
   // Polls until `pred` holds, at most `seconds`.
   template <typename Pred>
@@ -202,6 +202,27 @@ TEST_F(MaintenanceTest, ARepairNeverStartsFromACopyThatIsBadToo) {
     EXPECT_TRUE(c.rewritten.empty());
   }
   EXPECT_FALSE(report->ok());
+}
+
+TEST_F(MaintenanceTest, TwoCopiesBadInDifferentObjectsHealEachOther) {
+  SaveSteps(1, 20 << 20);  // three data objects of at most 8 MiB
+  FlipByte(DataObject(0, 1, 0), 100);
+  FlipByte(DataObject(1, 1, 2), 100);
+  auto b0 = OpenBackend(Tier(0), false), b1 = OpenBackend(Tier(1), false);
+  auto report = Scrub({b0->get(), b1->get()}, ScrubOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->copies.size(), 2u);
+  for (const auto& c : report->copies) {
+    EXPECT_EQ(c.state, "repaired") << c.tier << ": " << c.reason;
+    EXPECT_EQ(c.rewritten.size(), 1u);
+  }
+  EXPECT_TRUE(report->ok());
+  for (int k = 0; k < 2; ++k) {
+    auto store = Store::Open(Tier(k));
+    auto v = (*store)->Verify("m", 1);
+    ASSERT_TRUE(v.ok());
+    EXPECT_TRUE(v->ok()) << "tier " << k;
+  }
 }
 
 }  // namespace

@@ -60,7 +60,14 @@ struct Check {
   std::string problem;  // records that do not load, or the data objects' damage
   bool tier_failed = false;
   double seconds = 0;
+  std::string commit_bytes;  // when loaded: which save this copy is
   bool ok() const { return loaded && problem.empty() && report.ok(); }
+  bool Holds(const std::string& object) const {
+    for (const auto& b : report.bad) {
+      if (b.object == object) return false;
+    }
+    return true;
+  }
 };
 
 class Scrubber {
@@ -234,36 +241,38 @@ class Scrubber {
     return c;
   }
 
-  // The objects of `good` that are bad on tier `bad.tier`, read there
-  // through good's manifests (copies are verbatim: same names, same bytes).
-  Result<std::set<std::string>> BadObjects(const Check& good, const Check& bad) {
-    std::set<std::string> objects;
-    const VerifyReport* report = &bad.report;
-    VerifyReport against_good;
-    if (!bad.loaded) {
-      ASSIGN_OR_RETURN(against_good, VerifyCheckpoint(Reader(tiers_[bad.tier]), options_.store, good.ck));
-      report = &against_good;
+  // Rewrites what is bad on `bad.tier` from the other copies. Copies are
+  // verbatim (same names, same bytes), so any copy of the same save whose
+  // records verified names the bad tier's objects, and each bad object is
+  // taken from a copy on which that object verified: two copies bad in
+  // different objects heal each other. `rewritten` gets the objects
+  // rewritten, also when not all could be (the error says which not).
+  Status Repair(const Key& key, const std::vector<Check>& checks, const Check& bad, size_t* source,
+                std::vector<std::string>* rewritten) {
+    // The records to repair from: a copy that verified in full if there is
+    // one, else one whose records did.
+    const Check* reference = nullptr;
+    for (const auto& c : checks) {
+      if (c.tier == bad.tier || !c.loaded) continue;
+      if (reference == nullptr || (c.ok() && !reference->ok())) reference = &c;
     }
-    for (const auto& b : report->bad) objects.insert(b.object);
-    return objects;
-  }
-
-  // Rewrites what is bad on `bad.tier` from `good.tier`. The objects
-  // rewritten, or why it could not be done.
-  Result<std::vector<std::string>> Repair(const Key& key, const Check& good, const Check& bad) {
-    Backend& src = Reader(tiers_[good.tier]);
+    if (reference == nullptr) return Status::NotFound("no other tier holds a copy whose records verify");
+    *source = reference->tier;
     Backend& dst = *tiers_[bad.tier].raw;
-    const std::string commit = CommitObject(key.first, key.second);
-    ASSIGN_OR_RETURN(std::string good_commit, tiers_[good.tier].raw->ReadSmall(commit));
-    if (bad.loaded) {
-      auto bad_commit = dst.ReadSmall(commit);
-      if (bad_commit.ok() && *bad_commit != good_commit) {
-        return Status::Corruption("the copies on " + TierName(bad.tier) + " and " + TierName(good.tier) +
-                                          " are different saves of this step (their commit records differ); "
-                                          "neither is replaced");
-      }
+    if (bad.loaded && bad.commit_bytes != reference->commit_bytes) {
+      return Status::Corruption("the copies on " + TierName(bad.tier) + " and " + TierName(reference->tier) +
+                                " are different saves of this step (their commit records differ); "
+                                "neither is replaced");
     }
-    ASSIGN_OR_RETURN(std::set<std::string> objects, BadObjects(good, bad));
+    // The bad objects: as found, or, where the bad copy's own records did
+    // not load, by reading its objects through the reference's manifests.
+    std::set<std::string> objects;
+    if (bad.loaded) {
+      for (const auto& b : bad.report.bad) objects.insert(b.object);
+    } else {
+      ASSIGN_OR_RETURN(VerifyReport against, VerifyCheckpoint(Reader(tiers_[bad.tier]), options_.store, reference->ck));
+      for (const auto& b : against.bad) objects.insert(b.object);
+    }
     // Registered as a writer of the step: gc leaves the staged objects alone
     // while this runs (and removes them if it dies), rm waits.
     const std::string writer = NewWriterId();
@@ -279,53 +288,69 @@ class Scrubber {
       return step_prefix + "repair/" + writer + "/" + object.substr(step_prefix.size());
     };
     std::map<std::string, ObjectToCopy> by_name;
-    for (const auto& m : good.ck.manifests) {
+    for (const auto& m : reference->ck.manifests) {
       auto chunks = ChunksPerObject(m);
       for (size_t o = 0; o < m.objects.size(); ++o) {
         by_name[m.objects[o].name] = ObjectToCopy{m.objects[o].name, m.objects[o].size, chunks[o], ""};
       }
     }
-    std::vector<std::string> rewritten;
+    std::vector<std::string> nowhere;
     CopyControl control;
     control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
     control.io_bytes = options_.store.io_bytes;
     control.stop = options_.stop;
     for (const auto& name : objects) {
       auto it = by_name.find(name);
-      if (it == by_name.end()) return Status::Corruption("bad object " + name + " is not in the good copy");
+      const Check* from = nullptr;
+      for (const auto& c : checks) {
+        if (c.tier != bad.tier && c.loaded && c.commit_bytes == reference->commit_bytes && c.Holds(name)) {
+          from = &c;
+          break;
+        }
+      }
+      if (it == by_name.end() || from == nullptr) {
+        nowhere.push_back(name);
+        continue;
+      }
       ObjectToCopy o = it->second;
       o.dst_name = staged_name(name);
       // Every chunk is checked against its crc as it is copied: a source
       // that went bad since it was verified fails the copy, and the staged
       // object is never swapped in.
-      Status st = CopyObjects(src, dst, {o}, control);
+      Status st = CopyObjects(Reader(tiers_[from->tier]), dst, {o}, control);
       if (st.ok()) st = dst.Replace(o.dst_name, name);
       if (!st.ok()) {
         (void)dst.Remove(o.dst_name);  // else gc's, once the step's writer lock is gone
         return st;
       }
-      rewritten.push_back(name);
+      rewritten->push_back(name);
     }
     // Records: manifests, then the commit record, the one that makes the
     // copy whole again, last. Byte-identical ones are left alone.
     std::vector<std::string> records;
-    for (const auto& r : good.ck.commit.ranks) records.push_back(r.manifest);
-    records.push_back(commit);
+    for (const auto& r : reference->ck.commit.ranks) records.push_back(r.manifest);
+    records.push_back(CommitObject(key.first, key.second));
     for (const auto& record : records) {
-      ASSIGN_OR_RETURN(std::string want, tiers_[good.tier].raw->ReadSmall(record));
+      ASSIGN_OR_RETURN(std::string want, tiers_[reference->tier].raw->ReadSmall(record));
       auto have = dst.ReadSmall(record);
       if (have.ok() && *have == want) continue;
       const std::string staged = staged_name(record);
       (void)dst.Remove(staged);
       RETURN_IF_ERROR(dst.PublishIfAbsent(staged, want));
       RETURN_IF_ERROR(dst.Replace(staged, record));
-      rewritten.push_back(record);
+      rewritten->push_back(record);
+    }
+    if (!nowhere.empty()) {
+      std::string list;
+      for (const auto& n : nowhere) list += (list.empty() ? "" : ", ") + n;
+      return Status::NotFound("no tier holds a good copy of " + list +
+                              (rewritten->empty() ? "" : " (" + std::to_string(rewritten->size()) +
+                                                             " other object(s) were rewritten)"));
     }
     // The repaired copy must now load and hold every object in full.
     auto reloaded = LoadCheckpoint(dst, key.first, key.second);
     if (!reloaded.ok()) return reloaded.status().WithContext("after the repair");
-    RETURN_IF_ERROR(CheckDataObjects(dst, *reloaded).WithContext("after the repair"));
-    return rewritten;
+    return CheckDataObjects(dst, *reloaded).WithContext("after the repair");
   }
 
   void ScrubOne(const Key& key) {
@@ -338,13 +363,11 @@ class Scrubber {
         report_.stopped = true;
         return;
       }
-      if (checks.back().tier_failed) TierFailed(k, Status::IOError(checks.back().problem));
-    }
-    const Check* good = nullptr;
-    for (const auto& c : checks) {
-      if (c.ok()) {
-        good = &c;
-        break;
+      Check& c = checks.back();
+      if (c.tier_failed) TierFailed(k, Status::IOError(c.problem));
+      if (c.loaded) {
+        auto bytes = tiers_[k].raw->ReadSmall(CommitObject(key.first, key.second));
+        if (bytes.ok()) c.commit_bytes = std::move(bytes).value();
       }
     }
     std::string summary = "ok";
@@ -366,11 +389,9 @@ class Scrubber {
       } else if (!options_.repair) {
         r.state = "bad";
         r.reason = c.problem;
-      } else if (good == nullptr) {
-        r.state = "unrepairable";
-        r.reason = c.problem + "; no other tier holds a good copy (left as it is)";
       } else {
-        auto repaired = Repair(key, *good, c);
+        size_t source = 0;
+        Status repaired = Repair(key, checks, c, &source, &r.rewritten);
         if (!repaired.ok() && Stopped()) {
           report_.stopped = true;  // not a verdict: the next pass repairs it
           return;
@@ -378,11 +399,12 @@ class Scrubber {
         if (repaired.ok()) {
           r.state = "repaired";
           r.reason = c.problem;
-          r.rewritten = std::move(repaired).value();
-          r.source = good->tier;
+          r.source = source;
         } else {
           r.state = "unrepairable";
-          r.reason = c.problem + "; repair from " + TierName(good->tier) + " failed: " + repaired.status().ToString();
+          r.reason = c.problem + "; " + (repaired.IsNotFound() ? repaired.message()
+                                                               : "repair failed: " + repaired.ToString()) +
+                     (r.rewritten.empty() ? " (left as it is)" : "");
         }
       }
       if (r.state != "ok" && summary != "unrepairable") summary = r.state;
