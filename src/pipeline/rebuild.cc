@@ -56,7 +56,10 @@ Result<RebuildReport> Rebuild(const std::vector<Backend*>& tiers, const RebuildO
   std::stable_sort(wanted.begin(), wanted.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   const uint64_t rate = options.rate_bytes_per_sec;
-  TokenBucket bucket(rate, std::max<uint64_t>(options.store.io_bytes, rate / 20), 0);
+  // A capped rebuild also keeps few writes in flight (4): at a fraction of
+  // the device it needs no deep queue, and a shallow one leaves the device's
+  // queue to the job training beside it (measured: bench/rebuild_bench.sh).
+  TokenBucket bucket(rate, std::max<uint64_t>(options.store.io_bytes, rate / 20), rate > 0 ? 4 : 0);
   for (const auto& [name, step] : wanted) {
     if (options.stop != nullptr && options.stop->load()) {
       report.stopped = true;
