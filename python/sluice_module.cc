@@ -362,6 +362,16 @@ class PyPipeline {
     return std::make_unique<PyReader>(std::move(recovery), ValueOrThrow(std::move(*reader)), p);
   }
 
+  uint64_t LatestGoodStep(const std::string& name) {
+    auto p = Get();
+    std::optional<Result<uint64_t>> step;
+    {
+      py::gil_scoped_release release;
+      step.emplace(p->LatestGoodStep(name));
+    }
+    return ValueOrThrow(std::move(*step));
+  }
+
   py::list List(const std::string& name) {
     auto p = Get();
     std::optional<Result<std::vector<TieredCheckpointInfo>>> listed;
@@ -573,6 +583,7 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("world") = 1, py::arg("attempt") = "",
            py::arg("attempt_is_unique") = false)
       .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
+      .def("latest_good_step", &PyPipeline::LatestGoodStep, py::arg("name"))
       .def("list", &PyPipeline::List, py::arg("name") = "")
       .def("drain", &PyPipeline::Drain, py::arg("name") = "")
       .def("remove", &PyPipeline::Remove, py::arg("name"), py::arg("step") = py::none())

@@ -134,7 +134,10 @@ def save(store, name, step, state_dict, async_=True):
 
 def load(store, name, step="latest", into=None, weights_only=False):
     """Loads checkpoint name@step (step 'latest': the newest committed one)
-    and returns its state dict.
+    and returns its state dict. If the newest committed step is damaged on
+    every tier (a commit record or manifest that does not verify, a missing
+    data object), 'latest' raises CorruptionError naming it; 'latest-good'
+    loads the newest intact step instead, with a warning.
 
     With `into` (a state dict of existing tensors, e.g. model.state_dict()),
     tensors found under the same keys are filled in place and returned as

@@ -20,6 +20,7 @@ the save begins, so nothing is written or committed then.
 
 import io
 import json
+import warnings
 import pickle
 import re
 
@@ -310,11 +311,22 @@ class _SkeletonUnpickler(pickle.Unpickler):
 
 
 def load_with(pipeline, name, step="latest", into=None, weights_only=False):
-    if step == "latest":
+    latest_good = step == "latest-good"
+    if step in ("latest", "latest-good"):
         step = None
     elif not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"sluice.load: step must be 'latest' or a non-negative int, not {step!r}")
-    reader = pipeline.open(name, step)
+        raise ValueError("sluice.load: step must be 'latest', 'latest-good' or a non-negative int, "
+                         f"not {step!r}")
+    try:
+        reader = pipeline.open(name, step)
+    except _sluice.CorruptionError as e:
+        # A damaged newest step is never skipped unless asked for, and then
+        # said so.
+        if not latest_good:
+            raise
+        good = pipeline.latest_good_step(name)
+        warnings.warn(f"sluice.load: {e}; loading {name}@{good}, the newest intact step", stacklevel=3)
+        reader = pipeline.open(name, good)
     label = f"{reader.info['name']}@{reader.info['step']}"
     items = {key: (metadata, size) for key, metadata, size, _ in reader.items()}
     if STRUCTURE_KEY not in items:

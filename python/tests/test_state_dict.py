@@ -1,6 +1,7 @@
 """sluice.save / sluice.load against real files and real PyTorch."""
 
 import collections
+import os
 import threading
 
 import pytest
@@ -120,6 +121,19 @@ def test_latest_step_and_explicit_step(store):
     assert int(sluice.load(store, "steps", step=3)["step"]) == 3
     with pytest.raises(sluice.NotFoundError):
         sluice.load(store, "steps", step=4)
+
+
+def test_a_damaged_newest_step_is_never_loaded_as_latest_in_silence(store):
+    for step in (1, 2):
+        sluice.save(store, "dmg", step, {"step": torch.tensor(step)}).wait()
+    os.unlink(data_objects(store, "dmg", 2)[0])
+    with pytest.raises(sluice.CorruptionError, match="dmg@2.*damaged.*latest-good"):
+        sluice.load(store, "dmg")
+    with pytest.warns(UserWarning, match="dmg@1, the newest intact step"):
+        state = sluice.load(store, "dmg", step="latest-good")
+    assert int(state["step"]) == 1
+    listed = sluice.list_checkpoints(store, "dmg")
+    assert [(c["step"], c["tiers"][0]["state"]) for c in listed] == [(1, "committed"), (2, "damaged")]
 
 
 def test_two_saves_of_one_step_the_second_fails_on_wait(store):

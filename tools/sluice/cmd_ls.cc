@@ -28,7 +28,10 @@ int CmdLs(int argc, char** argv) {
       "Lists committed checkpoints: name, step, bytes, ranks, items, creation time,\n"
       "and with several --tier the state on each tier: committed, draining, pending\n"
       "(an earlier tier has it, this one not yet), failed (the last drain failed, with\n"
-      "the reason), absent (not held, e.g. beyond its --keep-last).";
+      "the reason), absent (not held, e.g. beyond its --keep-last), damaged (a commit\n"
+      "record is there but the copy does not verify: sluice scrub repairs it). A step\n"
+      "damaged on its only tier is listed as DAMAGED, never hidden. --json adds each\n"
+      "copy's last scrub (last_scrub, last_scrub_result, last_scrub_detail).";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"name", "NAME", "only checkpoints of this name"},
