@@ -480,7 +480,8 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
                             uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
                             bool create_if_missing, bool huge_pages, bool staging_at_open,
                             const std::vector<uint64_t>& rate_bytes_per_sec,
-                            const std::vector<uint32_t>& keep_last) {
+                            const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
+                            uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
   if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
     throw py::value_error("rate_bytes_per_sec needs one figure per tier");
   }
@@ -497,6 +498,9 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
   }
   o.staging_bytes = staging_bytes;
   o.staging_at_open = staging_at_open;
+  o.scrub_rate_bytes_per_sec = scrub_rate_bytes_per_sec;
+  o.rebuild_rate_bytes_per_sec = rebuild_rate_bytes_per_sec;
+  o.rebuild_keep_last = rebuild_keep_last;
   o.copy_threads = copy_threads;
   o.max_in_flight = max_in_flight;
   o.huge_pages = huge_pages;
@@ -560,11 +564,13 @@ PYBIND11_MODULE(_sluice, m) {
                        uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
                        bool create_if_missing, bool huge_pages, bool staging_at_open,
                        const std::vector<uint64_t>& rate_bytes_per_sec,
-                       const std::vector<uint32_t>& keep_last) {
+                       const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
+                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
              return std::make_unique<PyPipeline>(MakeOptions(
                  tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
                  object_bytes, rank_timeout_ms, create_if_missing, huge_pages, staging_at_open,
-                 rate_bytes_per_sec, keep_last));
+                 rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec, rebuild_rate_bytes_per_sec,
+                 rebuild_keep_last));
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
            py::arg("copy_threads") = PipelineOptions{}.copy_threads,
@@ -576,7 +582,10 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("create_if_missing") = true, py::arg("huge_pages") = true,
            py::arg("staging_at_open") = PipelineOptions{}.staging_at_open,
            py::arg("rate_bytes_per_sec") = std::vector<uint64_t>{},
-           py::arg("keep_last") = std::vector<uint32_t>{})
+           py::arg("keep_last") = std::vector<uint32_t>{},
+           py::arg("scrub_rate_bytes_per_sec") = uint64_t{0},
+           py::arg("rebuild_rate_bytes_per_sec") = uint64_t{0},
+           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last)
       .def_property_readonly("tier_count", &PyPipeline::tier_count)
       .def_property_readonly("closed", &PyPipeline::closed)
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,

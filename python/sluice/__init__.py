@@ -56,6 +56,9 @@ _options = {
     "io_bytes": 4 << 20,
     "object_bytes": 1 << 30,
     "rank_timeout_ms": 600_000,
+    "scrub_rate_bytes_per_sec": 0,
+    "rebuild_rate_bytes_per_sec": 0,
+    "rebuild_keep_last": 1,
     "create_if_missing": True,
     "huge_pages": True,
     "rate_bytes_per_sec": [],
@@ -69,8 +72,13 @@ def configure(**options):
     """Sets options for pipelines opened from now on: staging_bytes,
     copy_threads, max_in_flight, chunk_bytes, io_bytes, object_bytes,
     rank_timeout_ms, create_if_missing, huge_pages, and per tier
-    rate_bytes_per_sec and keep_last (lists, one figure per tier). Pipelines
-    already open keep theirs; close() them to reopen with the new options."""
+    rate_bytes_per_sec and keep_last (lists, one figure per tier).
+    scrub_rate_bytes_per_sec > 0 scrubs every tier in the background at that
+    cap (waiting while saves and drains run), repairing bad copies from good
+    ones; rebuild_rate_bytes_per_sec > 0 makes a pipeline that opens onto an
+    empty tier 0, while a later tier holds checkpoints, copy the newest
+    rebuild_keep_last steps of each name back at that cap. Pipelines already
+    open keep theirs; close() them to reopen with the new options."""
     unknown = set(options) - set(_options)
     if unknown:
         raise TypeError(f"sluice.configure: unknown option(s) {sorted(unknown)}; "

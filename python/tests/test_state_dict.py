@@ -3,6 +3,7 @@
 import collections
 import os
 import threading
+import time
 
 import pytest
 import torch
@@ -134,6 +135,29 @@ def test_a_damaged_newest_step_is_never_loaded_as_latest_in_silence(store):
     assert int(state["step"]) == 1
     listed = sluice.list_checkpoints(store, "dmg")
     assert [(c["step"], c["tiers"][0]["state"]) for c in listed] == [(1, "committed"), (2, "damaged")]
+
+
+def test_a_job_resuming_onto_an_empty_tier_0_rebuilds_it_in_the_background(tmp_path):
+    tiers = [str(tmp_path / "nvme"), str(tmp_path / "durable")]
+    for step in (1, 2, 3):
+        sluice.save(tiers, "rb", step, {"w": torch.full((1 << 16,), float(step))}).wait()
+    sluice.close()
+    import shutil
+    shutil.rmtree(tiers[0])
+    os.mkdir(tiers[0])
+    sluice.configure(rebuild_rate_bytes_per_sec=64 << 20, rebuild_keep_last=2)
+    try:
+        assert float(sluice.load(tiers, "rb")["w"][0]) == 3.0  # from tier 1 meanwhile, or tier 0
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            states = [c["tiers"][0]["state"] for c in sluice.list_checkpoints(tiers, "rb")]
+            if states == ["absent", "committed", "committed"]:
+                break
+            time.sleep(0.1)
+        assert states == ["absent", "committed", "committed"]
+    finally:
+        sluice.close()
+        sluice.configure(rebuild_rate_bytes_per_sec=0, rebuild_keep_last=1)
 
 
 def test_two_saves_of_one_step_the_second_fails_on_wait(store):
