@@ -30,8 +30,7 @@
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
 #include "pipeline/tier_listing.h"
-#include "pipeline/rebuild.h"
-#include "pipeline/scrub.h"
+#include "pipeline/maintenance.h"
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
@@ -148,11 +147,16 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
     if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
+    // Made before the threads that Wake() it, started after them.
+    std::vector<Backend*> backends;
+    for (auto& s : stores_) backends.push_back(&s->backend());
+    maintenance_ = std::make_unique<Maintenance>(std::move(backends), opts_, [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return BusyLocked();
+    });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
-    if (opts_.scrub_rate_bytes_per_sec > 0 || (opts_.rebuild_rate_bytes_per_sec > 0 && stores_.size() > 1)) {
-      maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
-    }
+    maintenance_->Start();
     return Status::OK();
   }
 
@@ -160,12 +164,8 @@ class PipelineImpl final : public Pipeline {
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
-      stop_maintenance_ = true;
     }
-    // Background scrub and rebuild stop at once: their reads fail fast once
-    // the flag is up, and nothing half done is recorded or committed.
-    idle_cv_.notify_all();
-    if (maintenance_thread_.joinable()) maintenance_thread_.join();
+    maintenance_.reset();  // background scrub and rebuild stop at once
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
     stop_drains_ = true;
@@ -278,7 +278,7 @@ class PipelineImpl final : public Pipeline {
       --active_;
     }
     slot_cv_.notify_all();
-    idle_cv_.notify_all();
+    if (maintenance_) maintenance_->Wake();
   }
 
   void Enqueue(WriteJob job) {
@@ -421,7 +421,7 @@ class PipelineImpl final : public Pipeline {
   }
 
   // Saves in flight (not yet committed on tier 0) or a drain running or due:
-  // background scrub waits.
+  // the background scrub waits (Maintenance).
   bool BusyLocked() const {
     if (active_ > 0 || draining_ > 0) return true;
     const auto now = Clock::now();
@@ -429,39 +429,6 @@ class PipelineImpl final : public Pipeline {
       if (j.not_before <= now) return true;
     }
     return false;
-  }
-
-  void WaitWhileBusy() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_maintenance_ && BusyLocked()) idle_cv_.wait_for(lock, std::chrono::milliseconds(200));
-  }
-
-  void MaintenanceLoop() {
-    std::vector<Backend*> tiers;
-    for (auto& s : stores_) tiers.push_back(&s->backend());
-    if (opts_.rebuild_rate_bytes_per_sec > 0 && tiers.size() > 1 && TierLooksLost(tiers, 0)) {
-      RebuildOptions r;
-      r.target = 0;
-      r.keep_last = opts_.rebuild_keep_last;
-      r.rate_bytes_per_sec = opts_.rebuild_rate_bytes_per_sec;
-      r.store = opts_.store;
-      r.stop = &stop_maintenance_;
-      (void)Rebuild(tiers, r);  // what it did shows in ls; a failed step is retried by the next pipeline
-    }
-    if (opts_.scrub_rate_bytes_per_sec == 0) return;
-    for (;;) {
-      ScrubOptions s;
-      s.rate_bytes_per_sec = opts_.scrub_rate_bytes_per_sec;
-      s.store = opts_.store;
-      s.stop = &stop_maintenance_;
-      s.yield = [this] { WaitWhileBusy(); };
-      (void)Scrub(tiers, s);  // results land in each tier's scrub/status; another scrub's tier is its own
-      std::unique_lock<std::mutex> lock(mu_);
-      if (idle_cv_.wait_for(lock, std::chrono::milliseconds(opts_.scrub_interval_ms),
-                            [this] { return stop_maintenance_.load(); })) {
-        return;
-      }
-    }
   }
 
   void DrainerLoop() {
@@ -499,7 +466,7 @@ class PipelineImpl final : public Pipeline {
         explicit Running(PipelineImpl* pp) : p(pp) { ++p->draining_; }
         ~Running() {
           --p->draining_;
-          p->idle_cv_.notify_all();
+          if (p->maintenance_) p->maintenance_->Wake();
         }
       } running(this);
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
@@ -548,10 +515,9 @@ class PipelineImpl final : public Pipeline {
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
   std::mutex retention_mu_;
-  std::thread writer_thread_, drainer_thread_, maintenance_thread_;
-  std::atomic<bool> stop_maintenance_{false};
+  std::thread writer_thread_, drainer_thread_;
   std::atomic<int> draining_{0};
-  std::condition_variable idle_cv_;
+  std::unique_ptr<Maintenance> maintenance_;  // last: stopped first
 };
 
 PendingImpl::~PendingImpl() {
@@ -582,85 +548,10 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
 Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name,
                                                                        std::optional<uint64_t> step,
                                                                        ReadRecovery* recovery) {
-  RETURN_IF_ERROR(ValidateCheckpointName(name));
-  const std::string n(name);
-  Status first;
-  if (!step) {
-    // The newest step committed anywhere, damaged or not: a damaged newest
-    // step is reported below, never passed over for an older one.
-    std::optional<uint64_t> best;
-    for (auto& s : stores_) {
-      auto newest = NewestCommittedStep(s->backend(), n);
-      if (newest.ok()) {
-        best = best ? std::max(*best, newest->step) : newest->step;
-      } else if (first.ok() || first.IsNotFound()) {
-        first = newest.status();
-      }
-    }
-    if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
-    step = best;
-    first = Status::OK();
-  }
-  std::vector<Store*> tiers;
-  for (auto& s : stores_) tiers.push_back(s.get());
-  // A copy whose data objects are missing is still opened (its readable
-  // chunks are read there, the rest from a later tier), but only if some
-  // tier holds an intact copy: otherwise the restore could only fail
-  // part-way, and it fails here instead, naming the step.
-  std::string damage;
-  bool any_intact = false;
-  const size_t fallbacks_before = recovery != nullptr ? recovery->fallbacks.size() : 0;
-  std::optional<size_t> primary;
-  std::optional<LoadedCheckpoint> primary_loaded;
-  for (size_t k = 0; k < stores_.size(); ++k) {
-    auto loaded = LoadCheckpoint(stores_[k]->backend(), n, *step);
-    if (!loaded.ok()) {
-      if (!loaded.status().IsNotFound()) {
-        damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + loaded.status().message());
-        if (recovery != nullptr && k + 1 < stores_.size()) {
-          recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + opts_.tiers[k].uri +
-                                        "): " + loaded.status().ToString() + "; trying the next tier");
-        }
-      }
-      if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
-      continue;
-    }
-    Status data = CheckDataObjects(stores_[k]->backend(), *loaded);
-    if (data.ok()) {
-      any_intact = true;
-    } else {
-      damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + data.message());
-    }
-    if (!primary) {
-      primary = k;
-      primary_loaded = std::move(loaded).value();
-    }
-    if (any_intact) break;
-  }
-  if (!any_intact && !damage.empty()) {
-    if (recovery != nullptr) recovery->fallbacks.resize(fallbacks_before);  // the error says it all
-    return Status::Corruption(CheckpointLabel(n, *step) + " is damaged on every tier that holds it (" + damage +
-                              "); --step latest-good restores the newest intact step instead");
-  }
-  if (!primary) return first;
-  return OpenTieredReader(tiers, *primary, n, *step, opts_.store, recovery, std::move(*primary_loaded));
+  return OpenOnTiers(Stores(), name, step, opts_.store, recovery);
 }
 
-Result<uint64_t> PipelineImpl::LatestGoodStep(std::string_view name) {
-  RETURN_IF_ERROR(ValidateCheckpointName(name));
-  std::optional<uint64_t> best;
-  Status first;
-  for (auto& s : stores_) {
-    auto good = sluice::LatestGoodStep(s->backend(), name);
-    if (good.ok()) {
-      best = best ? std::max(*best, *good) : *good;
-    } else if (first.ok() || first.IsNotFound()) {
-      first = good.status();
-    }
-  }
-  if (best) return *best;
-  return first.ok() ? Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'") : first;
-}
+Result<uint64_t> PipelineImpl::LatestGoodStep(std::string_view name) { return LatestGoodStepOnTiers(Stores(), name); }
 
 }  // namespace
 

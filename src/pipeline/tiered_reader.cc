@@ -1,8 +1,10 @@
 #include "pipeline/tiered_reader.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
+#include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/object_copy.h"
 #include "format/layout.h"
@@ -129,6 +131,87 @@ Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> t
   auto reader = std::make_unique<TieredReader>(std::move(tiers), primary, name, step, options, recovery);
   RETURN_IF_ERROR(reader->Init(std::move(loaded)));
   return std::unique_ptr<CheckpointReader>(std::move(reader));
+}
+
+Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>& stores, std::string_view name,
+                                                      std::optional<uint64_t> step, const StoreOptions& options,
+                                                      ReadRecovery* recovery) {
+  RETURN_IF_ERROR(ValidateCheckpointName(name));
+  const std::string n(name);
+  Status first;
+  if (!step) {
+    // The newest step committed anywhere, damaged or not: a damaged newest
+    // step is reported below, never passed over for an older one.
+    std::optional<uint64_t> best;
+    for (Store* s : stores) {
+      auto newest = NewestCommittedStep(s->backend(), n);
+      if (newest.ok()) {
+        best = best ? std::max(*best, newest->step) : newest->step;
+      } else if (first.ok() || first.IsNotFound()) {
+        first = newest.status();
+      }
+    }
+    if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
+    step = best;
+    first = Status::OK();
+  }
+  // A copy whose data objects are missing is still opened (its readable
+  // chunks are read there, the rest from a later tier), but only if some
+  // tier holds an intact copy: otherwise the restore could only fail
+  // part-way, and it fails here instead, naming the step.
+  std::string damage;
+  bool any_intact = false;
+  const size_t fallbacks_before = recovery != nullptr ? recovery->fallbacks.size() : 0;
+  std::optional<size_t> primary;
+  std::optional<LoadedCheckpoint> primary_loaded;
+  for (size_t k = 0; k < stores.size(); ++k) {
+    auto loaded = LoadCheckpoint(stores[k]->backend(), n, *step);
+    if (!loaded.ok()) {
+      if (!loaded.status().IsNotFound()) {
+        damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + loaded.status().message());
+        if (recovery != nullptr && k + 1 < stores.size()) {
+          recovery->fallbacks.push_back("tier " + std::to_string(k) + " (" + stores[k]->backend().uri() +
+                                        "): " + loaded.status().ToString() + "; trying the next tier");
+        }
+      }
+      if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
+      continue;
+    }
+    Status data = CheckDataObjects(stores[k]->backend(), *loaded);
+    if (data.ok()) {
+      any_intact = true;
+    } else {
+      damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + data.message());
+    }
+    if (!primary) {
+      primary = k;
+      primary_loaded = std::move(loaded).value();
+    }
+    if (any_intact) break;
+  }
+  if (!any_intact && !damage.empty()) {
+    if (recovery != nullptr) recovery->fallbacks.resize(fallbacks_before);  // the error says it all
+    return Status::Corruption(CheckpointLabel(n, *step) + " is damaged on every tier that holds it (" + damage +
+                              "); --step latest-good restores the newest intact step instead");
+  }
+  if (!primary) return first;
+  return OpenTieredReader(stores, *primary, n, *step, options, recovery, std::move(*primary_loaded));
+}
+
+Result<uint64_t> LatestGoodStepOnTiers(const std::vector<Store*>& stores, std::string_view name) {
+  RETURN_IF_ERROR(ValidateCheckpointName(name));
+  std::optional<uint64_t> best;
+  Status first;
+  for (Store* s : stores) {
+    auto good = sluice::LatestGoodStep(s->backend(), name);
+    if (good.ok()) {
+      best = best ? std::max(*best, *good) : *good;
+    } else if (first.ok() || first.IsNotFound()) {
+      first = good.status();
+    }
+  }
+  if (best) return *best;
+  return first.ok() ? Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'") : first;
 }
 
 }  // namespace sluice

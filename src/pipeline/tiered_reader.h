@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
@@ -28,6 +30,16 @@ Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> t
                                                            const StoreOptions& options,
                                                            ReadRecovery* recovery,
                                                            LoadedCheckpoint loaded);
+
+// Pipeline::OpenCheckpoint over `stores` (fastest first): `step` nullopt is
+// the newest step committed on any tier, damaged or not; Corruption naming
+// the step if no tier holds an intact copy of it. Else a tiered reader from
+// the fastest tier whose records load.
+Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>& stores, std::string_view name,
+                                                      std::optional<uint64_t> step, const StoreOptions& options,
+                                                      ReadRecovery* recovery);
+// Pipeline::LatestGoodStep: the newest step some tier holds intact.
+Result<uint64_t> LatestGoodStepOnTiers(const std::vector<Store*>& stores, std::string_view name);
 
 }  // namespace sluice
 
