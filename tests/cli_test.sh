@@ -125,6 +125,14 @@ sl save --store "$S" --name nodir --step 1 --from "$W/does-not-exist"
 expect_err "save --from a missing directory" 1
 sl save --store "$S" --name nodir --step 1 --from "$W/tree/empty"
 expect_err "save --from a regular file (not a directory)" 1
+: > "$W/a-plain-file"
+sl ls --store "$W/a-plain-file"
+expect_err "a store that is a regular file is an operational error, not a usage error" 1
+sl save --store "$S" --name "$(printf 'run\xc2\x85x')" --step 1 --synthetic 1KiB
+expect_err "a name with a C1 control character (U+0085) is refused" 2
+sl save --store "$S" --name "$(printf 'run\xffx')" --step 1 --synthetic 1KiB
+expect_err "a name that is not valid UTF-8 is refused" 2
+check "...saying so" grep -q "not valid UTF-8" "$W/err"
 
 # -------------------------------------------------------------- usage errors
 U=$W/usage-store   # must never be created by a usage error
@@ -479,9 +487,11 @@ sl restore --store "$S" --name 'run..2' --to "$W/dotdot"
 expect_ok "and restores"
 LATIN=$(printf 'caf\xe9')
 sl save --store "$S" --name "$LATIN" --step 1 --synthetic 4K
-expect_ok "a name with a non-UTF-8 byte saves"
+expect_err "a name with a non-UTF-8 byte (Latin-1) is refused: ls could not show it in a form that names it again" 2
+sl save --store "$S" --name "$(printf 'caf\xc3\xa9')" --step 1 --synthetic 4K
+expect_ok "the same name in UTF-8 saves"
 sl ls --store "$S" --json
-check "ls --json stays valid JSON with a non-UTF-8 name" [ "$(pyj 'any(c["name"] == "caf\u00e9" for c in d)')" = True ]
+check "ls --json shows it as text that names it again" [ "$(pyj 'any(c["name"] == "caf\u00e9" for c in d)')" = True ]
 sl gc --store "$S" --min-age 999999999999d
 expect_err "gc --min-age beyond 3650d is a usage error, not an overflow" 2
 sl ls --store "file://$S?qd=0"

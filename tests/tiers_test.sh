@@ -368,6 +368,34 @@ else
   echo "ok - full durable tier # SKIP cannot mount a tmpfs (needs root)"
 fi
 
+# ---------------------------------------------------------------- status
+QA=$W/status-a QB=$W/status-b
+"$SLUICE" save --tier "$QA" --tier "$QB" --name st --step 1 --synthetic 4MiB >/dev/null 2>&1
+"$SLUICE" save --store "$QA" --name st --step 2 --synthetic 32MiB --object-size 4MiB >/dev/null 2>&1
+sl status --tier "$QA" --tier "$QB" --json
+check "status --json: newest step per tier (2 on tier 0, 1 on tier 1), nothing in flight" \
+  [ "$RC" = 0 -a "$(pyj '[(n["name"], [t["newest_step"] for t in n["tiers"]]) for n in d["names"]]')" = "[('st', [2, 1])]" -a "$(pyj 'len(d["in_flight"])')" = 0 ]
+"$SLUICE" drain --tier "$QA" --tier "$QB" --rate-limit 1=4MiB >/dev/null 2>&1 &
+qd=$!
+BGPIDS+=("$qd")
+sleep 2
+sl status --tier "$QA" --tier "$QB" --json --interval 1s
+check "status during a capped drain (another process) shows it in flight with bytes, total, rate and ETA" \
+  [ "$RC" = 0 -a "$(pyj '[(f["kind"], f["step"], f["tier"], f["bytes"] > 0, f.get("total_bytes"), f["bytes_per_sec"] > 0, "eta_seconds" in f) for f in d["in_flight"]]')" = "[('drain', 2, 1, True, 33554432, True, True)]" ]
+sl status --tier "$QA" --tier "$QB"
+check "plain status prints the drain with an ETA" grep -q "st@2  drain to tier 1 .* ETA" "$W/out"
+kill "$qd" 2>/dev/null; wait "$qd" 2>/dev/null
+timeout 3 "$SLUICE" status --store "$QA" --watch --interval 500ms > "$W/watch.out" 2>&1
+check "status --watch keeps refreshing until interrupted (timeout: exit 124)" \
+  [ "$?" = 124 -a "$(grep -c '^sluice status' "$W/watch.out")" -ge 3 ]
+( sleep 1.2; mv "$QA" "$QA.gone" ) &
+timeout 3 "$SLUICE" status --store "$QA" --watch --interval 500ms > "$W/watch.out" 2>&1
+check "a store that goes away mid-watch is shown as an error and watched on" \
+  [ "$?" = 124 -a "$(grep -c '^ERROR' "$W/watch.out")" -ge 1 ]
+mv "$QA.gone" "$QA"
+sl status --store "$W/no-such-store"
+expect_err "status of a store that does not exist (exit 1)" 1
+
 echo "# tiers_test.sh took $(elapsed "$T0") s"
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -14,8 +14,8 @@
 
 namespace sluice {
 
-// Names: 1..255 bytes, no '/', no NUL or control characters, not "." or
-// "..". Item keys: relative '/'-separated paths, 1..4096 bytes, no empty,
+// Names: valid UTF-8 of 1..255 bytes, no '/', no control characters (C0,
+// DEL, C1), not "." or "..": text that is shown and typed back. Item keys: relative '/'-separated paths, 1..4096 bytes, no empty,
 // "." or ".." components, no NUL.
 Status ValidateCheckpointName(std::string_view name);
 Status ValidateItemKey(std::string_view key);

@@ -555,7 +555,9 @@ TEST(OpenBackend, RejectsBadUris) {
   EXPECT_EQ(OpenBackend("file:///tmp?qd=0", false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenBackend("file:///tmp?color=blue", false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(OpenBackend("/definitely/not/here/sluice", false).status().IsNotFound());
-  EXPECT_EQ(OpenBackend("/etc/passwd", false).status().code(), StatusCode::kInvalidArgument);
+  // A store that is a regular file is an operational error (exit 1), as a
+  // missing one is, not a malformed URI.
+  EXPECT_EQ(OpenBackend("/etc/passwd", false).status().code(), StatusCode::kIOError);
 }
 
 // Options are checked before any monitor is contacted, so no cluster is needed.

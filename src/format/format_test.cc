@@ -175,6 +175,33 @@ TEST(Names, CheckpointNames) {
   EXPECT_FALSE(ValidateCheckpointName(".").ok());
   EXPECT_FALSE(ValidateCheckpointName(std::string("a\0b", 3)).ok());
   EXPECT_FALSE(ValidateCheckpointName("a\nb").ok());
+  EXPECT_FALSE(ValidateCheckpointName("a\x7f").ok());
+}
+
+// Names are shown and typed back, so they must be text: C1 controls and
+// ill-formed UTF-8 are refused, and the messages stay valid UTF-8.
+TEST(Names, CheckpointNamesAreValidUtf8WithoutControls) {
+  EXPECT_TRUE(ValidateCheckpointName("\xe6\x97\xa5\xe6\x9c\xac-\xf0\x9f\x9a\x80").ok());  // 日本-🚀
+  Status c1 = ValidateCheckpointName("run\xc2\x85x");  // U+0085 NEXT LINE
+  EXPECT_FALSE(c1.ok());
+  EXPECT_NE(c1.message().find("control character"), std::string::npos) << c1.ToString();
+  for (const char* bad : {"a\xff", "a\xc3", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    Status st = ValidateCheckpointName(bad);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("not valid UTF-8"), std::string::npos) << st.ToString();
+  }
+  // 128 two-byte characters (256 bytes): the message cuts at a character
+  // boundary, never in the middle of one.
+  std::string long_name;
+  for (int i = 0; i < 128; ++i) long_name += "\xc3\xa9";
+  Status st = ValidateCheckpointName(long_name);
+  ASSERT_FALSE(st.ok());
+  const std::string m = st.message();
+  const size_t open = m.find('\''), close = m.find('\'', open + 1);
+  ASSERT_NE(close, std::string::npos);
+  const std::string shown = m.substr(open + 1, close - open - 1);
+  EXPECT_EQ(shown.size() % 2, 0u) << m;
+  EXPECT_EQ(shown, long_name.substr(0, shown.size()));
 }
 
 TEST(Names, ItemKeys) {

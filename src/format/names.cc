@@ -1,6 +1,7 @@
 // Validation of checkpoint names, item keys and steps. Names become object
 // name components and keys become restored file paths, so anything that
 // could escape a directory or confuse a listing is refused here.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,25 +11,82 @@
 namespace sluice {
 namespace {
 
-bool HasControl(std::string_view s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return true;
+// The length of the well-formed UTF-8 sequence starting at s[i] (its code
+// point in *cp), or 0 if it is ill-formed: truncated, overlong, a
+// surrogate, or past U+10FFFF.
+size_t Utf8At(std::string_view s, size_t i, uint32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n;
+  uint32_t v;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  } else if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+    v = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    v = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    v = c & 0x07;
+  } else {
+    return 0;
   }
-  return false;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(k) & 0x3f);
+  }
+  if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10ffff)) || (v >= 0xd800 && v <= 0xdfff)) {
+    return 0;
+  }
+  *cp = v;
+  return n;
+}
+
+bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+
+// At most `max` bytes of `s` for an error message: cut at a character
+// boundary, with control characters and ill-formed bytes shown as '?', so the
+// message is valid UTF-8 whatever the input.
+std::string Shown(std::string_view s, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t n = Utf8At(s, i, &cp);
+    if (n == 0 || IsControl(cp)) {
+      if (out.size() + 1 > max) break;
+      out += '?';
+      i += n == 0 ? 1 : n;
+      continue;
+    }
+    if (out.size() + n > max) break;
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
 }
 
 }  // namespace
 
 Status ValidateCheckpointName(std::string_view name) {
   auto bad = [&](const char* why) {
-    std::string shown(name.substr(0, 64));
-    for (char& c : shown) if (static_cast<unsigned char>(c) < 0x20) c = '?';
-    return Status::InvalidArgument("checkpoint name '" + shown + "' " + why);
+    return Status::InvalidArgument("checkpoint name '" + Shown(name, 64) + "' " + why);
   };
   if (name.empty()) return Status::InvalidArgument("checkpoint name is empty");
   if (name.size() > limits::kMaxNameBytes) return bad("is longer than 255 bytes");
   if (name.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
-  if (HasControl(name)) return bad("contains a control character");
+  // Names are shown (ls, --json, error messages) and typed back: they must
+  // be text that round-trips. C1 controls (U+0080-U+009F) are controls too.
+  for (size_t i = 0; i < name.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(name, i, &cp);
+    if (n == 0) return bad("is not valid UTF-8");
+    if (IsControl(cp)) return bad("contains a control character");
+    i += n;
+  }
   if (name.find('/') != std::string_view::npos) return bad("contains '/'");
   if (name == "." || name == "..") return bad("is a reserved directory name");
   if (name.find(".tmp.") != std::string_view::npos) return bad("contains '.tmp.' (reserved)");
@@ -37,9 +95,7 @@ Status ValidateCheckpointName(std::string_view name) {
 
 Status ValidateItemKey(std::string_view key) {
   auto bad = [&](const char* why) {
-    std::string shown(key.substr(0, 128));
-    for (char& c : shown) if (static_cast<unsigned char>(c) < 0x20) c = '?';
-    return Status::InvalidArgument("item key '" + shown + "' " + why);
+    return Status::InvalidArgument("item key '" + Shown(key, 128) + "' " + why);
   };
   if (key.empty()) return Status::InvalidArgument("item key is empty");
   if (key.size() > limits::kMaxKeyBytes) return bad("is longer than 4096 bytes");

@@ -286,7 +286,7 @@ int CmdExport(int argc, char** argv) {
       weight_map[tensors[i].name] = file_name;
     }
     const std::string head = EncodeSafetensorsHeader(header, {{"format", "pt"}});
-    AtomicFile out{*to, file_name};
+    AtomicFile out{*to, file_name, ""};
     Status wst = out.Open();
     if (wst.ok()) wst = WriteAll(out.fd, head.data(), head.size(), 0, out.tmp);
     for (size_t k = 0; k < shards[s].size() && wst.ok(); ++k) {
@@ -310,7 +310,7 @@ int CmdExport(int argc, char** argv) {
     progress.Done();
     return Fail(s);
   }
-  AtomicFile index{*to, "model.safetensors.index.json"};
+  AtomicFile index{*to, "model.safetensors.index.json", ""};
   const std::string index_bytes = EncodeSafetensorsIndex(weight_map, total);
   Status ist = index.Open();
   if (ist.ok()) ist = WriteAll(index.fd, index_bytes.data(), index_bytes.size(), 0, index.tmp);

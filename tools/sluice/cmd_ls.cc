@@ -1,24 +1,10 @@
 // sluice ls: committed (and with --all, incomplete) checkpoints.
 #include <cstdio>
-#include <ctime>
 
 #include "output.h"
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
-std::string FormatTime(int64_t unix_ms) {
-  if (unix_ms <= 0) return "-";
-  time_t t = static_cast<time_t>(unix_ms / 1000);
-  tm tmv{};
-  gmtime_r(&t, &tmv);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-  return buf;
-}
-
-}  // namespace
 
 int CmdLs(int argc, char** argv) {
   CommandSpec spec;

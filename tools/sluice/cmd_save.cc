@@ -32,7 +32,7 @@ CommandSpec SaveSpec() {
                           "                            to 8GiB; else up to 256MiB); larger checkpoints stream"},
       {"copy-threads", "N", "threads copying into staging (default 2)"},
       {"lock-staging", "", "mlock the staging memory"},
-      {"name", "NAME", "checkpoint name: 1-255 bytes, no '/', NUL or control characters"},
+      {"name", "NAME", "checkpoint name: 1-255 bytes of UTF-8, no '/' or control characters"},
       {"step", "N", "checkpoint step, a non-negative integer"},
       {"from", "DIR", "directory tree to save"},
       {"synthetic", "SIZE", "save SIZE bytes of generated data instead (e.g. 2GiB)"},

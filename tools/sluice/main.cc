@@ -19,6 +19,7 @@ const char kTopHelp[] =
     "  save      save a directory tree or synthetic data as checkpoint NAME@STEP\n"
     "  restore   recreate a checkpoint's files, verifying every chunk\n"
     "  ls        list checkpoints (with --all also incomplete ones)\n"
+    "  status    newest step per tier, saves and drains in flight with rate and ETA\n"
     "  verify    read and check every chunk of a checkpoint\n"
     "  scrub     check every committed checkpoint on every tier at a capped rate, and\n"
     "            rewrite a bad copy from a good one on another tier\n"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   if (cmd == "save") return CmdSave(argc, argv);
   if (cmd == "restore") return CmdRestore(argc, argv);
   if (cmd == "ls") return CmdLs(argc, argv);
+  if (cmd == "status") return CmdStatus(argc, argv);
   if (cmd == "verify") return CmdVerify(argc, argv);
   if (cmd == "scrub") return CmdScrub(argc, argv);
   if (cmd == "rebuild") return CmdRebuild(argc, argv);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 namespace sluice::cli {
 
@@ -164,6 +165,25 @@ void Progress::Done() {
     std::fflush(stderr);
   }
   finished_ = true;
+}
+
+}  // namespace sluice::cli
+
+namespace sluice::cli {
+
+std::string FormatTime(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  tm tmv{};
+  gmtime_r(&t, &tmv);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  return buf;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace sluice::cli

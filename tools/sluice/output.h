@@ -73,6 +73,11 @@ class Progress {
 
 double SecondsSince(std::chrono::steady_clock::time_point t);
 
+// "2026-12-03T22:25:05Z" (UTC); "-" for 0 or less.
+std::string FormatTime(int64_t unix_ms);
+// Now, in Unix milliseconds.
+int64_t NowUnixMs();
+
 // CPU seconds (user+sys) this process and its reaped children used so far.
 double ProcessCpuSeconds();
 
@@ -88,6 +93,7 @@ int CmdDrain(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdScrub(int argc, char** argv);
 int CmdRebuild(int argc, char** argv);
+int CmdStatus(int argc, char** argv);
 int CmdImport(int argc, char** argv);
 class Flags;
 // bench --async (cmd_bench_async.cc).

@@ -596,7 +596,8 @@ Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const s
     }
     RETURN_IF_ERROR(MakeDirs(root));
   } else if (!S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument("store " + root + " is not a directory");
+    // An operational error, as a missing store is (exit 1), not a usage error.
+    return Status::IOError("store " + root + " is not a directory");
   }
   if (::access(root.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, "store " + root);
 

@@ -1,0 +1,262 @@
+// sluice status: one host's checkpoints at a glance: per name, the newest
+// committed step on each tier, and the saves and drains in flight with their
+// rate and ETA; redrawn in place with --watch on a terminal.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "format/layout.h"
+#include "output.h"
+#include "store_flags.h"
+
+namespace sluice::cli {
+namespace {
+
+CommandSpec StatusSpec() {
+  CommandSpec s;
+  s.name = "status";
+  s.usage = "status (--store URI | --tier URI...) [--name NAME] [--watch] [--interval DURATION] [--json]";
+  s.summary =
+      "Shows, per checkpoint name, the newest committed step on each tier (and how\n"
+      "many steps it holds, how many damaged), then every save and drain in flight:\n"
+      "the bytes written so far, the rate, and for drains the total and an ETA. A\n"
+      "drain or save run by another process shows too (it holds the step's writer\n"
+      "lock). With --watch it redraws every --interval (default 2s) until\n"
+      "interrupted, in place when stdout is a terminal; a store that goes away is\n"
+      "shown as an error and watched until it returns. --json prints the same as one\n"
+      "JSON object per refresh.";
+  s.flags = StoreFlagSpecs(false);
+  s.flags.insert(s.flags.end(), {
+      {"name", "NAME", "only this checkpoint name"},
+      {"watch", "", "refresh until interrupted"},
+      {"interval", "DURATION", "time between refreshes, e.g. 2s or 500ms (default 2s; also the sampling time of a single run's rates)"},
+      {"json", "", "print a JSON object per refresh"},
+  });
+  return s;
+}
+
+struct NameOnTier {
+  uint64_t newest = 0;
+  bool any = false;
+  uint64_t steps = 0;
+  uint64_t damaged = 0;
+};
+
+struct InFlight {
+  std::string name;
+  uint64_t step = 0;
+  size_t tier = 0;
+  std::string kind;    // "drain" or "save"
+  uint64_t bytes = 0;  // written so far on that tier
+  uint64_t total = 0;  // what it will be (drains), 0 if unknown
+  double rate = 0;     // bytes/s since the previous sample, 0 if none
+};
+
+struct Snapshot {
+  std::vector<std::string> uris;
+  std::map<std::string, std::vector<NameOnTier>> names;
+  std::vector<InFlight> in_flight;
+  std::string error;
+  std::chrono::steady_clock::time_point at;
+};
+
+uint64_t StepDataBytes(Pipeline& p, size_t tier, const std::string& name, uint64_t step) {
+  auto listed = p.tier(tier).backend().List(StepPrefix(name, step) + "data/");
+  uint64_t bytes = 0;
+  if (listed.ok()) {
+    for (const auto& o : *listed) bytes += o.size;
+  }
+  return bytes;
+}
+
+Snapshot Take(const PipelineOptions& options, const std::string& name) {
+  Snapshot s;
+  s.at = std::chrono::steady_clock::now();
+  for (const auto& t : options.tiers) s.uris.push_back(t.uri);
+  auto pipeline = Pipeline::Open(options);
+  if (!pipeline.ok()) {
+    s.error = pipeline.status().ToString();
+    return s;
+  }
+  Pipeline& p = **pipeline;
+  auto listed = p.List(name);
+  if (!listed.ok()) {
+    s.error = listed.status().ToString();
+    return s;
+  }
+  for (const auto& c : *listed) {
+    auto& per_tier = s.names[c.info.name];
+    per_tier.resize(p.tier_count());
+    for (size_t k = 0; k < c.tiers.size(); ++k) {
+      const auto& tc = c.tiers[k];
+      NameOnTier& n = per_tier[k];
+      if (tc.state == "committed") {
+        n.newest = n.any ? std::max(n.newest, c.info.step) : c.info.step;
+        n.any = true;
+        ++n.steps;
+      } else if (tc.state == "damaged") {
+        ++n.damaged;
+      } else if (tc.state == "draining") {
+        s.in_flight.push_back(InFlight{c.info.name, c.info.step, k, "drain",
+                                       StepDataBytes(p, k, c.info.name, c.info.step), c.info.bytes, 0});
+      }
+    }
+  }
+  // Saves under way: a live writer and no commit record yet, on any tier.
+  for (size_t k = 0; k < p.tier_count(); ++k) {
+    auto all = p.tier(k).List(name, true);
+    if (!all.ok()) continue;
+    for (const auto& c : *all) {
+      if (c.complete || c.damaged || c.problem.rfind("save in progress", 0) != 0) continue;
+      bool draining = false;
+      for (const auto& f : s.in_flight) draining |= f.name == c.name && f.step == c.step && f.tier == k;
+      if (draining) continue;
+      s.names[c.name].resize(p.tier_count());
+      s.in_flight.push_back(InFlight{c.name, c.step, k, "save", c.bytes, 0, 0});
+    }
+  }
+  return s;
+}
+
+// Rates from the bytes each flight had at the previous snapshot.
+void Rates(Snapshot& now, const Snapshot& before) {
+  const double dt = std::chrono::duration<double>(now.at - before.at).count();
+  if (dt <= 0) return;
+  for (auto& f : now.in_flight) {
+    for (const auto& g : before.in_flight) {
+      if (g.name == f.name && g.step == f.step && g.tier == f.tier && f.bytes >= g.bytes) {
+        f.rate = static_cast<double>(f.bytes - g.bytes) / dt;
+      }
+    }
+  }
+}
+
+std::string Eta(const InFlight& f) {
+  if (f.total == 0 || f.rate <= 0 || f.bytes >= f.total) return "";
+  return std::to_string(static_cast<uint64_t>((f.total - f.bytes) / f.rate + 0.5)) + " s";
+}
+
+void PrintJson(const Snapshot& s) {
+  Json j;
+  j.BeginObject().Key("time").Str(FormatTime(NowUnixMs()));
+  if (!s.error.empty()) j.Key("error").Str(s.error);
+  j.Key("tiers").BeginArray();
+  for (const auto& u : s.uris) j.Str(u);
+  j.EndArray().Key("names").BeginArray();
+  for (const auto& [name, per_tier] : s.names) {
+    j.BeginObject().Key("name").Str(name).Key("tiers").BeginArray();
+    for (size_t k = 0; k < per_tier.size(); ++k) {
+      const auto& n = per_tier[k];
+      j.BeginObject().Key("tier").UInt(k).Key("uri").Str(s.uris[k]);
+      if (n.any) {
+        j.Key("newest_step").UInt(n.newest);
+      } else {
+        j.Key("newest_step").Null();
+      }
+      j.Key("steps").UInt(n.steps).Key("damaged").UInt(n.damaged).EndObject();
+    }
+    j.EndArray().EndObject();
+  }
+  j.EndArray().Key("in_flight").BeginArray();
+  for (const auto& f : s.in_flight) {
+    j.BeginObject().Key("name").Str(f.name).Key("step").UInt(f.step).Key("tier").UInt(f.tier)
+        .Key("uri").Str(s.uris[f.tier]).Key("kind").Str(f.kind).Key("bytes").UInt(f.bytes);
+    if (f.total) j.Key("total_bytes").UInt(f.total);
+    j.Key("bytes_per_sec").Num(f.rate);
+    const std::string eta = Eta(f);
+    if (!eta.empty()) j.Key("eta_seconds").Num(static_cast<double>(f.total - f.bytes) / f.rate);
+    j.EndObject();
+  }
+  j.EndArray().EndObject();
+  std::printf("%s\n", j.str().c_str());
+}
+
+void PrintText(const Snapshot& s) {
+  std::printf("sluice status  %s\n",
+              FormatTime(NowUnixMs()).c_str());
+  if (!s.error.empty()) {
+    std::printf("ERROR: %s\n", s.error.c_str());
+    return;
+  }
+  if (s.names.empty()) std::printf("no checkpoints\n");
+  if (!s.names.empty()) std::printf("%-24s %-4s %-40s %20s %6s %8s\n", "NAME", "TIER", "URI", "NEWEST", "STEPS", "DAMAGED");
+  for (const auto& [name, per_tier] : s.names) {
+    for (size_t k = 0; k < per_tier.size(); ++k) {
+      const auto& n = per_tier[k];
+      std::printf("%-24s %-4zu %-40s %20s %6llu %8llu\n", k == 0 ? name.c_str() : "", k, s.uris[k].c_str(),
+                  n.any ? std::to_string(n.newest).c_str() : "-", static_cast<unsigned long long>(n.steps),
+                  static_cast<unsigned long long>(n.damaged));
+    }
+  }
+  if (s.in_flight.empty()) {
+    std::printf("nothing in flight\n");
+    return;
+  }
+  std::printf("IN FLIGHT\n");
+  for (const auto& f : s.in_flight) {
+    std::string what = f.kind == "drain" ? "drain to tier " + std::to_string(f.tier) : "save on tier " + std::to_string(f.tier);
+    std::string amount = f.total ? HumanBytes(f.bytes) + " of " + HumanBytes(f.total) : HumanBytes(f.bytes) + " so far";
+    const std::string eta = Eta(f);
+    std::printf("  %s  %s (%s)  %s  %s%s\n", CheckpointLabel(f.name, f.step).c_str(), what.c_str(),
+                s.uris[f.tier].c_str(), amount.c_str(), HumanRate(f.rate).c_str(),
+                eta.empty() ? "" : ("  ETA " + eta).c_str());
+  }
+}
+
+}  // namespace
+
+int CmdStatus(int argc, char** argv) {
+  const CommandSpec spec = StatusSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  std::string name;
+  if (flags.Has("name")) {
+    auto n = NameFromFlags(flags);
+    if (!n.ok()) return Fail(n.status(), true);
+    name = *n;
+  }
+  uint64_t interval_ms = 2000;
+  if (auto v = flags.Get("interval")) {
+    auto ms = ParseDurationMs(*v);
+    if (!ms.ok() || *ms == 0) return Fail(Status::InvalidArgument("--interval must be a duration, e.g. 2s"), true);
+    interval_ms = *ms;
+  }
+  auto popts = PipelineOptionsFromFlags(flags, false);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  popts->staging_at_open = false;
+  const bool json = flags.Has("json"), watch = flags.Has("watch");
+  const bool redraw = watch && !json && isatty(STDOUT_FILENO) == 1;
+  Snapshot before = Take(*popts, name);
+  if (!watch) {
+    // One refresh: a second sample after the interval gives flights a rate.
+    if (!before.error.empty()) {
+      if (json) PrintJson(before);
+      return Fail(Status::Unavailable(before.error));
+    }
+    Snapshot now = before;
+    if (!before.in_flight.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint64_t>(interval_ms, 1000)));
+      now = Take(*popts, name);
+      Rates(now, before);
+    }
+    json ? PrintJson(now) : PrintText(now);
+    return kExitOk;
+  }
+  for (;;) {
+    if (redraw) std::printf("\x1b[H\x1b[2J");
+    json ? PrintJson(before) : PrintText(before);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    Snapshot now = Take(*popts, name);
+    Rates(now, before);
+    before = std::move(now);
+  }
+}
+
+}  // namespace sluice::cli
