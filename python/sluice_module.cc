@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sluice/metrics.h"
 #include "sluice/pipeline.h"
 #include "sluice/status.h"
 #include "sluice/store.h"
@@ -530,6 +531,35 @@ PYBIND11_MODULE(_sluice, m) {
   g_errors.unavailable = NewException(m, "UnavailableError", nullptr);
   g_errors.not_supported = NewException(m, "NotSupportedError", nullptr);
   g_errors.no_space = NewException(m, "NoSpaceError", PyExc_OSError);
+
+  // The process's metrics (every pipeline, scrub and rebuild in it).
+  m.def("metrics", [] {
+    std::vector<MetricFamily> families;
+    {
+      py::gil_scoped_release release;
+      families = DefaultMetrics().Collect();
+    }
+    py::list out;
+    for (const auto& f : families) {
+      py::list samples;
+      for (const auto& smp : f.samples) {
+        py::dict labels;
+        for (const auto& [k, v] : smp.labels) labels[py::str(k)] = py::str(v);
+        samples.append(py::make_tuple(smp.name, labels, smp.value));
+      }
+      py::dict d;
+      d["name"] = f.name;
+      d["help"] = f.help;
+      d["type"] = f.type == MetricType::kCounter ? "counter" : f.type == MetricType::kGauge ? "gauge" : "histogram";
+      d["samples"] = samples;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("metrics_text", [] {
+    py::gil_scoped_release release;
+    return DefaultMetrics().RenderPrometheus();
+  });
 
   py::class_<PySaveHandle>(m, "SaveHandle")
       .def_property_readonly("stall_seconds", &PySaveHandle::stall_seconds)

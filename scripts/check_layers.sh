@@ -10,13 +10,14 @@ cd "$root" || exit 2
 
 # What each folder may include, as extended regular expressions matched
 # against the quoted include path. Each layer may use the ones below it.
-pub_io='sluice/status\.h'
+pub_io='sluice/(status|metrics)\.h'
 allow_io="^(io/|$pub_io)"
-allow_backends="^(io/|backends/|sluice/(status|backend|backend_wrapper)\.h)"
-allow_format="^(io/|format/|sluice/(status|names)\.h)"
-allow_engine="^(io/|format/|engine/|sluice/(status|backend|backend_wrapper|item_source|names)\.h)"
-allow_checkpoint="^(io/|format/|engine/|checkpoint/|sluice/(status|backend|backend_wrapper|item_source|names|store)\.h)"
-allow_pipeline="^(io/|format/|engine/|checkpoint/|pipeline/|sluice/(status|backend|backend_wrapper|item_source|names|store|pipeline)\.h)"
+allow_backends="^(io/|backends/|sluice/(status|metrics|backend|backend_wrapper)\.h)"
+allow_format="^(io/|format/|sluice/(status|metrics|names)\.h)"
+allow_engine="^(io/|format/|engine/|sluice/(status|metrics|backend|backend_wrapper|item_source|names)\.h)"
+allow_checkpoint="^(io/|format/|engine/|checkpoint/|sluice/(status|metrics|backend|backend_wrapper|item_source|names|store)\.h)"
+allow_pipeline="^(io/|format/|engine/|checkpoint/|pipeline/|sluice/(status|metrics|backend|backend_wrapper|item_source|names|store|pipeline)\.h)"
+allow_observe="^(io/|observe/|sluice/(status|metrics)\.h)"
 # Public headers: each only the ones its API needs.
 allow_public_status="^$"
 allow_public_backend="^sluice/status\.h$"
@@ -24,6 +25,7 @@ allow_public_backend_wrapper="^sluice/(status|backend)\.h$"
 allow_public_item_source="^sluice/status\.h$"
 allow_public_names="^sluice/status\.h$"
 allow_public_store="^sluice/(status|backend|item_source|names)\.h$"
+allow_public_metrics="^$"
 allow_public_pipeline="^sluice/(status|store)\.h$"
 
 bad=0
@@ -36,7 +38,7 @@ check() {  # FILE ALLOWED_REGEX
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
 }
-for layer in io backends format engine checkpoint pipeline; do
+for layer in io backends format engine checkpoint pipeline observe; do
   allowed_var=allow_$layer
   while IFS= read -r f; do
     check "$f" "${!allowed_var}"

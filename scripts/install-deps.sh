@@ -10,6 +10,8 @@ packages=(
   libisal-dev                        # hardware crc32c (crc32_iscsi)
   libgtest-dev                       # unit tests
   nlohmann-json3-dev                 # JSON: safetensors headers
+  libcivetweb-dev                    # the embedded HTTP server behind --metrics-listen
+  prometheus curl                    # tests/metrics_test.sh: a real Prometheus scrapes sluice
   clang libclang-rt-14-dev           # libFuzzer targets for the decoders
   fio                                # the ceiling the benchmark compares against
   xfsprogs btrfs-progs               # loop-mounted XFS and btrfs in the filesystem tests
@@ -39,6 +41,6 @@ venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   "${SLUICE_PYTHON:-python3}" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest, safetensors, lightning; assert torch.__version__.startswith("2.")' 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest safetensors lightning
+if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest, safetensors, lightning, prometheus_client; assert torch.__version__.startswith("2.")' 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest safetensors lightning prometheus_client
 fi

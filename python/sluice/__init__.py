@@ -30,6 +30,7 @@ from ._state_dict import SaveHandle, load_with, save_with
 
 __all__ = [
     "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
+    "metrics", "metrics_text",
     "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "IOError",
     "NoSpaceError", "NotFoundError", "NotSupportedError", "UnavailableError",
 ]
@@ -173,3 +174,47 @@ def remove(store, name, step=None):
     at once (its commit record first), then its objects. NotFoundError if no
     tier holds any."""
     return pipeline(store, _reading=True).remove(name, step)
+
+
+def metrics():
+    """The process's metrics: what every pipeline (every store saved to or
+    loaded from), scrub and rebuild in it has counted. A list of families,
+    each {"name", "help", "type" ("counter", "gauge" or "histogram"),
+    "samples": [(sample_name, {label: value}, value), ...]}, with the same
+    names and labels that `--metrics-listen` serves (doc/metrics.md)."""
+    return _sluice.metrics()
+
+
+def metrics_text():
+    """metrics() in the Prometheus text exposition format."""
+    return _sluice.metrics_text()
+
+
+class _PrometheusCollector:
+    """Hands metrics() to prometheus_client on each scrape of its registry."""
+
+    def collect(self):
+        from prometheus_client.metrics_core import Metric
+        for family in _sluice.metrics():
+            m = Metric(family["name"], family["help"], family["type"])
+            for sample_name, labels, value in family["samples"]:
+                m.add_sample(sample_name, labels, value)
+            yield m
+
+
+def _register_with_prometheus_client():
+    try:
+        import prometheus_client
+    except ImportError:
+        return None
+    collector = _PrometheusCollector()
+    try:
+        prometheus_client.REGISTRY.register(collector)
+    except ValueError:  # registered already (a reload)
+        return None
+    return collector
+
+
+# With prometheus_client installed, sluice's series appear wherever the
+# process already serves its default registry (start_http_server, ...).
+_prometheus_collector = _register_with_prometheus_client()

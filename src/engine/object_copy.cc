@@ -33,7 +33,8 @@ class CopySink {
         objects_(objects),
         control_(control),
         queue_(dst, WriteQueueOptions{control.bucket, control.written, 0, nullptr,
-                                      std::max<uint64_t>(control.io_bytes, 4096), control.stop}) {}
+                                      std::max<uint64_t>(control.io_bytes, 4096), control.stop,
+                                      control.written_total}) {}
 
   std::string What(size_t k) const {
     return "copy " + objects_[k].name + " from " + src_.uri() + " to " + dst_.uri();

@@ -18,6 +18,7 @@
 #include "format/manifest.h"
 #include "io/token_bucket.h"
 #include "sluice/backend.h"
+#include "sluice/metrics.h"
 
 namespace sluice {
 
@@ -25,6 +26,7 @@ struct CopyControl {
   TokenBucket* bucket = nullptr;            // paces writes into the destination (optional)
   const std::atomic<bool>* stop = nullptr;  // abandon when it turns true (optional)
   std::atomic<uint64_t>* written = nullptr; // bytes written, as they complete (optional)
+  Counter* written_total = nullptr;         // the same, for the process's metrics (optional)
   uint64_t io_bytes = 4ull << 20;
   // Read and verify every chunk of the source before the destination
   // object is touched (it is then removed and written again): for a repair,

@@ -215,8 +215,9 @@ Status WriteQueue::ReapOne() {
   Completed(c->tag);
   if (!c->status.ok()) {
     Fail(c->status.WithContext("write " + target->name));
-  } else if (options_.written != nullptr) {
-    options_.written->fetch_add(c->bytes, std::memory_order_relaxed);
+  } else {
+    if (options_.written != nullptr) options_.written->fetch_add(c->bytes, std::memory_order_relaxed);
+    if (options_.written_total != nullptr) options_.written_total->Add(static_cast<double>(c->bytes));
   }
   FinishReady();
   return error_;

@@ -36,6 +36,7 @@
 #include "io/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "sluice/backend.h"
+#include "sluice/metrics.h"
 
 namespace sluice {
 
@@ -57,6 +58,8 @@ struct WriteQueueOptions {
   // Once it turns true, a write waiting for the bucket fails with
   // Unavailable instead of waiting out the cap. Optional.
   const std::atomic<bool>* stop = nullptr;
+  // Also counts completed bytes, for the process's metrics. Optional.
+  Counter* written_total = nullptr;
 };
 
 class WriteQueue {

@@ -24,10 +24,21 @@ bool TokenBucket::Acquire(uint64_t bytes, const std::atomic<bool>* stop) {
   // With a stop flag, waits are cut into slices so that a stop is seen
   // within one.
   const auto slice = std::chrono::milliseconds(50);
+  const auto entered = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
+  // Time spent waiting (for a slot or for tokens), whatever the outcome.
+  struct WaitClock {
+    TokenBucket* b;
+    Clock::time_point entered;
+    bool waited = false;
+    ~WaitClock() {
+      if (waited) b->waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - entered).count();
+    }
+  } wait_clock{this, entered};
   if (max_concurrent_ > 0) {
     while (in_use_ >= max_concurrent_) {
       if (stopped()) return false;
+      wait_clock.waited = true;
       if (stop != nullptr) {
         slot_freed_.wait_for(lock, slice);
       } else {
@@ -49,6 +60,7 @@ bool TokenBucket::Acquire(uint64_t bytes, const std::atomic<bool>* stop) {
         slot_freed_.notify_one();
         return false;
       }
+      wait_clock.waited = true;
       double wait_s = (need - tokens_) / static_cast<double>(rate_);
       if (stop != nullptr) wait_s = std::min(wait_s, 0.05);
       // Sleep without the lock so other flows' Release() is not held up;
@@ -78,6 +90,8 @@ bool TokenBucket::WouldWait(uint64_t bytes) {
   Refill(Clock::now());
   return tokens_ < std::min(static_cast<double>(bytes), burst_);
 }
+
+double TokenBucket::waited_seconds() const { return waited_ns_.load(std::memory_order_relaxed) / 1e9; }
 
 uint64_t TokenBucket::granted() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -38,6 +38,9 @@ class TokenBucket {
   uint32_t max_concurrent() const { return max_concurrent_; }
   // Bytes granted so far.
   uint64_t granted() const;
+  // Seconds callers spent blocked in Acquire (for tokens or a slot), summed
+  // over callers: the time this flow was throttled.
+  double waited_seconds() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -52,6 +55,7 @@ class TokenBucket {
   Clock::time_point last_;
   uint32_t in_use_ = 0;
   uint64_t granted_ = 0;
+  std::atomic<uint64_t> waited_ns_{0};
 };
 
 }  // namespace sluice

@@ -31,6 +31,7 @@
 #include "pipeline/staging_arena.h"
 #include "pipeline/tier_listing.h"
 #include "pipeline/maintenance.h"
+#include "pipeline/pipeline_metrics.h"
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
@@ -154,6 +155,13 @@ class PipelineImpl final : public Pipeline {
       std::lock_guard<std::mutex> lock(mu_);
       return BusyLocked();
     });
+    for (size_t k = 0; k < stores_.size(); ++k) {
+      // Saves write tier 0 only; drains write the later tiers only.
+      save_written_.push_back(k == 0 ? &TierWrittenBytes(k, "save") : nullptr);
+      drain_written_.push_back(k > 0 ? &TierWrittenBytes(k, "drain") : nullptr);
+      durable_.push_back(&metrics_.Durable(k));
+    }
+    metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
     maintenance_->Start();
@@ -161,6 +169,7 @@ class PipelineImpl final : public Pipeline {
   }
 
   ~PipelineImpl() override {
+    metrics_registration_.reset();  // a scrape running now ends first
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
@@ -269,6 +278,7 @@ class PipelineImpl final : public Pipeline {
     for (const auto& t : opts_.tiers) u.push_back(t.uri);
     return u;
   }
+  PipelineMetrics& metrics() { return metrics_; }
   std::mutex& snapshot_mu() { return snapshot_mu_; }
   CopyPool& pool() { return *pool_; }
 
@@ -343,6 +353,7 @@ class PipelineImpl final : public Pipeline {
     control.bucket = buckets_[dst].get();
     control.stop = &stop_drains_;
     control.written = bytes;
+    control.written_total = drain_written_[dst];
     control.io_bytes = opts_.store.io_bytes;
     Backend& s = stores_[src]->backend();
     Status st = DrainCheckpoint(s, stores_[dst]->backend(), name, step, control);
@@ -352,6 +363,42 @@ class PipelineImpl final : public Pipeline {
       WriteDrainNote(s, name, step, opts_.tiers[dst].uri, st.ToString());
     }
     return st;
+  }
+
+  // Live state for a scrape: memory only, never a store listing.
+  void Collect(MetricsSink& sink) {
+    uint32_t writing0 = 0;
+    std::vector<double> queued(stores_.size(), 0), retrying(stores_.size(), 0);
+    size_t depth = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing0 = active_;
+      depth = drains_.size();
+      for (const auto& j : drains_) (j.attempts > 0 ? retrying : queued)[j.dst] += 1;
+    }
+    const int draining = draining_.load();
+    const size_t drain_dst = static_cast<size_t>(draining_dst_.load());
+    for (size_t k = 0; k < stores_.size(); ++k) {
+      const std::string tier = std::to_string(k);
+      sink.Gauge("sluice_tier_info", "A tier of an open pipeline (always 1), with its URI",
+                 {{"tier", tier}, {"uri", opts_.tiers[k].uri}}, 1);
+      const char* help = "Checkpoints not yet committed on a tier, by state (writing, queued, retrying)";
+      const double writing = k == 0 ? writing0 : (draining > 0 && drain_dst == k ? 1 : 0);
+      sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "writing"}}, writing);
+      if (k > 0) {
+        sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "queued"}}, queued[k]);
+        sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "retrying"}}, retrying[k]);
+      }
+      sink.Counter("sluice_throttled_seconds_total",
+                   "Seconds background writes into a tier waited for its rate cap or concurrency limit",
+                   {{"tier", tier}}, buckets_[k]->waited_seconds());
+      sink.Gauge("sluice_tier_rate_limit_bytes_per_second", "The tier's cap on background writes (0: none)",
+                 {{"tier", tier}}, static_cast<double>(opts_.tiers[k].rate_bytes_per_sec));
+    }
+    sink.Gauge("sluice_drain_queue_depth", "Drains waiting (due or backing off after a failure)", {},
+               static_cast<double>(depth));
+    sink.Gauge("sluice_staging_bytes", "Size of the staging arenas of open pipelines", {},
+               static_cast<double>(opts_.staging_bytes));
   }
 
   void WriterLoop() {
@@ -367,7 +414,7 @@ class PipelineImpl final : public Pipeline {
       const CheckpointId id = job.handle->id();
       job.handle->SetState(0, TierState::kWriting);
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
-                                             job.handle->written(0));
+                                             job.handle->written(0), save_written_[0]);
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       job.image.reset();
       // Staging is free again: the next save may start. Drains to later
@@ -378,10 +425,12 @@ class PipelineImpl final : public Pipeline {
         Status why = stats.status().WithContext("tier 0 (" + opts_.tiers[0].uri + ")");
         job.handle->SetState(0, TierState::kFailed, why);
         job.handle->FailForGood(why);
+        CountError("save", why);
         continue;
       }
       job.handle->SetStats(*stats);
       job.handle->SetState(0, TierState::kCommitted);
+      durable_[0]->Observe(job.handle->progress()[0].durable_seconds);
       if (job.rank != 0) {
         // Rank 0 drains the whole checkpoint; other ranks are done.
         for (size_t k = 1; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
@@ -463,15 +512,21 @@ class PipelineImpl final : public Pipeline {
       if (job.handle) job.handle->SetState(job.dst, TierState::kWriting);
       struct Running {
         PipelineImpl* p;
-        explicit Running(PipelineImpl* pp) : p(pp) { ++p->draining_; }
+        Running(PipelineImpl* pp, size_t dst) : p(pp) {
+          p->draining_dst_ = static_cast<int>(dst);
+          ++p->draining_;
+        }
         ~Running() {
           --p->draining_;
           if (p->maintenance_) p->maintenance_->Wake();
         }
-      } running(this);
+      } running(this, job.dst);
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
       if (st.ok()) {
-        if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
+        if (job.handle) {
+          job.handle->SetState(job.dst, TierState::kCommitted);
+          durable_[job.dst]->Observe(job.handle->progress()[job.dst].durable_seconds);
+        }
         ApplyRetention(job.name);
         continue;
       }
@@ -482,6 +537,8 @@ class PipelineImpl final : public Pipeline {
       }
       if (st.code() == StatusCode::kNotFound && !job.handle) continue;  // gone meanwhile
       ++job.attempts;
+      metrics_.drain_retries.Add();
+      CountError("drain", st);
       uint64_t backoff = opts_.retry_initial_ms;
       for (uint32_t i = 1; i < job.attempts && backoff < opts_.retry_max_ms; ++i) backoff *= 2;
       backoff = std::min(backoff, opts_.retry_max_ms);
@@ -517,7 +574,12 @@ class PipelineImpl final : public Pipeline {
   std::mutex retention_mu_;
   std::thread writer_thread_, drainer_thread_;
   std::atomic<int> draining_{0};
-  std::unique_ptr<Maintenance> maintenance_;  // last: stopped first
+  std::atomic<int> draining_dst_{0};
+  PipelineMetrics metrics_;
+  std::vector<Counter*> save_written_, drain_written_;
+  std::vector<Histogram*> durable_;
+  std::unique_ptr<Maintenance> maintenance_;  // stopped first
+  std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 };
 
 PendingImpl::~PendingImpl() {
@@ -540,8 +602,15 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   // The writer starts at once: an image larger than the arena streams.
   p->Enqueue(WriteJob{image, std::move(writer_), handle, rank_});
   Status copied = image->CopyIn(p->pool());
-  handle->SetStall(SecondsSince(handle->start()));
-  if (!copied.ok()) return copied.WithContext(Label(id_));
+  const double stall = SecondsSince(handle->start());
+  handle->SetStall(stall);
+  if (!copied.ok()) {
+    CountError("save", copied);
+    return copied.WithContext(Label(id_));
+  }
+  p->metrics().snapshots.Add();
+  p->metrics().staged_bytes.Add(static_cast<double>(image->bytes()));
+  p->metrics().stall.Observe(stall);
   return std::shared_ptr<SaveHandle>(handle);
 }
 

@@ -1,5 +1,6 @@
 #include "pipeline/rebuild.h"
 
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "checkpoint/catalog.h"
 #include "io/token_bucket.h"
+#include "pipeline/pipeline_metrics.h"
 #include "pipeline/drain.h"
 
 namespace sluice {
@@ -85,6 +87,7 @@ Result<RebuildReport> Rebuild(const std::vector<Backend*>& tiers, const RebuildO
       control.bucket = rate > 0 ? &bucket : nullptr;
       control.stop = options.stop;
       control.written = &written;
+      control.written_total = &TierWrittenBytes(options.target, "rebuild");
       control.io_bytes = options.store.io_bytes;
       Status st = Status::NotFound("no tier holds it intact");
       for (size_t k : from) {

@@ -14,6 +14,7 @@
 #include "engine/throttled_reads.h"
 #include "format/layout.h"
 #include "io/token_bucket.h"
+#include "pipeline/pipeline_metrics.h"
 
 namespace sluice {
 namespace {
@@ -102,7 +103,22 @@ class Scrubber {
     std::stable_sort(order.begin(), order.end(), [](const Key& a, const Key& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
+    Gauge& pass_total = DefaultMetrics().GetGauge("sluice_scrub_pass_checkpoints",
+                                                  "Checkpoints in the scrub pass under way (0: none running)");
+    Gauge& pass_done = DefaultMetrics().GetGauge("sluice_scrub_pass_done_checkpoints",
+                                                 "Checkpoints the scrub pass under way has finished or skipped");
+    pass_total.Set(static_cast<double>(order.size()));
+    pass_done.Set(0);
+    struct PassEnds {
+      Gauge& total;
+      Gauge& done;
+      ~PassEnds() {
+        total.Set(0);
+        done.Set(0);
+      }
+    } pass_ends{pass_total, pass_done};
     for (const Key& key : order) {
+      pass_done.Add(1);
       if (Stopped()) {
         report_.stopped = true;
         break;
@@ -298,6 +314,7 @@ class Scrubber {
     CopyControl control;
     control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
     control.io_bytes = options_.store.io_bytes;
+    control.written_total = &TierWrittenBytes(bad.tier, "repair");
     control.stop = options_.stop;
     for (const auto& name : objects) {
       auto it = by_name.find(name);
@@ -408,6 +425,8 @@ class Scrubber {
         }
       }
       if (r.state != "ok" && summary != "unrepairable") summary = r.state;
+      ScrubbedBytes(c.tier).Add(static_cast<double>(c.report.bytes));
+      ScrubVerdicts(c.tier, r.state).Add();
       Record(c.tier, r);
       if (options_.on_copy) options_.on_copy(r);
       report_.copies.push_back(std::move(r));

@@ -233,12 +233,14 @@ bool StagedImage::WaitSlabFilled(uint64_t slab) {
 }
 
 Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backend,
-                                              TokenBucket* bucket, std::atomic<uint64_t>* written) {
+                                              TokenBucket* bucket, std::atomic<uint64_t>* written,
+                                              Counter* written_total) {
   const uint64_t S = arena_.slab_bytes();
   std::vector<bool> released(slab_count_, false);
   WriteQueueOptions qo;
   qo.bucket = bucket;
   qo.written = written;
+  qo.written_total = written_total;
   qo.on_complete = [&](uint64_t seq) {
     released[seq - first_seq_] = true;
     arena_.Release(seq);

@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "pipeline/staging_arena.h"
 #include "sluice/backend.h"
+#include "sluice/metrics.h"
 #include "sluice/store.h"
 
 namespace sluice {
@@ -86,7 +87,7 @@ class StagedImage {
   // whatever happens. `bucket` (optional) paces the writes; `written` counts
   // bytes as they complete.
   Result<SaveStats> WriteAndCommit(RankWriter& writer, Backend& backend, TokenBucket* bucket,
-                                   std::atomic<uint64_t>* written);
+                                   std::atomic<uint64_t>* written, Counter* written_total = nullptr);
 
   // Makes CopyIn stop early (the writer failed, or the pipeline closes).
   void Fail(const Status& why);

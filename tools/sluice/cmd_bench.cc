@@ -19,6 +19,7 @@
 
 #include "item_sources.h"
 #include "output.h"
+#include "serve_metrics.h"
 #include "store_flags.h"
 #include "io/aligned_buffer.h"
 
@@ -55,6 +56,7 @@ CommandSpec BenchSpec() {
       "the same run and prints sluice/fio ratios.";
   s.flags = StoreFlagSpecs(true);
   for (auto& f : TierPolicyFlagSpecs()) s.flags.push_back(f);
+  s.flags.push_back(MetricsListenFlagSpec());
   s.flags.insert(s.flags.end(), {
       {"preset", "NAME", "llama3-8b (default), llama3-70b, llama3-405b, llama3-1t"},
       {"scale", "F", "fraction of the preset's checkpoint size to write"},
@@ -307,6 +309,12 @@ int CmdBench(int argc, char** argv) {
   if (flags.Has("size")) size = *size_flag;
   if (size == 0) return Fail(Status::InvalidArgument("checkpoint size is 0"), true);
   const uint32_t ranks = static_cast<uint32_t>(*ranks_flag);
+  if (mode == "processes" && flags.Has("metrics-listen")) {
+    return Fail(Status::InvalidArgument("--metrics-listen needs --mode threads (forked ranks count in their own "
+                                        "processes, which the server cannot see)"), true);
+  }
+  auto metrics_server = ServeMetricsIfAsked(flags);
+  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
   if (flags.Has("async")) {
     if (!flags.Has("size") && !flags.Has("scale")) size = 2ull << 30;
     return RunAsyncBench(flags, size, *checkpoints, *items);

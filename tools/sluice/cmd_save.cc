@@ -8,6 +8,7 @@
 #include "io/aligned_buffer.h"
 #include "item_sources.h"
 #include "output.h"
+#include "serve_metrics.h"
 #include "store_flags.h"
 
 namespace sluice::cli {
@@ -24,6 +25,7 @@ CommandSpec SaveSpec() {
       "are refused before anything is written.";
   s.flags = StoreFlagSpecs(true);
   for (auto& f : TierPolicyFlagSpecs()) s.flags.push_back(f);
+  s.flags.push_back(MetricsListenFlagSpec());
   s.flags.insert(s.flags.end(), {
       {"async", "", "print the stall as soon as the data is in staging, then write on"},
       {"detach", "", "with --async: exit once tier 0 has committed, leaving later tiers\n"
@@ -144,6 +146,8 @@ int CmdSave(int argc, char** argv) {
   po.copy_threads = static_cast<uint32_t>(*copy_threads);
   po.lock_staging = flags.Has("lock-staging");
   po.resume_drains = false;  // finishing earlier drains is `sluice drain`'s job
+  auto metrics_server = ServeMetricsIfAsked(flags);
+  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
   auto pipeline = Pipeline::Open(po);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   CheckpointId id{*name, **step};

@@ -7,6 +7,7 @@
 #include "pipeline/deferred_backend.h"
 #include "pipeline/scrub.h"
 #include "output.h"
+#include "serve_metrics.h"
 #include "store_flags.h"
 
 namespace sluice::cli {
@@ -39,6 +40,7 @@ CommandSpec ScrubSpec() {
       {"no-repair", "", "only report: leave bad copies as they are (reported bad)"},
       {"json", "", "print the report as one JSON object"},
   });
+  s.flags.push_back(MetricsListenFlagSpec());
   return s;
 }
 
@@ -83,6 +85,8 @@ int CmdScrub(int argc, char** argv) {
     backends.push_back(std::move(backend).value());
   }
   if (opened == 0) return FailStoreOpen(open_error);
+  auto metrics_server = ServeMetricsIfAsked(flags);
+  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
   const bool json = flags.Has("json");
   options.on_copy = [&](const ScrubCopyResult& r) {
     if (json) return;
