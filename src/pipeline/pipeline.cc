@@ -24,7 +24,6 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
-#include "pipeline/deferred_backend.h"
 #include "pipeline/drain.h"
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
@@ -155,12 +154,7 @@ class PipelineImpl final : public Pipeline {
       std::lock_guard<std::mutex> lock(mu_);
       return BusyLocked();
     });
-    for (size_t k = 0; k < stores_.size(); ++k) {
-      // Saves write tier 0 only; drains write the later tiers only.
-      save_written_.push_back(k == 0 ? &TierWrittenBytes(k, "save") : nullptr);
-      drain_written_.push_back(k > 0 ? &TierWrittenBytes(k, "drain") : nullptr);
-      durable_.push_back(&metrics_.Durable(k));
-    }
+    metrics_ = std::make_unique<PipelineMetrics>(stores_.size());
     metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
@@ -278,7 +272,7 @@ class PipelineImpl final : public Pipeline {
     for (const auto& t : opts_.tiers) u.push_back(t.uri);
     return u;
   }
-  PipelineMetrics& metrics() { return metrics_; }
+  PipelineMetrics& metrics() { return *metrics_; }
   std::mutex& snapshot_mu() { return snapshot_mu_; }
   CopyPool& pool() { return *pool_; }
 
@@ -353,7 +347,7 @@ class PipelineImpl final : public Pipeline {
     control.bucket = buckets_[dst].get();
     control.stop = &stop_drains_;
     control.written = bytes;
-    control.written_total = drain_written_[dst];
+    control.written_total = metrics_->drain_written[dst];
     control.io_bytes = opts_.store.io_bytes;
     Backend& s = stores_[src]->backend();
     Status st = DrainCheckpoint(s, stores_[dst]->backend(), name, step, control);
@@ -367,38 +361,18 @@ class PipelineImpl final : public Pipeline {
 
   // Live state for a scrape: memory only, never a store listing.
   void Collect(MetricsSink& sink) {
-    uint32_t writing0 = 0;
-    std::vector<double> queued(stores_.size(), 0), retrying(stores_.size(), 0);
-    size_t depth = 0;
+    PipelineLiveState live;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      writing0 = active_;
-      depth = drains_.size();
-      for (const auto& j : drains_) (j.attempts > 0 ? retrying : queued)[j.dst] += 1;
+      live.saves_writing = active_;
+      for (const auto& j : drains_) live.drains.push_back({j.dst, j.attempts > 0});
     }
-    const int draining = draining_.load();
-    const size_t drain_dst = static_cast<size_t>(draining_dst_.load());
+    live.draining_tier = draining_ > 0 ? draining_dst_.load() : -1;
+    live.staging_bytes = opts_.staging_bytes;
     for (size_t k = 0; k < stores_.size(); ++k) {
-      const std::string tier = std::to_string(k);
-      sink.Gauge("sluice_tier_info", "A tier of an open pipeline (always 1), with its URI",
-                 {{"tier", tier}, {"uri", opts_.tiers[k].uri}}, 1);
-      const char* help = "Checkpoints not yet committed on a tier, by state (writing, queued, retrying)";
-      const double writing = k == 0 ? writing0 : (draining > 0 && drain_dst == k ? 1 : 0);
-      sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "writing"}}, writing);
-      if (k > 0) {
-        sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "queued"}}, queued[k]);
-        sink.Gauge("sluice_checkpoints_in_flight", help, {{"tier", tier}, {"state", "retrying"}}, retrying[k]);
-      }
-      sink.Counter("sluice_throttled_seconds_total",
-                   "Seconds background writes into a tier waited for its rate cap or concurrency limit",
-                   {{"tier", tier}}, buckets_[k]->waited_seconds());
-      sink.Gauge("sluice_tier_rate_limit_bytes_per_second", "The tier's cap on background writes (0: none)",
-                 {{"tier", tier}}, static_cast<double>(opts_.tiers[k].rate_bytes_per_sec));
+      live.tiers.push_back({opts_.tiers[k].uri, opts_.tiers[k].rate_bytes_per_sec, buckets_[k]->waited_seconds()});
     }
-    sink.Gauge("sluice_drain_queue_depth", "Drains waiting (due or backing off after a failure)", {},
-               static_cast<double>(depth));
-    sink.Gauge("sluice_staging_bytes", "Size of the staging arenas of open pipelines", {},
-               static_cast<double>(opts_.staging_bytes));
+    ReportPipelineState(live, sink);
   }
 
   void WriterLoop() {
@@ -414,7 +388,7 @@ class PipelineImpl final : public Pipeline {
       const CheckpointId id = job.handle->id();
       job.handle->SetState(0, TierState::kWriting);
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
-                                             job.handle->written(0), save_written_[0]);
+                                             job.handle->written(0), metrics_->save_written);
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       job.image.reset();
       // Staging is free again: the next save may start. Drains to later
@@ -430,7 +404,6 @@ class PipelineImpl final : public Pipeline {
       }
       job.handle->SetStats(*stats);
       job.handle->SetState(0, TierState::kCommitted);
-      durable_[0]->Observe(job.handle->progress()[0].durable_seconds);
       if (job.rank != 0) {
         // Rank 0 drains the whole checkpoint; other ranks are done.
         for (size_t k = 1; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
@@ -523,10 +496,7 @@ class PipelineImpl final : public Pipeline {
       } running(this, job.dst);
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
       if (st.ok()) {
-        if (job.handle) {
-          job.handle->SetState(job.dst, TierState::kCommitted);
-          durable_[job.dst]->Observe(job.handle->progress()[job.dst].durable_seconds);
-        }
+        if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
         ApplyRetention(job.name);
         continue;
       }
@@ -537,7 +507,7 @@ class PipelineImpl final : public Pipeline {
       }
       if (st.code() == StatusCode::kNotFound && !job.handle) continue;  // gone meanwhile
       ++job.attempts;
-      metrics_.drain_retries.Add();
+      metrics_->drain_retries.Add();
       CountError("drain", st);
       uint64_t backoff = opts_.retry_initial_ms;
       for (uint32_t i = 1; i < job.attempts && backoff < opts_.retry_max_ms; ++i) backoff *= 2;
@@ -575,9 +545,7 @@ class PipelineImpl final : public Pipeline {
   std::thread writer_thread_, drainer_thread_;
   std::atomic<int> draining_{0};
   std::atomic<int> draining_dst_{0};
-  PipelineMetrics metrics_;
-  std::vector<Counter*> save_written_, drain_written_;
-  std::vector<Histogram*> durable_;
+  std::unique_ptr<PipelineMetrics> metrics_;
   std::unique_ptr<Maintenance> maintenance_;  // stopped first
   std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
 };
@@ -594,7 +562,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
   snapshotted_ = true;
   PipelineImpl* p = p_;
-  auto handle = std::make_shared<HandleImpl>(id_, p->Uris());
+  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable);
   std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
   std::shared_ptr<StagedImage> image =
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
@@ -608,9 +576,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
     CountError("save", copied);
     return copied.WithContext(Label(id_));
   }
-  p->metrics().snapshots.Add();
-  p->metrics().staged_bytes.Add(static_cast<double>(image->bytes()));
-  p->metrics().stall.Observe(stall);
+  p->metrics().Snapshotted(image->bytes(), stall);
   return std::shared_ptr<SaveHandle>(handle);
 }
 
@@ -623,34 +589,6 @@ Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::stri
 Result<uint64_t> PipelineImpl::LatestGoodStep(std::string_view name) { return LatestGoodStepOnTiers(Stores(), name); }
 
 }  // namespace
-
-Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
-  // Bad options (a budget, a layout) are refused before any store is opened
-  // (or created).
-  RETURN_IF_ERROR(options.Validate());
-  std::vector<std::unique_ptr<Store>> stores;
-  Status first_error;
-  bool opened_any = false;
-  for (size_t k = 0; k < options.tiers.size(); ++k) {
-    auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);
-    if (!b.ok()) {
-      // Tier 0 is where saves land: a pipeline that may create stores needs
-      // it there. A reading pipeline (restore, ls) does without any tier but
-      // one. A bad URI is a bad URI on any tier.
-      if ((k == 0 && options.store.create_if_missing) ||
-          b.status().code() == StatusCode::kInvalidArgument) {
-        return b.status().WithContext("tier " + std::to_string(k));
-      }
-      if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));
-      b = NewDeferredBackend(options.tiers[k].uri, options.store.create_if_missing, b.status());
-    } else {
-      opened_any = true;
-    }
-    stores.push_back(Store::Open(std::move(b).value(), options.store));
-  }
-  if (!opened_any) return first_error;
-  return Open(options, std::move(stores));
-}
 
 Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options,
                                                  std::vector<std::unique_ptr<Store>> tiers) {

@@ -28,10 +28,42 @@ void CountError(const char* op, const Status& status) {
       .Add();
 }
 
-Histogram& PipelineMetrics::Durable(size_t tier) {
-  return DefaultMetrics().GetHistogram("sluice_durable_seconds",
-                                       "Time from the start of a snapshot to its commit on a tier",
-                                       SecondsBuckets(), {{"tier", std::to_string(tier)}});
+PipelineMetrics::PipelineMetrics(size_t tiers) : save_written(&TierWrittenBytes(0, "save")) {
+  for (size_t k = 0; k < tiers; ++k) {
+    drain_written.push_back(k > 0 ? &TierWrittenBytes(k, "drain") : nullptr);
+    durable.push_back(&DefaultMetrics().GetHistogram("sluice_durable_seconds",
+                                                     "Time from the start of a snapshot to its commit on a tier",
+                                                     SecondsBuckets(), {{"tier", std::to_string(k)}}));
+  }
+}
+
+void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink) {
+  const char* in_flight = "Checkpoints not yet committed on a tier, by state (writing, queued, retrying)";
+  for (size_t k = 0; k < live.tiers.size(); ++k) {
+    const std::string tier = std::to_string(k);
+    const auto& t = live.tiers[k];
+    sink.Gauge("sluice_tier_info", "A tier of an open pipeline (always 1), with its URI",
+               {{"tier", tier}, {"uri", t.uri}}, 1);
+    double writing = k == 0 ? live.saves_writing : (live.draining_tier == static_cast<int>(k) ? 1 : 0);
+    sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "writing"}}, writing);
+    if (k > 0) {
+      double queued = 0, retrying = 0;
+      for (const auto& d : live.drains) {
+        if (d.tier == k) (d.retrying ? retrying : queued) += 1;
+      }
+      sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "queued"}}, queued);
+      sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "retrying"}}, retrying);
+    }
+    sink.Counter("sluice_throttled_seconds_total",
+                 "Seconds background writes into a tier waited for its rate cap or concurrency limit",
+                 {{"tier", tier}}, t.throttled_seconds);
+    sink.Gauge("sluice_tier_rate_limit_bytes_per_second", "The tier's cap on background writes (0: none)",
+               {{"tier", tier}}, static_cast<double>(t.rate_bytes_per_sec));
+  }
+  sink.Gauge("sluice_drain_queue_depth", "Drains waiting (due, or backing off after a failure)", {},
+             static_cast<double>(live.drains.size()));
+  sink.Gauge("sluice_staging_bytes", "Size of the staging arenas of open pipelines", {},
+             static_cast<double>(live.staging_bytes));
 }
 
 }  // namespace sluice

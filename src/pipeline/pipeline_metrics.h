@@ -5,7 +5,9 @@
 #define SLUICE_PIPELINE_PIPELINE_METRICS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sluice/metrics.h"
 #include "sluice/status.h"
@@ -22,7 +24,9 @@ Counter& ScrubVerdicts(size_t tier, const std::string& result);
 // A failure of `op` ("save", "drain", "scrub", "rebuild"), by status code.
 void CountError(const char* op, const Status& status);
 
+// One pipeline's series, found once.
 struct PipelineMetrics {
+  explicit PipelineMetrics(size_t tiers);
   Counter& snapshots = DefaultMetrics().GetCounter("sluice_snapshots_total", "Saves snapshotted into staging");
   Counter& staged_bytes =
       DefaultMetrics().GetCounter("sluice_staged_bytes_total", "Bytes copied into the staging arena by snapshots");
@@ -30,8 +34,34 @@ struct PipelineMetrics {
       "sluice_stall_seconds", "Time a snapshot blocked its caller (the checkpoint stall)", SecondsBuckets());
   Counter& drain_retries = DefaultMetrics().GetCounter("sluice_drain_retries_total",
                                                        "Drain attempts that failed and were scheduled again");
-  Histogram& Durable(size_t tier);
+  void Snapshotted(uint64_t bytes, double stall_seconds) {
+    snapshots.Add();
+    staged_bytes.Add(static_cast<double>(bytes));
+    stall.Observe(stall_seconds);
+  }
+  Counter* save_written;                 // tier 0's "save" flow
+  std::vector<Counter*> drain_written;   // per tier; null for tier 0
+  std::vector<Histogram*> durable;       // per tier
 };
+
+// What a scrape reports of a pipeline's live state.
+struct PipelineLiveState {
+  struct Tier {
+    std::string uri;
+    uint64_t rate_bytes_per_sec = 0;
+    double throttled_seconds = 0;
+  };
+  struct Drain {
+    size_t tier = 0;
+    bool retrying = false;  // failed before, backing off
+  };
+  std::vector<Tier> tiers;
+  uint32_t saves_writing = 0;  // begun, not yet committed on tier 0
+  std::vector<Drain> drains;   // waiting
+  int draining_tier = -1;      // the drain running now, if any
+  uint64_t staging_bytes = 0;
+};
+void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink);
 
 }  // namespace sluice
 

@@ -1,7 +1,9 @@
-// The pipeline's option checks and names, apart from the machinery.
+// The pipeline's option checks and names, and opening the tiers its options
+// name, apart from the machinery (pipeline.cc).
 #include "sluice/pipeline.h"
 
 #include "io/aligned_buffer.h"
+#include "pipeline/deferred_backend.h"
 #include "pipeline/staging_arena.h"
 
 namespace sluice {
@@ -30,6 +32,34 @@ Status PipelineOptions::Validate() const {
                                    " ms, later than the longest interval, " + std::to_string(retry_max_ms) + " ms");
   }
   return Status::OK();
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options) {
+  // Bad options (a budget, a layout) are refused before any store is opened
+  // (or created).
+  RETURN_IF_ERROR(options.Validate());
+  std::vector<std::unique_ptr<Store>> stores;
+  Status first_error;
+  bool opened_any = false;
+  for (size_t k = 0; k < options.tiers.size(); ++k) {
+    auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);
+    if (!b.ok()) {
+      // Tier 0 is where saves land: a pipeline that may create stores needs
+      // it there. A reading pipeline (restore, ls) does without any tier but
+      // one. A bad URI is a bad URI on any tier.
+      if ((k == 0 && options.store.create_if_missing) ||
+          b.status().code() == StatusCode::kInvalidArgument) {
+        return b.status().WithContext("tier " + std::to_string(k));
+      }
+      if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));
+      b = NewDeferredBackend(options.tiers[k].uri, options.store.create_if_missing, b.status());
+    } else {
+      opened_any = true;
+    }
+    stores.push_back(Store::Open(std::move(b).value(), options.store));
+  }
+  if (!opened_any) return first_error;
+  return Open(options, std::move(stores));
 }
 
 }  // namespace sluice

@@ -13,13 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "sluice/metrics.h"
 #include "sluice/pipeline.h"
 
 namespace sluice {
 
 class HandleImpl final : public SaveHandle {
  public:
-  HandleImpl(CheckpointId id, const std::vector<std::string>& uris) : id_(std::move(id)) {
+  // `durable` (optional, per tier): where each tier's commit time is observed.
+  HandleImpl(CheckpointId id, const std::vector<std::string>& uris, std::vector<Histogram*> durable = {})
+      : id_(std::move(id)), durable_(std::move(durable)) {
     for (const auto& u : uris) {
       TierProgress p;
       p.uri = u;
@@ -79,7 +82,10 @@ class HandleImpl final : public SaveHandle {
       TierProgress& t = tiers_[k];
       t.state = state;
       if (state == TierState::kWriting) ++t.attempts;
-      if (state == TierState::kCommitted) t.durable_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (state == TierState::kCommitted) {
+        t.durable_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        if (k < durable_.size() && durable_[k] != nullptr) durable_[k]->Observe(t.durable_seconds);
+      }
       if (!error.ok()) t.error = error;
       if (state == TierState::kCommitted) t.error = Status::OK();
     }
@@ -106,6 +112,7 @@ class HandleImpl final : public SaveHandle {
     return true;
   }
   const CheckpointId id_;
+  const std::vector<Histogram*> durable_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TierProgress> tiers_;
