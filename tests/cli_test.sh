@@ -227,6 +227,23 @@ echo short >"$W/over/random-3MiB.bin"
 sl restore --store "$S" --name tree --step 1 --to "$W/over" --force
 check "restore --force over same-named files (longer, shorter, non-empty where the item is empty) is bit-exact" \
   bash -c "[ $RC -eq 0 ] && diff -r '$W/tree' '$W/over'"
+# A sparse file keeps its holes: all-zero 4 KiB blocks are not written.
+mkdir -p "$W/sparse"
+truncate -s 64M "$W/sparse/holes.bin"
+printf 'head' | dd of="$W/sparse/holes.bin" conv=notrunc status=none
+printf 'middle' | dd of="$W/sparse/holes.bin" bs=1 seek=$((33 * 1048576 + 7)) conv=notrunc status=none
+head -c 100000 /dev/urandom >"$W/sparse/dense.bin"
+sl save --store "$S" --name sparse --step 1 --from "$W/sparse"
+expect_ok "save of a sparse 64 MiB file"
+sl restore --store "$S" --name sparse --step 1 --to "$W/sparse-out" --json
+expect_ok "restore of a sparse 64 MiB file"
+check "the restored sparse file is bit-exact" cmp "$W/sparse/holes.bin" "$W/sparse-out/holes.bin"
+# Two 4 MiB chunks hold data (and begin with it: written whole); the other 14 are holes.
+check "the restored sparse file keeps its holes (at most 8 MiB allocated of 64 MiB)" \
+  [ "$(stat -c %b "$W/sparse-out/holes.bin")" -le 16384 ]
+check "restore --json counts the holes (hole_bytes >= 56 MiB)" \
+  [ "$(pyj 'd["hole_bytes"]')" -ge 58720256 ]
+check "a dense file next to it is restored bit-exact" cmp "$W/sparse/dense.bin" "$W/sparse-out/dense.bin"
 sl restore --store "$S" --name no-such-name --to "$W/never1"
 expect_err "restore of a missing name" 1
 sl restore --store "$S" --name tree --step 77 --to "$W/never2"
