@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -31,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_copy.h"
 #include "sluice/metrics.h"
 #include "sluice/pipeline.h"
 #include "sluice/status.h"
@@ -176,6 +178,23 @@ class PyPendingCheckpoint {
     owners_.append(owner);
   }
 
+  // A CUDA tensor's bytes [address, address + size) on `device`, copied
+  // device-to-host into staging on sluice's stream during Snapshot(), all
+  // pieces in flight at once. The kernels that wrote them must have finished
+  // by then. `owner` is held until Snapshot() returns.
+  void AddCuda(const std::string& key, py::bytes metadata, uint64_t address, uint64_t size, int device,
+               py::object owner) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RequireOpen();
+    if (address == 0 && size != 0) {
+      throw py::value_error("item '" + key + "': null device address for " + std::to_string(size) + " bytes");
+    }
+    ThrowIfError(cuda::Available());
+    cuda_sources_.push_back(std::make_unique<cuda::TensorSource>(device, address, size));
+    ThrowIfError(pending_->AddItem(key, std::string(metadata), size, *cuda_sources_.back()));
+    owners_.append(owner);
+  }
+
   // Any C-contiguous buffer (bytes, bytearray, memoryview, numpy array).
   void AddBuffer(const std::string& key, py::bytes metadata, py::buffer data) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,6 +215,7 @@ class PyPendingCheckpoint {
       handle.emplace(pending_->Snapshot());
     }
     pending_.reset();  // a PendingCheckpoint snapshots once
+    cuda_sources_.clear();
     owners_ = py::list();
     return PySaveHandle(ValueOrThrow(std::move(*handle)), pipeline_);
   }
@@ -209,6 +229,7 @@ class PyPendingCheckpoint {
       py::gil_scoped_release release;  // the release is a store operation
       pending_.reset();
     }
+    cuda_sources_.clear();
     owners_ = py::list();
   }
 
@@ -227,6 +248,7 @@ class PyPendingCheckpoint {
 
   std::mutex mu_;
   std::unique_ptr<PendingCheckpoint> pending_;
+  std::vector<std::unique_ptr<cuda::TensorSource>> cuda_sources_;  // outlive pending_'s snapshot
   std::shared_ptr<Pipeline> pipeline_;
   py::list owners_;
 };
@@ -321,12 +343,22 @@ class PyReader {
   std::unordered_map<std::string, const ItemInfo*> by_key_;
 };
 
+// Whether a pipeline's staging arena is pinned for CUDA DMA (set by the
+// arena hooks, read by Python).
+struct StagingPin {
+  std::mutex mu;
+  bool pinned = false;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string error;
+};
+
 // Owns the Pipeline. Closing (or the last reference going away) waits for
 // the tier-0 writes of snapshotted saves, with the GIL released so the
 // background threads are never blocked on it.
 class PyPipeline {
  public:
-  explicit PyPipeline(const PipelineOptions& options) {
+  PyPipeline(const PipelineOptions& options, std::shared_ptr<StagingPin> pin) : pin_(std::move(pin)) {
     Result<std::unique_ptr<Pipeline>> opened = Status::IOError("not opened");
     {
       py::gil_scoped_release release;
@@ -337,6 +369,16 @@ class PyPipeline {
   }
 
   size_t tier_count() { return Get()->tier_count(); }
+
+  py::dict StagingPinState() {
+    std::lock_guard<std::mutex> lock(pin_->mu);
+    py::dict d;
+    d["pinned"] = pin_->pinned;
+    d["bytes"] = pin_->bytes;
+    d["seconds"] = pin_->seconds;
+    d["error"] = pin_->error;
+    return d;
+  }
 
   std::unique_ptr<PyPendingCheckpoint> Begin(const std::string& name, uint64_t step, uint32_t rank, uint32_t world,
                             const std::string& attempt, bool attempt_is_unique) {
@@ -473,7 +515,9 @@ class PyPipeline {
     return pipeline_;
   }
 
+
   std::shared_ptr<Pipeline> pipeline_;
+  std::shared_ptr<StagingPin> pin_;
 };
 
 PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t staging_bytes,
@@ -482,7 +526,8 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
                             bool create_if_missing, bool huge_pages, bool staging_at_open,
                             const std::vector<uint64_t>& rate_bytes_per_sec,
                             const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
-                            uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
+                            uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
+                            std::optional<int> cuda_device, const std::shared_ptr<StagingPin>& pin) {
   if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
     throw py::value_error("rate_bytes_per_sec needs one figure per tier");
   }
@@ -510,6 +555,24 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
   o.store.object_bytes = object_bytes;
   o.store.rank_timeout_ms = rank_timeout_ms;
   o.store.create_if_missing = create_if_missing;
+  if (cuda_device) {
+    // Pinned once, when the arena is made: every CUDA tensor's DMA lands in it.
+    int device = *cuda_device;
+    o.on_staging_allocated = [pin, device](void* base, uint64_t bytes) {
+      auto t0 = std::chrono::steady_clock::now();
+      Status st = cuda::Pin(base, bytes, device);
+      std::lock_guard<std::mutex> lock(pin->mu);
+      pin->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      pin->pinned = st.ok();
+      pin->bytes = st.ok() ? bytes : 0;
+      pin->error = st.ok() ? "" : st.ToString();
+    };
+    o.on_staging_freeing = [pin, device](void* base, uint64_t) {
+      std::lock_guard<std::mutex> lock(pin->mu);
+      if (pin->pinned) (void)cuda::Unpin(base, device);
+      pin->pinned = false;
+    };
+  }
   return o;
 }
 
@@ -533,6 +596,10 @@ PYBIND11_MODULE(_sluice, m) {
   g_errors.no_space = NewException(m, "NoSpaceError", PyExc_OSError);
 
   // The process's metrics (every pipeline, scrub and rebuild in it).
+  m.def("cuda_available", [] {
+    Status st = cuda::Available();
+    return st.ok() ? std::string() : st.ToString();
+  }, "'' when the CUDA driver can be used for device-to-host staging, else why not");
   m.def("metrics", [] {
     std::vector<MetricFamily> families;
     {
@@ -573,6 +640,8 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<PyPendingCheckpoint>(m, "PendingCheckpoint")
       .def("add_address", &PyPendingCheckpoint::AddAddress, py::arg("key"), py::arg("metadata"),
            py::arg("address"), py::arg("size"), py::arg("owner"))
+      .def("add_cuda", &PyPendingCheckpoint::AddCuda, py::arg("key"), py::arg("metadata"),
+           py::arg("address"), py::arg("size"), py::arg("device"), py::arg("owner"))
       .def("add_buffer", &PyPendingCheckpoint::AddBuffer, py::arg("key"), py::arg("metadata"),
            py::arg("data"))
       .def("snapshot", &PyPendingCheckpoint::Snapshot)
@@ -595,12 +664,15 @@ PYBIND11_MODULE(_sluice, m) {
                        bool create_if_missing, bool huge_pages, bool staging_at_open,
                        const std::vector<uint64_t>& rate_bytes_per_sec,
                        const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
-                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
-             return std::make_unique<PyPipeline>(MakeOptions(
-                 tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
-                 object_bytes, rank_timeout_ms, create_if_missing, huge_pages, staging_at_open,
-                 rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec, rebuild_rate_bytes_per_sec,
-                 rebuild_keep_last));
+                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
+                       std::optional<int> cuda_device) {
+             auto pin = std::make_shared<StagingPin>();
+             return std::make_unique<PyPipeline>(
+                 MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
+                             object_bytes, rank_timeout_ms, create_if_missing, huge_pages,
+                             staging_at_open, rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec,
+                             rebuild_rate_bytes_per_sec, rebuild_keep_last, cuda_device, pin),
+                 pin);
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
            py::arg("copy_threads") = PipelineOptions{}.copy_threads,
@@ -615,7 +687,9 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("keep_last") = std::vector<uint32_t>{},
            py::arg("scrub_rate_bytes_per_sec") = uint64_t{0},
            py::arg("rebuild_rate_bytes_per_sec") = uint64_t{0},
-           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last)
+           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last,
+           py::arg("cuda_device") = py::none())
+      .def_property_readonly("staging_pin", &PyPipeline::StagingPinState)
       .def_property_readonly("tier_count", &PyPipeline::tier_count)
       .def_property_readonly("closed", &PyPipeline::closed)
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,

@@ -35,6 +35,7 @@
 #define SLUICE_PIPELINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,12 @@ struct PipelineOptions {
   bool lock_staging = false;
   // Ask for transparent huge pages (fewer page faults and TLB misses).
   bool huge_pages = true;
+  // Told about the arena once it is allocated and faulted in, and again just
+  // before it is freed: e.g. to register it with a GPU driver as pinned memory,
+  // so device-to-host copies (AsyncItemSource) land in it by DMA. Paid once per
+  // arena, never per save. Neither may call back into the pipeline.
+  std::function<void(void* base, uint64_t bytes)> on_staging_allocated;
+  std::function<void(void* base, uint64_t bytes)> on_staging_freeing;
   // Threads copying into staging during Snapshot(), the caller's included.
   uint32_t copy_threads = 2;
   // Saves begun but not yet committed on tier 0 (holding staging), at most.
@@ -171,6 +178,11 @@ class PendingCheckpoint {
   // Snapshot() returns.
   virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
                          ItemSource& source) = 0;
+  // Bytes the source copies into staging itself (device memory, e.g. by DMA),
+  // all in flight at once when the image fits in the free arena; Snapshot()
+  // returns once they have landed. `source` must live until Snapshot() returns.
+  virtual Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                         AsyncItemSource& source) = 0;
   // Copies every item into staging and hands the checkpoint to the
   // background. Once it returns OK the caller's buffers are free again.
   virtual Result<std::shared_ptr<SaveHandle>> Snapshot() = 0;

@@ -82,12 +82,13 @@ def tensor_metadata(tensor):
 
 
 def check_tensor(tensor, where):
-    """Raises unless sluice can copy `tensor`'s bytes from host memory."""
+    """Raises unless sluice can copy `tensor`'s bytes: from host memory, or
+    from a CUDA device by DMA."""
     if tensor.device.type == "meta":
         raise TypeError(f"sluice: tensor {where} is on the meta device: it has no data to save")
-    if tensor.device.type != "cpu":
+    if tensor.device.type not in ("cpu", "cuda"):
         raise ValueError(f"sluice: tensor {where} is on device '{tensor.device}'; sluice reads "
-                         "host memory only (the GPU path is not built yet): move it with .cpu()")
+                         "host memory and CUDA devices only: move it with .cpu()")
     if tensor.layout != torch.strided:
         raise TypeError(f"sluice: tensor {where} has layout {tensor.layout}; only dense (strided) "
                         "tensors are supported (convert sparse ones with .to_dense())")
@@ -106,6 +107,54 @@ def host_bytes_of(tensor):
     if plain.is_neg():
         plain = plain.resolve_neg()
     return plain.contiguous()
+
+
+class Staging:
+    """One save's items on their way into a pending checkpoint. A CPU tensor
+    is memcpy'd into staging at the snapshot; a CUDA tensor's bytes are
+    copied device-to-host straight into its staging slot by DMA, on sluice's
+    own stream, every copy in flight at once (no .cpu() tensor is made).
+    snapshot() first waits for the kernels already queued on each device's
+    current stream, which may still be writing those tensors."""
+
+    def __init__(self, pending):
+        self.pending = pending
+        self._devices = set()
+
+    def add_tensor(self, key, metadata, tensor):
+        """Adds `tensor` (row-major memory: host_bytes_of) as item `key`;
+        returns its size in bytes."""
+        size = tensor.numel() * tensor.element_size()
+        if tensor.device.type == "cuda":
+            device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
+            self._devices.add(device)
+            self.pending.add_cuda(key, metadata, tensor.data_ptr(), size, device, tensor)
+        else:
+            self.pending.add_address(key, metadata, tensor.data_ptr(), size, tensor)
+        return size
+
+    def add_buffer(self, key, metadata, buffer):
+        self.pending.add_buffer(key, metadata, buffer)
+
+    def snapshot(self):
+        for device in sorted(self._devices):
+            torch.cuda.current_stream(device).synchronize()
+        return SaveHandle(self.pending.snapshot())
+
+    def abandon(self):
+        self.pending.abandon()
+
+
+def cuda_device_to_pin():
+    """The CUDA device whose context pins a new pipeline's staging arena, or
+    None where torch has no CUDA (then nothing is pinned, and CPU saves are
+    unchanged)."""
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return torch.cuda.current_device()
+    except (RuntimeError, AssertionError):  # a broken driver: as without CUDA
+        return None
 
 
 class _Plan:
@@ -236,13 +285,12 @@ def save_with(pipeline, name, step, state_dict, async_=True):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"sluice.save: step must be a non-negative int, not {step!r}")
     plan = plan_state_dict(state_dict)
-    pending = pipeline.begin(name, step)
+    staging = Staging(pipeline.begin(name, step))
     for key, tensor, meta in plan.tensors:
-        pending.add_address(key, meta, tensor.data_ptr(), tensor.numel() * tensor.element_size(),
-                            tensor)
+        staging.add_tensor(key, meta, tensor)
     structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()
-    pending.add_buffer(STRUCTURE_KEY, structure_meta, plan.structure)
-    handle = SaveHandle(pending.snapshot())
+    staging.add_buffer(STRUCTURE_KEY, structure_meta, plan.structure)
+    handle = staging.snapshot()
     if not async_:
         handle.wait()
     return handle
@@ -358,7 +406,14 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
                                  f"{list(dest.shape)} in `into`, the checkpoint has {dtype} "
                                  f"{list(shape)}; nothing was loaded")
             check_tensor(dest, f"'{where}' in `into`")
-            landing = dest if dest.is_contiguous() else torch.empty(shape, dtype=dtype)
+            if dest.device.type == "cuda":
+                # Read into pinned host memory, then one host-to-device copy
+                # per tensor, queued on the current stream.
+                landing = torch.empty(shape, dtype=dtype, pin_memory=True)
+            elif dest.is_contiguous():
+                landing = dest
+            else:
+                landing = torch.empty(shape, dtype=dtype)
             plans.append((key, meta, dest, landing))
         else:
             fresh = torch.empty(shape, dtype=dtype)
@@ -375,7 +430,8 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
         tensors = {}
         for key, meta, out, landing in plans:
             if landing is not out:
-                out.copy_(landing)  # a non-contiguous destination: one copy
+                # A CUDA or non-contiguous destination: one copy.
+                out.copy_(landing, non_blocking=out.device.type == "cuda")
             elif into is None or key not in existing:
                 if meta.get("parameter"):
                     out = torch.nn.Parameter(out, requires_grad=meta.get("requires_grad", True))

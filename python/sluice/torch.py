@@ -314,7 +314,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         except BaseException:
             pending.abandon()  # a peer failed: its writer lock and staging slot go now
             raise
-        self.handle = _state_dict.SaveHandle(pending.snapshot())
+        self.handle = pending.snapshot()
         # Committed on tier 0: on rank 0 it published the commit record, on
         # the others the commit record lists their manifest.
         self.handle.wait(tier=0)
@@ -345,9 +345,9 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def _stage(self, plan, planner, assignment):
         # A collective save's attempt id is a fresh uuid: a rank that gives up
         # can tell the others at once (an abort note).
-        pending = pipeline(self.store).begin(self.name, self.step, assignment.rank,
-                                             assignment.world, assignment.attempt,
-                                             attempt_is_unique=assignment.collective)
+        pending = _state_dict.Staging(pipeline(self.store).begin(
+            self.name, self.step, assignment.rank, assignment.world, assignment.attempt,
+            attempt_is_unique=assignment.collective))
         try:
             return self._add_items(pending, plan, planner, assignment)
         except BaseException:
@@ -368,9 +368,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             else:
                 _state_dict.check_tensor(data, f"'{item.index.fqn}'")
                 tensor = _state_dict.host_bytes_of(data)
-                size = tensor.numel() * tensor.element_size()
-                pending.add_address(key, _state_dict.tensor_metadata(tensor), tensor.data_ptr(),
-                                    size, tensor)
+                size = pending.add_tensor(key, _state_dict.tensor_metadata(tensor), tensor)
             results.append(_WriteResult(index=item.index, size_in_bytes=size, storage_data=key))
         if assignment.collective:
             if self._is_coordinator:
@@ -449,7 +447,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         except BaseException:
             pending.abandon()
             raise
-        handle = _state_dict.SaveHandle(pending.snapshot())
+        handle = pending.snapshot()
         self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata, world)
         self.handle = handle
         return state_dict

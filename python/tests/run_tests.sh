@@ -21,4 +21,5 @@ export PYTHONPATH="$build_python${PYTHONPATH:+:$PYTHONPATH}"
 export SLUICE_BIN=${SLUICE_BIN:-$build_python/../sluice}
 # Small staging arenas: tests run several processes side by side.
 export SLUICE_STAGING_BYTES=${SLUICE_STAGING_BYTES:-$((32 << 20))}
-cd "$tests" && exec "$python" -m pytest -q -p no:cacheprovider "$@" "$tests"
+# -rs: why anything skipped (the CUDA tests, on a machine without a GPU).
+cd "$tests" && exec "$python" -m pytest -q -rs -p no:cacheprovider "$@" "$tests"

@@ -56,36 +56,33 @@ class PendingImpl final : public PendingCheckpoint {
 
   Status AddItem(std::string_view key, std::string_view metadata, const void* data,
                  uint64_t size) override {
-    RETURN_IF_ERROR(CheckItem(key, metadata));
     if (data == nullptr && size > 0) return Status::InvalidArgument("item '" + std::string(key) + "': null data");
-    StagedItem it;
-    it.key = std::string(key);
-    it.metadata = std::string(metadata);
-    it.size = size;
-    it.data = static_cast<const uint8_t*>(data);
-    items_.push_back(std::move(it));
-    return Status::OK();
+    return Add(key, metadata, size, [&](StagedItem& it) { it.data = static_cast<const uint8_t*>(data); });
   }
   Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
                  ItemSource& source) override {
-    RETURN_IF_ERROR(CheckItem(key, metadata));
-    StagedItem it;
-    it.key = std::string(key);
-    it.metadata = std::string(metadata);
-    it.size = size;
-    it.source = &source;
-    items_.push_back(std::move(it));
-    return Status::OK();
+    return Add(key, metadata, size, [&](StagedItem& it) { it.source = &source; });
+  }
+  Status AddItem(std::string_view key, std::string_view metadata, uint64_t size,
+                 AsyncItemSource& source) override {
+    return Add(key, metadata, size, [&](StagedItem& it) { it.async = &source; });
   }
   Result<std::shared_ptr<SaveHandle>> Snapshot() override;
 
  private:
-  Status CheckItem(std::string_view key, std::string_view metadata) {
+  template <typename SetBytes>
+  Status Add(std::string_view key, std::string_view metadata, uint64_t size, SetBytes set_bytes) {
     if (snapshotted_) return Status::InvalidArgument("AddItem after Snapshot");
     RETURN_IF_ERROR(ValidateItem(key, metadata));
     if (!keys_.insert(std::string(key)).second) {
       return Status::InvalidArgument("duplicate item key '" + std::string(key) + "'");
     }
+    StagedItem it;
+    it.key = std::string(key);
+    it.metadata = std::string(metadata);
+    it.size = size;
+    set_bytes(it);
+    items_.push_back(std::move(it));
     return Status::OK();
   }
 
@@ -189,6 +186,8 @@ class PipelineImpl final : public Pipeline {
             " (" + opts_.tiers[j.dst].uri + ") committed it; `sluice drain` finishes it"));
       }
     }
+    // Every thread that touched the arena is gone: its owner may unpin it.
+    if (arena_ && opts_.on_staging_freeing) opts_.on_staging_freeing(arena_->base(), arena_->bytes());
   }
 
   size_t tier_count() const override { return stores_.size(); }
@@ -263,6 +262,7 @@ class PipelineImpl final : public Pipeline {
     if (arena_) return Status::OK();
     ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_,
                                                   opts_.lock_staging, opts_.huge_pages));
+    if (opts_.on_staging_allocated) opts_.on_staging_allocated(arena_->base(), arena_->bytes());
     return Status::OK();
   }
   const PipelineOptions& options() const { return opts_; }

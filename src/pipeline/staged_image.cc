@@ -110,6 +110,13 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
       item_off += clen;
       remaining -= clen;
     }
+    if (item.async != nullptr) {
+      img->has_async_ = true;
+      if (std::find(img->async_sources_.begin(), img->async_sources_.end(), item.async) ==
+          img->async_sources_.end()) {
+        img->async_sources_.push_back(item.async);
+      }
+    }
     if (item.source != nullptr) {
       // One task for the whole item: a source is read front to back.
       if (img->units_.size() > first_unit) img->tasks_.push_back({first_unit, img->units_.size()});
@@ -177,6 +184,11 @@ Status StagedImage::CopyUnitIn(const CopyUnit& u) {
     uint8_t* dst = arena_.SlabOf(seq) + in;
     if (item.data != nullptr) {
       StreamCopy(dst, item.data + item_off, static_cast<size_t>(n));
+    } else if (item.async != nullptr) {
+      // Not overlapped (the image does not fit in the free arena): this slab
+      // must be whole before a later one can be waited for.
+      RETURN_IF_ERROR(item.async->StartCopy(item_off, dst, static_cast<size_t>(n)));
+      RETURN_IF_ERROR(item.async->Wait());
     } else {
       uint64_t got = 0;
       while (got < n) {
@@ -197,10 +209,59 @@ Status StagedImage::CopyUnitIn(const CopyUnit& u) {
   return Status::OK();
 }
 
+bool StagedImage::FitsInFreeArena() {
+  for (uint64_t slab = 0; slab < slab_count_; ++slab) {
+    if (!arena_.Writable(first_seq_ + slab)) return false;
+  }
+  return true;
+}
+
+Status StagedImage::StartAsyncCopies() {
+  const uint64_t S = arena_.slab_bytes();
+  for (const CopyUnit& u : units_) {
+    const StagedItem& item = items_[u.item];
+    if (item.async == nullptr) continue;
+    uint64_t pos = u.image_pos, item_off = u.item_offset, left = u.len;
+    while (left > 0) {
+      const uint64_t slab = pos / S, in = pos % S, n = std::min(left, S - in);
+      Status st = item.async->StartCopy(item_off, arena_.SlabOf(first_seq_ + slab) + in,
+                                        static_cast<size_t>(n));
+      if (!st.ok()) return st.WithContext("snapshot item '" + item.key + "'");
+      started_.push_back({slab, n});
+      pos += n;
+      item_off += n;
+      left -= n;
+    }
+  }
+  return Status::OK();
+}
+
+Status StagedImage::FinishAsyncCopies() {
+  // Waited for even after a failure: a copy in flight still writes into the
+  // arena and reads the caller's memory.
+  Status result;
+  for (AsyncItemSource* src : async_sources_) {
+    Status st = src->Wait();
+    if (result.ok() && !st.ok()) result = st.WithContext("snapshot: a device copy");
+  }
+  if (!result.ok()) return result;
+  for (const StartedCopy& c : started_) SlabFilled(c.slab, c.bytes);
+  started_.clear();
+  return Status::OK();
+}
+
 Status StagedImage::CopyIn(CopyPool& pool) {
-  pool.Run(tasks_.size(), [this](size_t t) {
+  // Device copies go first, all in flight while the host items are memcpy'd,
+  // when every slab of the image is free now. Otherwise the image streams
+  // through the arena, and each device piece is copied and waited for in
+  // image order like any other piece.
+  const bool overlap = has_async_ && FitsInFreeArena();
+  Status started = overlap ? StartAsyncCopies() : Status::OK();
+  if (!started.ok()) Fail(started);
+  pool.Run(tasks_.size(), [this, overlap](size_t t) {
     for (size_t u = tasks_[t].first; u < tasks_[t].second; ++u) {
       if (Abandoned()) return;
+      if (overlap && items_[units_[u].item].async != nullptr) continue;  // in flight already
       Status st = CopyUnitIn(units_[u]);
       if (!st.ok()) {
         Fail(st.WithContext("snapshot item '" + items_[units_[u].item].key + "'"));
@@ -208,6 +269,10 @@ Status StagedImage::CopyIn(CopyPool& pool) {
       }
     }
   });
+  if (overlap) {
+    Status landed = FinishAsyncCopies();
+    if (!landed.ok()) Fail(landed);
+  }
   Status result;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -219,7 +284,9 @@ Status StagedImage::CopyIn(CopyPool& pool) {
   for (auto& it : items_) {
     it.data = nullptr;
     it.source = nullptr;
+    it.async = nullptr;
   }
+  async_sources_.clear();
   return result;
 }
 

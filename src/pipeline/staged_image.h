@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "pipeline/staging_arena.h"
 #include "sluice/backend.h"
+#include "sluice/item_source.h"
 #include "sluice/metrics.h"
 #include "sluice/store.h"
 
@@ -63,7 +64,8 @@ struct StagedItem {
   std::string metadata;
   uint64_t size = 0;
   const uint8_t* data = nullptr;  // a view of the caller's bytes, or
-  ItemSource* source = nullptr;   // bytes pulled in order
+  ItemSource* source = nullptr;   // bytes pulled in order, or
+  AsyncItemSource* async = nullptr;  // bytes the source copies in itself (a DMA)
 };
 
 class StagedImage {
@@ -113,6 +115,11 @@ class StagedImage {
   StagedImage(StagingArena& arena) : arena_(arena) {}
   bool Abandoned() const { return failed_.load(std::memory_order_acquire); }
   Status CopyUnitIn(const CopyUnit& u);
+  bool FitsInFreeArena();
+  // Overlapped device copies: every piece of every async item started at once
+  // (before the host memcpy), then waited for and marked filled.
+  Status StartAsyncCopies();
+  Status FinishAsyncCopies();
   void SlabFilled(uint64_t slab, uint64_t bytes);
   bool WaitSlabFilled(uint64_t slab);
   void ReleaseFrom(uint64_t slab);
@@ -130,6 +137,14 @@ class StagedImage {
   uint64_t slab_count_ = 0;
   uint64_t first_seq_ = 0;
   size_t align_ = 1;
+
+  bool has_async_ = false;
+  struct StartedCopy {
+    uint64_t slab;
+    uint64_t bytes;
+  };
+  std::vector<StartedCopy> started_;  // by StartAsyncCopies, not yet marked filled
+  std::vector<AsyncItemSource*> async_sources_;  // distinct, to wait on
 
   std::unique_ptr<std::atomic<uint64_t>[]> unfilled_;  // per slab
   std::mutex mu_;

@@ -41,6 +41,7 @@ class StagingArena {
   bool huge_pages() const { return huge_; }
   bool locked() const { return locked_; }
 
+  uint8_t* base() { return base_; }  // bytes() of them, contiguous
   uint8_t* SlabOf(uint64_t seq) { return base_ + (seq % slab_count_) * slab_bytes_; }
 
   // Reserves `count` consecutive sequence numbers; returns the first.
@@ -58,6 +59,12 @@ class StagingArena {
       if (abandon()) return false;
       released_cv_.wait(lock);
     }
+  }
+  // Whether sequence `seq` may be filled now, without waiting.
+  bool Writable(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seq < slab_count_ ||
+           released_[seq % slab_count_] + static_cast<int64_t>(slab_count_) >= static_cast<int64_t>(seq);
   }
   // The slab of `seq` is free again.
   void Release(uint64_t seq);
