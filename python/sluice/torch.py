@@ -584,6 +584,8 @@ class StorageReader(dcp.StorageReader):
         self.bytes_requested = 0
         if checkpoint_id is not None:
             self.reset(checkpoint_id)
+        elif store is not None and name is not None:
+            self._open()
 
     def reset(self, checkpoint_id=None):
         self.bytes_requested = 0
@@ -594,6 +596,11 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
+        # Opened now, so that a missing or non-DCP checkpoint raises its own
+        # error here: inside dcp.load, torch catches what read_metadata
+        # raises and (before 2.13) reports only "metadata is None".
+        if self.store is not None and self.name is not None:
+            self._open()
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
@@ -619,7 +626,13 @@ class StorageReader(dcp.StorageReader):
                                  "'STORE/NAME@STEP'")
             step = None if self.step == "latest" else self.step
             self._reader = pipeline(self.store, _reading=True).open(self.name, step)
-            self._items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
+            items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
+            if METADATA_KEY not in items and not any(k.startswith(_RANK_METADATA_PREFIX) for k in items):
+                info = self._reader.info
+                self._reader = None
+                raise ValueError(f"sluice: {info['name']}@{info['step']} is not a DCP checkpoint "
+                                 f"(no '{METADATA_KEY}' item); read it with sluice.load")
+            self._items = items
         return self._reader
 
     def read_metadata(self):
@@ -629,10 +642,6 @@ class StorageReader(dcp.StorageReader):
             return self._metadata
         parts = sorted((k for k in self._items if k.startswith(_RANK_METADATA_PREFIX)),
                        key=lambda k: int(k[len(_RANK_METADATA_PREFIX):]))
-        if not parts:
-            info = reader.info
-            raise ValueError(f"sluice: {info['name']}@{info['step']} is not a DCP checkpoint "
-                             f"(no '{METADATA_KEY}' item); read it with sluice.load")
         self._metadata = _merge_rank_metadata([pickle.loads(reader.read_bytes(k)) for k in parts])
         return self._metadata
 
