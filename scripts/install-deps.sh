@@ -12,6 +12,8 @@ packages=(
   nlohmann-json3-dev                 # JSON: safetensors headers
   libcivetweb-dev                    # the embedded HTTP server behind --metrics-listen
   prometheus curl                    # tests/metrics_test.sh: a real Prometheus scrapes sluice
+  gnuplot-nox                        # sluice bench --report draws its plots with it
+  chromium                           # tests/report_test.sh renders the report headless
   clang libclang-rt-14-dev           # libFuzzer targets for the decoders
   fio                                # the ceiling the benchmark compares against
   xfsprogs btrfs-progs               # loop-mounted XFS and btrfs in the filesystem tests

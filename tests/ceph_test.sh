@@ -169,6 +169,14 @@ check "unknown URI option: usage error (exit 2) naming it" bash -c "[ $RC -eq 2 
 sl bench --store "$U" --size 8MiB --ranks 2 --mode processes
 check "bench --mode processes on rados://: usage error (exit 2) at once, not a hang in a forked librados" \
   bash -c "[ $RC -eq 2 ] && grep -q 'does not survive fork' '$W/err'"
+if command -v gnuplot >/dev/null; then
+  sl bench --store "$U" --size 32MiB --ranks 2 --checkpoints 1 --report "$W/rados-report" --json
+  expect_ok "bench --report on rados://"
+  check "bench --report on rados:// measures the pool's ceiling with rados bench, same run" \
+    [ "$(pyj '"rados" in d["ceiling"]["tool"] and d["ceiling"]["write_bytes_per_second"] > 0 and d["ceiling"]["read_bytes_per_second"] > 0')" = True ]
+  check "and removes rados bench's objects" bash -c "! rados -p '$POOL' ls | grep -q '^benchmark_data'"
+  check "and draws the ceiling" grep -q "ceiling: write" "$W/rados-report/report.gp"
+fi
 
 # ---------------------------------------------------------------- corruption behind sluice's back
 sl save --store "$U" --name flip --step 1 --from "$W/tree" --chunk-size 64KiB --json

@@ -14,9 +14,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "bench_report.h"
 #include "item_sources.h"
 #include "output.h"
 #include "serve_metrics.h"
@@ -74,6 +77,9 @@ CommandSpec BenchSpec() {
       {"staging", "SIZE", "with --async: staging memory (default: the checkpoint's size)"},
       {"copy-threads", "N", "with --async: threads copying into staging, and for the memcpy (default 2)"},
       {"lock-staging", "", "with --async: mlock the staging memory"},
+      {"report", "DIR", "also write DIR/index.html: SVG plots (gnuplot) of throughput over time per\n"
+                        "                            rank (per tier with --async) against fio or rados bench on the\n"
+                        "                            same store in the same run, and of the stall against memcpy"},
   });
   s.details =
       "Default size: the preset scaled to what this machine does in about a minute\n"
@@ -87,12 +93,41 @@ struct RankTiming {
   int failed = 0;  // 0 ok; else an error message was printed
 };
 
+// A rank's bytes written to tier 0 so far, for --report's sampler: earlier
+// saves' totals plus the running save's live count.
+struct RankMeter {
+  std::mutex mu;
+  std::shared_ptr<SaveHandle> current;
+  uint64_t done = 0;
+  uint64_t Written() {
+    std::lock_guard<std::mutex> lock(mu);
+    uint64_t b = done;
+    if (current) {
+      auto progress = current->progress();
+      if (!progress.empty()) b += progress[0].bytes_written;
+    }
+    return b;
+  }
+  void Started(std::shared_ptr<SaveHandle> h) {
+    std::lock_guard<std::mutex> lock(mu);
+    current = std::move(h);
+  }
+  void Finished() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (current) {
+      auto progress = current->progress();
+      if (!progress.empty()) done += progress[0].bytes_written;
+    }
+    current.reset();
+  }
+};
+
 // One rank's save of checkpoint `step`, through the path `sluice save`
 // runs: its pipeline (opened once per rank, staging faulted at open, as a
 // training job keeps one) snapshots the items into staging while the tier-0
 // writer streams them out, and the save is timed until it is committed.
 RankTiming SaveRank(Pipeline& pipeline, const std::string& name, uint64_t step, uint32_t rank,
-                    uint32_t world, const std::vector<uint64_t>& sizes) {
+                    uint32_t world, const std::vector<uint64_t>& sizes, RankMeter* meter) {
   RankTiming t;
   auto t0 = std::chrono::steady_clock::now();
   auto pending = pipeline.Begin({name, step}, rank, world);
@@ -109,7 +144,9 @@ RankTiming SaveRank(Pipeline& pipeline, const std::string& name, uint64_t step, 
   }
   if (st.ok()) {
     auto handle = (*pending)->Snapshot();
+    if (handle.ok() && meter != nullptr) meter->Started(*handle);
     st = handle.ok() ? (*handle)->WaitTier(0) : handle.status();
+    if (meter != nullptr) meter->Finished();
   }
   t.seconds = SecondsSince(t0);
   if (!st.ok()) {
@@ -264,6 +301,76 @@ bool DropCaches() {
   return ok;
 }
 
+std::string Num(double v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+// The write/read bench's page: each rank's write throughput over time, and
+// every checkpoint's write and read throughput, against the ceiling.
+Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, const Ceiling& ceiling,
+                        const std::vector<double>& write_gibps, const std::vector<double>& read_gibps,
+                        const std::string& json, const std::string& what) {
+  const double G = 1ull << 30;
+  const size_t n = sampler.series().size();
+  ReportPlot over_time{"write_over_time", "Write throughput over time, per rank", "", "", ""};
+  over_time.data = "# seconds";
+  for (const auto& name : sampler.series()) over_time.data += " " + name;
+  over_time.data += " all\n";
+  for (const auto& row : sampler.rows()) {
+    double total = 0;
+    std::string line = Num(row[0]);
+    for (size_t i = 1; i < row.size(); ++i) {
+      line += " " + Num(row[i] / G);
+      total += row[i] / G;
+    }
+    over_time.data += line + " " + Num(total) + "\n";
+  }
+  std::string plot = "set xlabel 'seconds'\nset ylabel 'GiB/s written to tier 0'\nset yrange [0:*]\nplot ";
+  for (size_t i = 0; i < n; ++i) {
+    plot += "'write_over_time.dat' using 1:" + std::to_string(i + 2) + " with lines title " +
+            GnuplotQuote(sampler.series()[i]) + ", ";
+  }
+  plot += "'write_over_time.dat' using 1:" + std::to_string(n + 2) + " with lines lw 2 title 'all ranks'";
+  const bool have = !ceiling.tool.empty();
+  if (have) plot += ", " + Num(ceiling.write_bytes_per_sec / G) + " with lines dt 2 lw 2 title 'ceiling: write'";
+  over_time.gnuplot = plot;
+  over_time.caption = "Bytes each rank's saves wrote to tier 0, every 0.1 s. " +
+                      (have ? "Dashed: " + ceiling.tool + ", same store, same run." : ceiling.note);
+
+  ReportPlot per_ckpt{"per_checkpoint", "Throughput per checkpoint", "", "", ""};
+  per_ckpt.data = "# checkpoint write_gibps read_gibps\n";
+  for (size_t c = 0; c < write_gibps.size(); ++c) {
+    per_ckpt.data += std::to_string(c + 1) + " " + Num(write_gibps[c]) + " " +
+                     (c < read_gibps.size() ? Num(read_gibps[c]) : std::string("NaN")) + "\n";
+  }
+  per_ckpt.gnuplot = "set xlabel 'checkpoint'\nset ylabel 'GiB/s'\nset xtics 1\nset yrange [0:*]\n"
+                     "set xrange [0.5:" + std::to_string(write_gibps.size()) + ".5]\n"
+                     "plot 'per_checkpoint.dat' using 1:2 with linespoints pt 7 title 'sluice write (committed)', "
+                     "'' using 1:3 with linespoints pt 5 title 'sluice read (verified)'";
+  if (have) {
+    per_ckpt.gnuplot += ", " + Num(ceiling.write_bytes_per_sec / G) + " with lines dt 2 title 'ceiling: write', " +
+                        Num(ceiling.read_bytes_per_sec / G) + " with lines dt 3 title 'ceiling: read'";
+  }
+  per_ckpt.caption = "Total bytes over the slowest rank's time, per checkpoint (MLPerf Storage's measure).";
+
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double mw = median(write_gibps), mr = median(read_gibps);
+  std::string summary = "<p>" + HtmlEscape(what) + "</p>\n<table><tr><th></th><th>sluice median</th>"
+                        "<th>ceiling</th><th>sluice / ceiling</th></tr>\n";
+  for (int k = 0; k < 2; ++k) {
+    const double m = k == 0 ? mw : mr, c = (k == 0 ? ceiling.write_bytes_per_sec : ceiling.read_bytes_per_sec) / G;
+    summary += std::string("<tr><th>") + (k == 0 ? "write" : "read") + "</th><td>" + Num(m) + " GiB/s</td><td>" +
+               (have ? Num(c) + " GiB/s" : "-") + "</td><td>" + (have && c > 0 ? Num(m / c) : "-") + "</td></tr>\n";
+  }
+  summary += "</table>\n<p>Ceiling: " + HtmlEscape(have ? ceiling.tool : ceiling.note) + "</p>";
+  return WriteReport(dir, "sluice bench", summary, {over_time, per_ckpt}, json);
+}
+
 }  // namespace
 
 int CmdBench(int argc, char** argv) {
@@ -312,6 +419,14 @@ int CmdBench(int argc, char** argv) {
   if (mode == "processes" && flags.Has("metrics-listen")) {
     return Fail(Status::InvalidArgument("--metrics-listen needs --mode threads (forked ranks count in their own "
                                         "processes, which the server cannot see)"), true);
+  }
+  if (flags.Has("report")) {
+    if (flags.Get("report")->empty()) return Fail(Status::InvalidArgument("--report needs a directory"), true);
+    if (mode == "processes") {
+      return Fail(Status::InvalidArgument("--report needs --mode threads (forked ranks' progress is not "
+                                          "visible to the sampler)"), true);
+    }
+    if (Status ready = PrepareReport(*flags.Get("report")); !ready.ok()) return Fail(ready);
   }
   auto metrics_server = ServeMetricsIfAsked(flags);
   if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
@@ -367,6 +482,20 @@ int CmdBench(int argc, char** argv) {
   };
   Phase write, read;
   bool failed = false;
+  // --report: the store's ceiling first (fio / rados bench, same run), then
+  // each rank's tier-0 bytes sampled while the checkpoints are written.
+  const bool report = flags.Has("report");
+  Ceiling ceiling;
+  if (report) {
+    ceiling = MeasureCeiling(*flags.Get("store"), std::min<uint64_t>(size, 2ull << 30), popts->store.io_bytes);
+    if (!flags.Has("json")) {
+      std::fprintf(stderr, "bench: ceiling %s\n", ceiling.tool.empty() ? ceiling.note.c_str()
+                   : ("write " + HumanRate(ceiling.write_bytes_per_sec) + ", read " +
+                      HumanRate(ceiling.read_bytes_per_sec) + " (" + ceiling.tool + ")").c_str());
+    }
+  }
+  std::unique_ptr<RankMeter[]> meters(new RankMeter[ranks]);
+  std::unique_ptr<ByteSampler> sampler;
   // One phase: every checkpoint in turn, all ranks together; the
   // checkpoint's time is its slowest rank's.
   auto run_phase = [&](Phase* phase, auto rank_fn) {
@@ -420,11 +549,21 @@ int CmdBench(int argc, char** argv) {
     if (processes) pipelines[r].reset();  // a child's: closed before it exits
     return t;
   };
+  if (report) {
+    std::vector<std::string> series;
+    for (uint32_t r = 0; r < ranks; ++r) series.push_back("rank " + std::to_string(r));
+    sampler = std::make_unique<ByteSampler>(series, [&] {
+      std::vector<uint64_t> v;
+      for (uint32_t r = 0; r < ranks; ++r) v.push_back(meters[r].Written());
+      return v;
+    }, std::chrono::milliseconds(100));
+  }
   run_phase(&write, [&](uint64_t c, uint32_t r) {
     return with_pipeline(r, [&](Pipeline& p) {
-      return SaveRank(p, name, c, r, ranks, SplitSizes(rank_bytes[r], *items));
+      return SaveRank(p, name, c, r, ranks, SplitSizes(rank_bytes[r], *items), report ? &meters[r] : nullptr);
     });
   });
+  if (sampler) sampler->Stop();
   bool dropped = false;
   if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
   run_phase(&read, [&](uint64_t c, uint32_t r) {
@@ -437,7 +576,7 @@ int CmdBench(int argc, char** argv) {
   if (failed) return kExitError;
 
   const double wgib = write.bytes / double(1 << 30), rgib = read.bytes / double(1 << 30);
-  if (flags.Has("json")) {
+  {
     Json j;
     j.BeginObject()
         .Key("preset").Str(preset->name).Key("ranks").UInt(ranks).Key("mode").Str(mode)
@@ -452,9 +591,24 @@ int CmdBench(int argc, char** argv) {
       for (double s : p->seconds) j.Num(s);
       j.EndArray().Key("cpu_seconds_per_gib").Num(p->cpu / (p == &write ? wgib : rgib)).EndObject();
     }
+    if (report) {
+      j.Key("ceiling").BeginObject().Key("tool").Str(ceiling.tool).Key("note").Str(ceiling.note)
+          .Key("write_bytes_per_second").Num(ceiling.write_bytes_per_sec)
+          .Key("read_bytes_per_second").Num(ceiling.read_bytes_per_sec).EndObject();
+    }
     j.EndObject();
-    std::printf("%s\n", j.str().c_str());
-  } else {
+    if (report) {
+      std::vector<double> wgibps = write.gibps, rgibps = read.gibps;
+      Status st = WriteBenchReport(*flags.Get("report"), *sampler, ceiling, wgibps, rgibps, j.str(),
+                                   std::string(preset->name) + ", " + HumanBytes(size) + " per checkpoint, " +
+                                   std::to_string(ranks) + " ranks, " + std::to_string(*checkpoints) +
+                                   " checkpoints, " + (*store)->backend().caps().io_path);
+      if (!st.ok()) return Fail(st);
+      if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
+    }
+    if (flags.Has("json")) std::printf("%s\n", j.str().c_str());
+  }
+  if (!flags.Has("json")) {
     for (auto* p : {&write, &read}) {
       std::printf("%-5s  median %.2f GiB/s  best %.2f GiB/s  per checkpoint:", p == &write ? "write" : "read",
                   Median(p->gibps), *std::max_element(p->gibps.begin(), p->gibps.end()));

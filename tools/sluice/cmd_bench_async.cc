@@ -13,8 +13,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bench_report.h"
 #include "io/aligned_buffer.h"
 #include "item_sources.h"
+#include "sluice/metrics.h"
 #include "output.h"
 #include "store_flags.h"
 
@@ -83,6 +85,95 @@ class BaselineBuffer {
   bool huge_ = false;
 };
 
+// Bytes written into each tier so far, every flow (saves, drains), from the
+// process's metrics.
+std::vector<uint64_t> TierWrittenBytes(size_t tiers) {
+  std::vector<uint64_t> out(tiers, 0);
+  for (const auto& family : DefaultMetrics().Collect()) {
+    if (family.name != "sluice_tier_written_bytes_total") continue;
+    for (const auto& sample : family.samples) {
+      for (const auto& [k, v] : sample.labels) {
+        if (k != "tier") continue;
+        size_t t = std::strtoul(v.c_str(), nullptr, 10);
+        if (t < tiers) out[t] += static_cast<uint64_t>(sample.value);
+      }
+    }
+  }
+  return out;
+}
+
+std::string Num(double v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+struct AsyncReportInput {
+  std::vector<double> stall, memcpy_s;
+  std::vector<std::string> uris;
+  std::vector<uint64_t> caps;  // bytes/s per tier, 0: none
+  Ceiling ceiling;             // of tier 0
+  std::string what;
+};
+
+// The --async bench's page: the stall per checkpoint against a bare memcpy,
+// and each tier's write rate over time against its cap (and tier 0's against
+// fio's).
+Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, const AsyncReportInput& in,
+                        const std::string& json) {
+  const double M = 1 << 20;
+  ReportPlot stall{"stall", "Stall per checkpoint against a bare memcpy of the same bytes", "", "", ""};
+  stall.data = "# checkpoint stall_seconds memcpy_seconds\n";
+  for (size_t c = 0; c < in.stall.size(); ++c) {
+    stall.data += std::to_string(c + 1) + " " + Num(in.stall[c]) + " " + Num(in.memcpy_s[c]) + "\n";
+  }
+  stall.gnuplot = "set xlabel 'checkpoint'\nset ylabel 'seconds'\nset xtics 1\nset yrange [0:*]\n"
+                  "set xrange [0.5:" + std::to_string(in.stall.size()) + ".5]\n"
+                  "plot 'stall.dat' using 1:2 with linespoints pt 7 title 'sluice stall (snapshot into staging)', "
+                  "'' using 1:3 with linespoints pt 5 dt 2 title 'bare memcpy (the ceiling)'";
+  stall.caption = "How long each save blocked the caller, next to a parallel memcpy of the same bytes "
+                  "into pre-faulted memory, measured just before it.";
+
+  ReportPlot tiers{"tiers_over_time", "Write rate into each tier over time", "", "", ""};
+  tiers.data = "# seconds";
+  for (size_t k = 0; k < in.uris.size(); ++k) tiers.data += " tier" + std::to_string(k) + "_mib_per_s";
+  tiers.data += "\n";
+  for (const auto& row : sampler.rows()) {
+    std::string line = Num(row[0]);
+    for (size_t i = 1; i < row.size(); ++i) line += " " + Num(row[i] / M);
+    tiers.data += line + "\n";
+  }
+  std::string plot = "set xlabel 'seconds'\nset ylabel 'MiB/s written'\nset yrange [0:*]\nplot ";
+  std::string caption = "Bytes written into each tier (saves into tier 0, drains into the others), every 0.1 s.";
+  for (size_t k = 0; k < in.uris.size(); ++k) {
+    if (k > 0) plot += ", ";
+    plot += "'tiers_over_time.dat' using 1:" + std::to_string(k + 2) + " with lines lw 2 lc " +
+            std::to_string(k + 1) + " title " + GnuplotQuote("tier " + std::to_string(k) + ": " + in.uris[k]);
+    if (in.caps[k] > 0) {
+      plot += ", " + Num(in.caps[k] / M) + " with lines dt 2 lc " + std::to_string(k + 1) + " title " +
+              GnuplotQuote("cap of tier " + std::to_string(k));
+    }
+  }
+  if (!in.ceiling.tool.empty()) {
+    plot += ", " + Num(in.ceiling.write_bytes_per_sec / M) + " with lines dt 3 lc rgb 'black' title 'ceiling of tier 0: write'";
+    caption += " Dotted: " + in.ceiling.tool + " on tier 0, same run.";
+  } else {
+    caption += " Tier 0: " + in.ceiling.note + ".";
+  }
+  tiers.gnuplot = plot;
+  tiers.caption = caption + " Dashed: a tier's --rate-limit cap.";
+
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double ms = median(in.stall), mm = median(in.memcpy_s);
+  std::string summary = "<p>" + HtmlEscape(in.what) + "</p>\n<table><tr><th>median stall</th><th>median memcpy</th>"
+                        "<th>stall / memcpy</th></tr><tr><td>" + Num(ms) + " s</td><td>" + Num(mm) + " s</td><td>" +
+                        (mm > 0 ? Num(ms / mm) : "-") + "</td></tr></table>";
+  return WriteReport(dir, "sluice bench --async", summary, {stall, tiers}, json);
+}
+
 }  // namespace
 
 int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint64_t items) {
@@ -131,6 +222,22 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
                  static_cast<unsigned long long>(checkpoints), tiers, HumanBytes(po.staging_bytes).c_str(),
                  open_seconds, po.copy_threads, (*dst)->huge() ? "transparent huge (2 MiB)" : "4 KiB");
   }
+  const bool report = flags.Has("report");
+  Ceiling ceiling;
+  if (report) {
+    ceiling = MeasureCeiling(po.tiers[0].uri, std::min<uint64_t>(size, 2ull << 30), po.store.io_bytes);
+    if (!flags.Has("json")) {
+      std::fprintf(stderr, "bench --async: tier 0 ceiling %s\n", ceiling.tool.empty() ? ceiling.note.c_str()
+                   : ("write " + HumanRate(ceiling.write_bytes_per_sec) + " (" + ceiling.tool + ")").c_str());
+    }
+  }
+  std::unique_ptr<ByteSampler> sampler;
+  if (report) {
+    std::vector<std::string> series;
+    for (size_t k = 0; k < tiers; ++k) series.push_back("tier " + std::to_string(k));
+    sampler = std::make_unique<ByteSampler>(series, [tiers] { return TierWrittenBytes(tiers); },
+                                            std::chrono::milliseconds(100));
+  }
   struct Row { double memcpy_s, stall_s, cpu_tier0; std::vector<double> durable; };
   std::vector<Row> rows;
   Status failed;
@@ -169,6 +276,7 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
       std::fprintf(stderr, "\n");
     }
   }
+  if (sampler) sampler->Stop();
   if (!flags.Has("keep")) {
     for (size_t k = 0; k < tiers; ++k) {
       for (uint64_t c = 1; c <= checkpoints; ++c) (void)(*pipeline)->tier(k).Remove({name, c});
@@ -185,7 +293,7 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
     cpu.push_back(r.cpu_tier0 / gib);
     for (size_t k = 0; k < tiers; ++k) durable[k].push_back(r.durable[k]);
   }
-  if (flags.Has("json")) {
+  {
     Json j;
     j.BeginObject()
         .Key("mode").Str("async").Key("bytes").UInt(size).Key("items").UInt(items)
@@ -208,8 +316,25 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
           .Key("median_durable_seconds").Num(Median(durable[k])).EndObject();
     }
     j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
-  } else {
+    if (report) {
+      AsyncReportInput in;
+      in.stall = stall;
+      in.memcpy_s = memcpy_s;
+      for (size_t k = 0; k < tiers; ++k) {
+        in.uris.push_back((*pipeline)->tier(k).backend().uri());
+        in.caps.push_back(po.tiers[k].rate_bytes_per_sec);
+      }
+      in.ceiling = ceiling;
+      in.what = HumanBytes(size) + " per checkpoint in " + std::to_string(items) + " items, " +
+                std::to_string(checkpoints) + " checkpoints, staging " + HumanBytes(po.staging_bytes) + ", " +
+                std::to_string(po.copy_threads) + " copy threads";
+      Status st = WriteAsyncReport(*flags.Get("report"), *sampler, in, j.str());
+      if (!st.ok()) return Fail(st);
+      if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
+    }
+    if (flags.Has("json")) std::printf("%s\n", j.str().c_str());
+  }
+  if (!flags.Has("json")) {
     std::printf("stall: median %.3f s vs bare %u-thread memcpy %.3f s = %.2fx (%s/s into staging)\n",
                 Median(stall), po.copy_threads, Median(memcpy_s), Median(ratio),
                 HumanBytes(static_cast<uint64_t>(size / std::max(Median(stall), 1e-9))).c_str());

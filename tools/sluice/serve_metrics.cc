@@ -7,7 +7,7 @@ namespace sluice::cli {
 FlagSpec MetricsListenFlagSpec() {
   return {"metrics-listen", "[HOST:]PORT",
           "serve Prometheus metrics at http://HOST:PORT/metrics while this runs\n"
-          "(HOST defaults to 127.0.0.1; 0.0.0.0 for every interface)"};
+          "                            (HOST defaults to 127.0.0.1; 0.0.0.0 for every interface)"};
 }
 
 Result<std::unique_ptr<MetricsServer>> ServeMetricsIfAsked(const Flags& flags) {
