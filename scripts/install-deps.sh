@@ -9,7 +9,8 @@ packages=(
   liburing-dev                       # io_uring
   libisal-dev                        # hardware crc32c (crc32_iscsi)
   libgtest-dev                       # unit tests
-  nlohmann-json3-dev                 # JSON: safetensors headers
+  nlohmann-json3-dev                 # JSON: safetensors headers, the CLI's output
+  libcli11-dev                       # the CLI's flag parsing
   libcivetweb-dev                    # the embedded HTTP server behind --metrics-listen
   prometheus curl                    # tests/metrics_test.sh: a real Prometheus scrapes sluice
   gnuplot-nox                        # sluice bench --report draws its plots with it

@@ -5,53 +5,66 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <CLI/CLI.hpp>
+
 namespace sluice::cli {
 
 Result<Flags> Flags::Parse(const CommandSpec& spec, int argc, char** argv, int first, bool* help) {
-  Flags f;
+  // CLI11 parses; the spec stays the one definition of the flags (help text,
+  // bash completion). Every option takes all its occurrences, so that "given
+  // twice" is this function's clear error rather than a silent last-wins.
+  CLI::App app(spec.summary, "sluice " + spec.name);
+  app.set_help_flag();  // help is HelpText(spec), printed by the caller
+  CLI::Option* help_opt = app.add_flag("-h,--help");
+  std::vector<std::pair<const FlagSpec*, CLI::Option*>> options;
+  for (const auto& fs : spec.flags) {
+    CLI::Option* o = fs.value_name.empty()
+                         ? app.add_flag("--" + fs.name)->disable_flag_override()
+                         : app.add_option("--" + fs.name)->type_size(1)->allow_extra_args(false);
+    o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    options.emplace_back(&fs, o);
+  }
+  app.allow_extras();  // reported below, in this tool's words
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= first; --i) args.emplace_back(argv[i]);  // CLI11 takes them reversed
+  const std::string see = " (see sluice " + spec.name + " --help)";
   *help = false;
-  for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      continue;
-    }
-    if (arg.size() < 3 || arg.substr(0, 2) != "--") {
-      return Status::InvalidArgument(spec.name + ": unexpected argument '" + arg + "'");
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    const FlagSpec* fs = nullptr;
-    for (const auto& s : spec.flags) {
-      if (s.name == name) fs = &s;
-    }
-    if (fs == nullptr) {
-      return Status::InvalidArgument(spec.name + ": unknown flag --" + name + " (see sluice " +
-                                     spec.name + " --help)");
-    }
-    if (fs->value_name.empty()) {
-      if (value) return Status::InvalidArgument(spec.name + ": --" + name + " takes no value");
-      value = "";
-    } else if (!value) {
-      if (i + 1 >= argc) {
-        return Status::InvalidArgument(spec.name + ": --" + name + " needs a value (" +
-                                       fs->value_name + ")");
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    *help = help_opt->count() > 0;
+    // CLI11 names the option first ("--store: 1 required ..."); say it plainly.
+    // ("json was given a disallowed flag override" for --json=1).
+    std::string what = e.what();
+    std::string name = what.substr(0, what.find(':'));
+    std::string first_word = what.substr(0, what.find(' '));
+    for (const auto& [fs, o] : options) {
+      if (first_word == fs->name && what.find("flag override") != std::string::npos) {
+        return Status::InvalidArgument(spec.name + ": --" + fs->name + " takes no value");
       }
-      value = argv[++i];
+      if (name == "--" + fs->name) {
+        return Status::InvalidArgument(spec.name + ": --" + fs->name + " needs a value (" + fs->value_name + ")");
+      }
     }
-    if (fs->repeatable) {
-      f.repeated_[name].push_back(*value);
-      f.values_.emplace(name, *value);  // the first, for Has/Get
-      continue;
+    return Status::InvalidArgument(spec.name + ": " + what + see);
+  }
+  *help = help_opt->count() > 0;
+  for (const auto& extra : app.remaining()) {
+    if (extra.rfind("--", 0) == 0 && extra.size() > 2) {
+      return Status::InvalidArgument(spec.name + ": unknown flag " + extra.substr(0, extra.find('=')) + see);
     }
-    if (f.values_.count(name)) {
-      return Status::InvalidArgument(spec.name + ": --" + name + " given twice");
+    return Status::InvalidArgument(spec.name + ": unexpected argument '" + extra + "'" + see);
+  }
+  Flags f;
+  for (const auto& [fs, o] : options) {
+    if (o->count() == 0) continue;
+    std::vector<std::string> values = fs->value_name.empty() ? std::vector<std::string>(o->count(), "")
+                                                             : o->results();
+    if (!fs->repeatable && values.size() > 1) {
+      return Status::InvalidArgument(spec.name + ": --" + fs->name + " given twice");
     }
-    f.values_.emplace(name, *value);
+    f.values_.emplace(fs->name, values.front());  // the first, for Has/Get
+    if (fs->repeatable) f.repeated_[fs->name] = values;
   }
   return f;
 }

@@ -1,4 +1,4 @@
-// Command-line parsing for the sluice tool: --flag VALUE / --flag=VALUE,
+// Command-line parsing for the sluice tool (on CLI11): --flag VALUE / --flag=VALUE,
 // boolean --flag, sizes with binary suffixes. A usage error is a Status with
 // code InvalidArgument; main() turns it into exit code 2.
 #ifndef SLUICE_TOOLS_SLUICE_FLAGS_H_
