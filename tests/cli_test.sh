@@ -190,6 +190,35 @@ check "sluice --help exits 0 and prints Usage: sluice" rc_and_grep 0 "Usage: slu
 "$SLUICE" >/dev/null 2>&1; RC=$?
 check "sluice with no arguments exits 2" [ "$RC" -eq 2 ]
 
+# ---------------------------------------------------------- bash completion
+sl completion bash
+expect_ok "completion bash"
+cp "$W/out" "$W/completion.bash"
+check "the completion script is valid bash" bash -n "$W/completion.bash"
+# complete WORDS...: what _sluice offers for the last word.
+complete_words() {
+  (cd "$W" && bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sluice; echo "${COMPREPLY[*]}"' \
+    _ "$W/completion.bash" "$@")
+}
+check "completion offers commands (sa -> save)" [ "$(complete_words sluice sa)" = save ]
+check "completion offers a command's flags (bench --mo -> --mode)" [ "$(complete_words sluice bench --mo)" = --mode ]
+check "completion offers a flag's choices (--mode -> threads processes)" \
+  [ "$(complete_words sluice bench --mode '')" = "threads processes" ]
+mkdir -p "$W/compdir-only"
+check "completion offers file names for a store (--store compdir -> compdir-only)" \
+  [ "$(complete_words sluice save --store compdir)" = compdir-only ]
+check "completion offers nothing for a number (--step)" [ -z "$(complete_words sluice save --step '')" ]
+# Every flag each command's --help lists is offered, and nothing else.
+for c in save restore ls status verify scrub rebuild rm gc drain bench export import; do
+  help_flags=$("$SLUICE" "$c" --help | grep -oE '^  --[a-z-]+' | tr -d ' ' | sort | tr '\n' ' ')
+  comp_flags=$(complete_words sluice "$c" -- | tr ' ' '\n' | sort | tr '\n' ' ')
+  check "completion of '$c' offers exactly its --help flags" [ "$help_flags" = "$comp_flags" ]
+done
+sl completion fish
+expect_err "completion of another shell is a usage error" 2
+sl completion
+expect_err "completion without a shell is a usage error" 2
+
 # --------------------------------------------------------------------- sizes
 i=0
 for sz in 3MiB 3145728 3M 3072K 3072KiB; do

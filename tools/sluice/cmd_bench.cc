@@ -44,6 +44,8 @@ constexpr Preset kPresets[] = {
     {"llama3-1t", 1024, 18432},
 };
 
+}  // namespace
+
 CommandSpec BenchSpec() {
   CommandSpec s;
   s.name = "bench";
@@ -86,6 +88,8 @@ CommandSpec BenchSpec() {
       "(4 GiB per checkpoint), capped to a fifth of the store's free space.";
   return s;
 }
+
+namespace {
 
 struct RankTiming {
   double seconds = 0;

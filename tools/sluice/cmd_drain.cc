@@ -74,7 +74,7 @@ int Watch(Pipeline& pipeline, const std::string& name, uint64_t interval_ms, boo
 
 }  // namespace
 
-int CmdDrain(int argc, char** argv) {
+CommandSpec DrainSpec() {
   CommandSpec spec;
   spec.name = "drain";
   spec.usage = "drain --tier URI --tier URI [...] [--name NAME] [--retry-for DURATION | --watch] [flags]";
@@ -101,6 +101,11 @@ int CmdDrain(int argc, char** argv) {
       "until SIGINT or SIGTERM (the pass under way finishes first; a second signal\n"
       "ends it at once, which is safe: an unfinished copy is never committed), then\n"
       "exits 0, or 1 if its last pass left a drain failing.";
+  return spec;
+}
+
+int CmdDrain(int argc, char** argv) {
+  const CommandSpec spec = DrainSpec();
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;

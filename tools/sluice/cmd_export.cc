@@ -17,8 +17,6 @@
 #include "tensor_items.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec ExportSpec() {
   CommandSpec s;
   s.name = "export";
@@ -49,6 +47,8 @@ CommandSpec ExportSpec() {
   });
   return s;
 }
+
+namespace {
 
 bool Selected(const std::string& name, const std::vector<std::string>& prefixes) {
   if (prefixes.empty()) return true;

@@ -6,7 +6,7 @@
 
 namespace sluice::cli {
 
-int CmdGc(int argc, char** argv) {
+CommandSpec GcSpec() {
   CommandSpec spec;
   spec.name = "gc";
   spec.usage = "gc --store URI [--min-age DURATION] [--json]";
@@ -24,6 +24,11 @@ int CmdGc(int argc, char** argv) {
   spec.details =
       "A save running during gc with --min-age 0 may have its partial data removed; it\n"
       "then fails before committing (it never commits a checkpoint with missing data).";
+  return spec;
+}
+
+int CmdGc(int argc, char** argv) {
+  const CommandSpec spec = GcSpec();
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;

@@ -18,8 +18,6 @@
 #include "tensor_items.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec ImportSpec() {
   CommandSpec s;
   s.name = "import";
@@ -42,6 +40,8 @@ CommandSpec ImportSpec() {
   });
   return s;
 }
+
+namespace {
 
 struct FileTensor {
   std::string file;  // path

@@ -6,7 +6,7 @@
 
 namespace sluice::cli {
 
-int CmdLs(int argc, char** argv) {
+CommandSpec LsSpec() {
   CommandSpec spec;
   spec.name = "ls";
   spec.usage = "ls (--store URI | --tier URI...) [--name NAME] [--all] [--json]";
@@ -25,6 +25,11 @@ int CmdLs(int argc, char** argv) {
       {"keep-last", "TIER=K", "as given to save/drain, so steps beyond it show as absent", true},
       {"json", "", "print a JSON array, one object per checkpoint"},
   });
+  return spec;
+}
+
+int CmdLs(int argc, char** argv) {
+  const CommandSpec spec = LsSpec();
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;

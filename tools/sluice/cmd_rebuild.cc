@@ -10,8 +10,6 @@
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec RebuildSpec() {
   CommandSpec s;
   s.name = "rebuild";
@@ -39,6 +37,8 @@ CommandSpec RebuildSpec() {
   });
   return s;
 }
+
+namespace {
 
 }  // namespace
 

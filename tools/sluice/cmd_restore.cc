@@ -16,8 +16,6 @@
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec RestoreSpec() {
   CommandSpec s;
   s.name = "restore";
@@ -43,6 +41,8 @@ CommandSpec RestoreSpec() {
   });
   return s;
 }
+
+namespace {
 
 bool DirIsEmpty(const std::string& dir, bool* exists) {
   DIR* d = ::opendir(dir.c_str());

@@ -6,7 +6,7 @@
 
 namespace sluice::cli {
 
-int CmdRm(int argc, char** argv) {
+CommandSpec RmSpec() {
   CommandSpec spec;
   spec.name = "rm";
   spec.usage = "rm --store URI --name NAME (--step N | --all-steps)";
@@ -19,6 +19,11 @@ int CmdRm(int argc, char** argv) {
       {"step", "N", "step to remove"},
       {"all-steps", "", "remove every step of NAME, committed or not"},
   });
+  return spec;
+}
+
+int CmdRm(int argc, char** argv) {
+  const CommandSpec spec = RmSpec();
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;

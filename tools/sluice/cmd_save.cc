@@ -12,8 +12,6 @@
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec SaveSpec() {
   CommandSpec s;
   s.name = "save";
@@ -62,6 +60,8 @@ CommandSpec SaveSpec() {
       "finishes the later tiers.";
   return s;
 }
+
+namespace {
 
 // Counts bytes into the progress line as the writer pulls them, so that one
 // big file shows progress too.

@@ -11,8 +11,6 @@
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec ScrubSpec() {
   CommandSpec s;
   s.name = "scrub";
@@ -43,6 +41,8 @@ CommandSpec ScrubSpec() {
   s.flags.push_back(MetricsListenFlagSpec());
   return s;
 }
+
+namespace {
 
 }  // namespace
 

@@ -15,8 +15,6 @@
 #include "store_flags.h"
 
 namespace sluice::cli {
-namespace {
-
 CommandSpec StatusSpec() {
   CommandSpec s;
   s.name = "status";
@@ -39,6 +37,8 @@ CommandSpec StatusSpec() {
   });
   return s;
 }
+
+namespace {
 
 struct NameOnTier {
   uint64_t newest = 0;

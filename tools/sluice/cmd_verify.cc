@@ -62,7 +62,7 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name,
 
 }  // namespace
 
-int CmdVerify(int argc, char** argv) {
+CommandSpec VerifySpec() {
   CommandSpec spec;
   spec.name = "verify";
   spec.usage = "verify (--store URI | --tier URI...) --name NAME [--step N|latest|latest-good] [--json]";
@@ -78,6 +78,11 @@ int CmdVerify(int argc, char** argv) {
       {"step", "N|latest|latest-good", "step to verify (default latest)"},
       {"json", "", "print the report as one JSON object"},
   });
+  return spec;
+}
+
+int CmdVerify(int argc, char** argv) {
+  const CommandSpec spec = VerifySpec();
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flags.h"
 #include "sluice/status.h"
@@ -81,20 +82,46 @@ int64_t NowUnixMs();
 // CPU seconds (user+sys) this process and its reaped children used so far.
 double ProcessCpuSeconds();
 
-// The subcommands.
+// A subcommand: its flags (the one definition behind parsing, --help and
+// shell completion) and what runs it.
+struct Command {
+  const char* name;
+  const char* summary;  // its line in `sluice --help`
+  int (*run)(int argc, char** argv);
+  CommandSpec (*spec)();
+};
+// Every subcommand, in `sluice --help` order (main.cc).
+const std::vector<Command>& Commands();
+
 int CmdSave(int argc, char** argv);
+CommandSpec SaveSpec();
 int CmdRestore(int argc, char** argv);
+CommandSpec RestoreSpec();
 int CmdLs(int argc, char** argv);
-int CmdVerify(int argc, char** argv);
-int CmdRm(int argc, char** argv);
-int CmdGc(int argc, char** argv);
-int CmdBench(int argc, char** argv);
-int CmdDrain(int argc, char** argv);
-int CmdExport(int argc, char** argv);
-int CmdScrub(int argc, char** argv);
-int CmdRebuild(int argc, char** argv);
+CommandSpec LsSpec();
 int CmdStatus(int argc, char** argv);
+CommandSpec StatusSpec();
+int CmdVerify(int argc, char** argv);
+CommandSpec VerifySpec();
+int CmdScrub(int argc, char** argv);
+CommandSpec ScrubSpec();
+int CmdRebuild(int argc, char** argv);
+CommandSpec RebuildSpec();
+int CmdRm(int argc, char** argv);
+CommandSpec RmSpec();
+int CmdGc(int argc, char** argv);
+CommandSpec GcSpec();
+int CmdDrain(int argc, char** argv);
+CommandSpec DrainSpec();
+int CmdBench(int argc, char** argv);
+CommandSpec BenchSpec();
+int CmdExport(int argc, char** argv);
+CommandSpec ExportSpec();
 int CmdImport(int argc, char** argv);
+CommandSpec ImportSpec();
+// `sluice completion bash`: a bash completion script made from Commands().
+int CmdCompletion(int argc, char** argv);
+CommandSpec CompletionSpec();
 class Flags;
 // bench --async (cmd_bench_async.cc).
 int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint64_t items);
