@@ -581,36 +581,30 @@ int CmdBench(int argc, char** argv) {
 
   const double wgib = write.bytes / double(1 << 30), rgib = read.bytes / double(1 << 30);
   {
-    Json j;
-    j.BeginObject()
-        .Key("preset").Str(preset->name).Key("ranks").UInt(ranks).Key("mode").Str(mode)
-        .Key("checkpoint_bytes").UInt(size).Key("checkpoints").UInt(*checkpoints)
-        .Key("io_path").Str((*store)->backend().caps().io_path)
-        .Key("caches_dropped").Bool(dropped);
+    JsonValue j = {{"preset", preset->name}, {"ranks", ranks}, {"mode", mode}, {"checkpoint_bytes", size},
+                   {"checkpoints", *checkpoints}, {"io_path", (*store)->backend().caps().io_path},
+                   {"caches_dropped", dropped}};
     for (auto* p : {&write, &read}) {
-      j.Key(p == &write ? "write" : "read").BeginObject()
-          .Key("median_gib_per_second").Num(Median(p->gibps))
-          .Key("best_gib_per_second").Num(*std::max_element(p->gibps.begin(), p->gibps.end()))
-          .Key("checkpoint_seconds").BeginArray();
-      for (double s : p->seconds) j.Num(s);
-      j.EndArray().Key("cpu_seconds_per_gib").Num(p->cpu / (p == &write ? wgib : rgib)).EndObject();
+      j[p == &write ? "write" : "read"] = {
+          {"median_gib_per_second", Median(p->gibps)},
+          {"best_gib_per_second", *std::max_element(p->gibps.begin(), p->gibps.end())},
+          {"checkpoint_seconds", p->seconds}, {"cpu_seconds_per_gib", p->cpu / (p == &write ? wgib : rgib)}};
     }
     if (report) {
-      j.Key("ceiling").BeginObject().Key("tool").Str(ceiling.tool).Key("note").Str(ceiling.note)
-          .Key("write_bytes_per_second").Num(ceiling.write_bytes_per_sec)
-          .Key("read_bytes_per_second").Num(ceiling.read_bytes_per_sec).EndObject();
+      j["ceiling"] = {{"tool", ceiling.tool}, {"note", ceiling.note},
+                      {"write_bytes_per_second", ceiling.write_bytes_per_sec},
+                      {"read_bytes_per_second", ceiling.read_bytes_per_sec}};
     }
-    j.EndObject();
     if (report) {
       std::vector<double> wgibps = write.gibps, rgibps = read.gibps;
-      Status st = WriteBenchReport(*flags.Get("report"), *sampler, ceiling, wgibps, rgibps, j.str(),
+      Status st = WriteBenchReport(*flags.Get("report"), *sampler, ceiling, wgibps, rgibps, JsonText(j),
                                    std::string(preset->name) + ", " + HumanBytes(size) + " per checkpoint, " +
                                    std::to_string(ranks) + " ranks, " + std::to_string(*checkpoints) +
                                    " checkpoints, " + (*store)->backend().caps().io_path);
       if (!st.ok()) return Fail(st);
       if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
     }
-    if (flags.Has("json")) std::printf("%s\n", j.str().c_str());
+    if (flags.Has("json")) PrintJson(j);
   }
   if (!flags.Has("json")) {
     for (auto* p : {&write, &read}) {

@@ -294,28 +294,20 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
     for (size_t k = 0; k < tiers; ++k) durable[k].push_back(r.durable[k]);
   }
   {
-    Json j;
-    j.BeginObject()
-        .Key("mode").Str("async").Key("bytes").UInt(size).Key("items").UInt(items)
-        .Key("staging_bytes").UInt(po.staging_bytes).Key("copy_threads").UInt(po.copy_threads)
-        .Key("staging_open_seconds").Num(open_seconds)
-        .Key("median_stall_seconds").Num(Median(stall))
-        .Key("median_memcpy_seconds").Num(Median(memcpy_s))
-        .Key("median_stall_over_memcpy").Num(Median(ratio))
-        .Key("median_tier0_cpu_seconds_per_gib").Num(Median(cpu))
-        .Key("checkpoints").BeginArray();
+    JsonValue rows_json = JsonValue::array(), tiers_json = JsonValue::array();
     for (const auto& r : rows) {
-      j.BeginObject().Key("stall_seconds").Num(r.stall_s).Key("memcpy_seconds").Num(r.memcpy_s)
-          .Key("tier0_cpu_seconds").Num(r.cpu_tier0).Key("durable_seconds").BeginArray();
-      for (double d : r.durable) j.Num(d);
-      j.EndArray().EndObject();
+      rows_json.push_back({{"stall_seconds", r.stall_s}, {"memcpy_seconds", r.memcpy_s},
+                           {"tier0_cpu_seconds", r.cpu_tier0}, {"durable_seconds", r.durable}});
     }
-    j.EndArray().Key("tiers").BeginArray();
     for (size_t k = 0; k < tiers; ++k) {
-      j.BeginObject().Key("uri").Str((*pipeline)->tier(k).backend().uri())
-          .Key("median_durable_seconds").Num(Median(durable[k])).EndObject();
+      tiers_json.push_back({{"uri", (*pipeline)->tier(k).backend().uri()},
+                            {"median_durable_seconds", Median(durable[k])}});
     }
-    j.EndArray().EndObject();
+    JsonValue j = {{"mode", "async"}, {"bytes", size}, {"items", items}, {"staging_bytes", po.staging_bytes},
+                   {"copy_threads", po.copy_threads}, {"staging_open_seconds", open_seconds},
+                   {"median_stall_seconds", Median(stall)}, {"median_memcpy_seconds", Median(memcpy_s)},
+                   {"median_stall_over_memcpy", Median(ratio)}, {"median_tier0_cpu_seconds_per_gib", Median(cpu)},
+                   {"checkpoints", rows_json}, {"tiers", tiers_json}};
     if (report) {
       AsyncReportInput in;
       in.stall = stall;
@@ -328,11 +320,11 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
       in.what = HumanBytes(size) + " per checkpoint in " + std::to_string(items) + " items, " +
                 std::to_string(checkpoints) + " checkpoints, staging " + HumanBytes(po.staging_bytes) + ", " +
                 std::to_string(po.copy_threads) + " copy threads";
-      Status st = WriteAsyncReport(*flags.Get("report"), *sampler, in, j.str());
+      Status st = WriteAsyncReport(*flags.Get("report"), *sampler, in, JsonText(j));
       if (!st.ok()) return Fail(st);
       if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
     }
-    if (flags.Has("json")) std::printf("%s\n", j.str().c_str());
+    if (flags.Has("json")) PrintJson(j);
   }
   if (!flags.Has("json")) {
     std::printf("stall: median %.3f s vs bare %u-thread memcpy %.3f s = %.2fx (%s/s into staging)\n",

@@ -27,14 +27,8 @@ void OnStopSignal(int) {
 
 void PrintPass(const DrainReport& r, double secs, bool json) {
   if (json) {
-    Json j;
-    j.BeginObject()
-        .Key("drained").UInt(r.checkpoints_drained).Key("bytes").UInt(r.bytes)
-        .Key("seconds").Num(secs).Key("removed_by_retention").UInt(r.checkpoints_removed)
-        .Key("failures").BeginArray();
-    for (const auto& f : r.failures) j.Str(f);
-    j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"drained", r.checkpoints_drained}, {"bytes", r.bytes}, {"seconds", secs},
+               {"removed_by_retention", r.checkpoints_removed}, {"failures", r.failures}});
   } else {
     std::printf("drained %llu checkpoint(s), %s in %.2f s (%s); retention removed %llu\n",
                 static_cast<unsigned long long>(r.checkpoints_drained), HumanBytes(r.bytes).c_str(),

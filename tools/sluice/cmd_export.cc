@@ -321,13 +321,8 @@ int CmdExport(int argc, char** argv) {
   for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject()
-        .Key("name").Str(info.name).Key("step").UInt(info.step).Key("to").Str(*to)
-        .Key("tensors").UInt(tensors.size()).Key("bytes").UInt(total).Key("shards").UInt(shards.size())
-        .Key("skipped_items").UInt(skipped).Key("seconds").Num(secs)
-        .EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"name", info.name}, {"step", info.step}, {"to", *to}, {"tensors", tensors.size()},
+               {"bytes", total}, {"shards", shards.size()}, {"skipped_items", skipped}, {"seconds", secs}});
   } else {
     std::printf("exported %s: %zu tensors, %s in %zu shard(s) to %s in %.2f s (every chunk verified; %llu "
                 "other item(s) skipped)\n",

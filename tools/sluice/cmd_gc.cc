@@ -47,10 +47,7 @@ int CmdGc(int argc, char** argv) {
   }
   const GcReport* report = &total;
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject().Key("objects_removed").UInt(report->objects_removed)
-        .Key("bytes_removed").UInt(report->bytes_removed).EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"objects_removed", report->objects_removed}, {"bytes_removed", report->bytes_removed}});
   } else {
     std::printf("gc: removed %llu object(s), %s\n",
                 static_cast<unsigned long long>(report->objects_removed),

@@ -269,12 +269,8 @@ int CmdImport(int argc, char** argv) {
   }
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject()
-        .Key("name").Str(id.name).Key("step").UInt(id.step).Key("tensors").UInt(tensors.size())
-        .Key("bytes").UInt(total).Key("files").UInt(files->size()).Key("seconds").Num(secs)
-        .EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"name", id.name}, {"step", id.step}, {"tensors", tensors.size()}, {"bytes", total},
+               {"files", files->size()}, {"seconds", secs}});
   } else {
     std::printf("imported %zu tensors, %s from %zu file(s) as %s in %.2f s\n", tensors.size(),
                 HumanBytes(total).c_str(), files->size(), CheckpointLabel(id.name, id.step).c_str(), secs);

@@ -59,41 +59,41 @@ int CmdLs(int argc, char** argv) {
   }
   const bool several = (*pipeline)->tier_count() > 1;
   if (flags.Has("json")) {
-    Json j;
-    j.BeginArray();
+    auto info = [](const CheckpointInfo& c) {
+      return JsonValue{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes}, {"ranks", c.ranks},
+                       {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
+                       {"created_unix_ms", c.created_unix_ms}};
+    };
+    JsonValue out = JsonValue::array();
     for (const auto& t : *tiered) {
-      const auto& c = t.info;
-      j.BeginObject()
-          .Key("name").Str(c.name).Key("step").UInt(c.step).Key("bytes").UInt(c.bytes)
-          .Key("ranks").UInt(c.ranks).Key("items").UInt(c.items)
-          .Key("created").Str(FormatTime(c.created_unix_ms))
-          .Key("created_unix_ms").Int(c.created_unix_ms)
-          .Key("complete").Bool(c.complete);
-      if (c.damaged) j.Key("damaged").Bool(true).Key("problem").Str(c.problem);
-      j.Key("tiers").BeginArray();
-      for (const auto& tc : t.tiers) {
-        j.BeginObject().Key("uri").Str(tc.uri).Key("state").Str(tc.state);
-        if (!tc.reason.empty()) j.Key("reason").Str(tc.reason);
-        if (tc.scrubbed_unix_ms != 0) {
-          j.Key("last_scrub").Str(FormatTime(tc.scrubbed_unix_ms)).Key("last_scrub_unix_ms").Int(tc.scrubbed_unix_ms)
-              .Key("last_scrub_result").Str(tc.scrub_result);
-          if (!tc.scrub_detail.empty()) j.Key("last_scrub_detail").Str(tc.scrub_detail);
-        }
-        j.EndObject();
+      JsonValue j = info(t.info);
+      j["complete"] = t.info.complete;
+      if (t.info.damaged) {
+        j["damaged"] = true;
+        j["problem"] = t.info.problem;
       }
-      j.EndArray().EndObject();
+      JsonValue& tiers = j["tiers"] = JsonValue::array();
+      for (const auto& tc : t.tiers) {
+        JsonValue tj = {{"uri", tc.uri}, {"state", tc.state}};
+        if (!tc.reason.empty()) tj["reason"] = tc.reason;
+        if (tc.scrubbed_unix_ms != 0) {
+          tj["last_scrub"] = FormatTime(tc.scrubbed_unix_ms);
+          tj["last_scrub_unix_ms"] = tc.scrubbed_unix_ms;
+          tj["last_scrub_result"] = tc.scrub_result;
+          if (!tc.scrub_detail.empty()) tj["last_scrub_detail"] = tc.scrub_detail;
+        }
+        tiers.push_back(std::move(tj));
+      }
+      out.push_back(std::move(j));
     }
     for (const auto& [k, c] : incomplete) {
-      j.BeginObject()
-          .Key("name").Str(c.name).Key("step").UInt(c.step).Key("bytes").UInt(c.bytes)
-          .Key("ranks").UInt(c.ranks).Key("items").UInt(c.items)
-          .Key("created").Str(FormatTime(c.created_unix_ms))
-          .Key("created_unix_ms").Int(c.created_unix_ms)
-          .Key("complete").Bool(false).Key("problem").Str(c.problem)
-          .Key("tier").UInt(k).EndObject();
+      JsonValue j = info(c);
+      j["complete"] = false;
+      j["problem"] = c.problem;
+      j["tier"] = k;
+      out.push_back(std::move(j));
     }
-    j.EndArray();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson(out);
     return kExitOk;
   }
   if (tiered->empty() && incomplete.empty()) {

@@ -106,21 +106,17 @@ int CmdRebuild(int argc, char** argv) {
     rebuilt += s.state == "rebuilt";
   }
   if (json) {
-    Json j;
-    j.BeginObject().Key("ok").Bool(report->ok()).Key("target").UInt(options.target)
-        .Key("seconds").Num(report->seconds).Key("bytes").UInt(report->bytes)
-        .Key("cpu_seconds").Num(cpu).Key("rate_limit").UInt(*rate).Key("stopped").Bool(report->stopped).Key("tier_errors").BeginArray();
-    for (const auto& e : report->tier_errors) j.Str(e);
-    j.EndArray().Key("steps").BeginArray();
+    JsonValue steps = JsonValue::array();
     for (const auto& s : report->steps) {
-      j.BeginObject().Key("name").Str(s.name).Key("step").UInt(s.step).Key("state").Str(s.state)
-          .Key("bytes").UInt(s.bytes).Key("seconds").Num(s.seconds);
-      if (s.state == "rebuilt") j.Key("source").UInt(s.source);
-      if (!s.reason.empty()) j.Key("reason").Str(s.reason);
-      j.EndObject();
+      JsonValue sj = {{"name", s.name}, {"step", s.step}, {"state", s.state}, {"bytes", s.bytes},
+                      {"seconds", s.seconds}};
+      if (s.state == "rebuilt") sj["source"] = s.source;
+      if (!s.reason.empty()) sj["reason"] = s.reason;
+      steps.push_back(std::move(sj));
     }
-    j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"ok", report->ok()}, {"target", options.target}, {"seconds", report->seconds},
+               {"bytes", report->bytes}, {"cpu_seconds", cpu}, {"rate_limit", *rate}, {"stopped", report->stopped},
+               {"tier_errors", report->tier_errors}, {"steps", steps}});
   } else {
     for (const auto& e : report->tier_errors) std::printf("TIER FAILED %s\n", e.c_str());
     std::printf("rebuilt %zu step(s) onto tier %zu, %s in %.2f s (%s)%s\n", rebuilt, options.target,

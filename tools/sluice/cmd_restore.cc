@@ -339,15 +339,10 @@ int CmdRestore(int argc, char** argv) {
   if (!st.ok()) return Fail(st);
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject()
-        .Key("name").Str(info.name).Key("step").UInt(info.step)
-        .Key("bytes").UInt(sink.bytes()).Key("items").UInt(sink.files()).Key("hole_bytes").UInt(sink.hole_bytes())
-        .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? sink.bytes() / secs : 0)
-        .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0).Key("to").Str(*to)
-        .Key("fallbacks").UInt(recovery.fallbacks.size()).Key("repairs").UInt(recovery.repairs.size())
-        .EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"name", info.name}, {"step", info.step}, {"bytes", sink.bytes()}, {"items", sink.files()},
+               {"hole_bytes", sink.hole_bytes()}, {"seconds", secs},
+               {"bytes_per_second", secs > 0 ? sink.bytes() / secs : 0}, {"cpu_seconds", ProcessCpuSeconds() - cpu0},
+               {"to", *to}, {"fallbacks", recovery.fallbacks.size()}, {"repairs", recovery.repairs.size()}});
   } else {
     std::printf("restored %s@%llu: %llu items, %s in %.2f s (%s) into %s, all chunks verified\n",
                 info.name.c_str(), static_cast<unsigned long long>(info.step),

@@ -235,31 +235,18 @@ int CmdSave(int argc, char** argv) {
   const double secs = SecondsSince(t0);
   const double cpu = ProcessCpuSeconds() - cpu0;
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject()
-        .Key("name").Str(id.name).Key("step").UInt(id.step)
-        .Key("rank").UInt(*rank).Key("world").UInt(*world)
-        .Key("bytes").UInt(stats.bytes).Key("items").UInt(stats.items)
-        .Key("chunks").UInt(stats.chunks)
-        .Key("seconds").Num(secs).Key("bytes_per_second").Num(secs > 0 ? stats.bytes / secs : 0)
-        .Key("cpu_seconds").Num(cpu).Key("committed").Bool(true)
-        .Key("stall_seconds").Num((*handle)->stall_seconds())
-        .Key("earlier_checkpoints_drained").UInt(resumed)
-        .Key("io_path").Str((*pipeline)->tier(0).backend().caps().io_path)
-        .Key("tiers").BeginArray();
+    JsonValue tiers = JsonValue::array();
     for (const auto& t : final_progress) {
       // What is not committed when the command exits is left to `sluice drain`.
       const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
-      j.BeginObject().Key("uri").Str(t.uri).Key("state").Str(settled ? TierStateName(t.state) : "pending");
-      if (t.state == TierState::kCommitted) {
-        j.Key("durable_seconds").Num(t.durable_seconds);
-      } else {
-        j.Key("durable_seconds").Null();
-      }
-      j.EndObject();
+      tiers.push_back({{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
+                       {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}});
     }
-    j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"name", id.name}, {"step", id.step}, {"rank", *rank}, {"world", *world}, {"bytes", stats.bytes},
+               {"items", stats.items}, {"chunks", stats.chunks}, {"seconds", secs},
+               {"bytes_per_second", secs > 0 ? stats.bytes / secs : 0}, {"cpu_seconds", cpu}, {"committed", true},
+               {"stall_seconds", (*handle)->stall_seconds()}, {"earlier_checkpoints_drained", resumed},
+               {"io_path", (*pipeline)->tier(0).backend().caps().io_path}, {"tiers", tiers}});
   } else {
     std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), stall %.3f s\n", id.name.c_str(),
                 static_cast<unsigned long long>(id.step), static_cast<unsigned long long>(*rank),

@@ -117,33 +117,23 @@ int CmdScrub(int argc, char** argv) {
     repaired += r.state == "repaired";
   }
   if (json) {
-    Json j;
-    j.BeginObject().Key("ok").Bool(report->ok()).Key("seconds").Num(report->seconds).Key("bytes").UInt(report->bytes)
-        .Key("cpu_seconds").Num(cpu).Key("rate_limit").UInt(*rate).Key("repair").Bool(options.repair).Key("resumed").Bool(report->resumed)
-        .Key("skipped").UInt(report->skipped).Key("tier_errors").BeginArray();
-    for (const auto& e : report->tier_errors) j.Str(e);
-    j.EndArray().Key("copies").BeginArray();
+    JsonValue copies = JsonValue::array();
     for (const auto& r : report->copies) {
-      j.BeginObject()
-          .Key("name").Str(r.name).Key("step").UInt(r.step).Key("tier").UInt(r.tier)
-          .Key("uri").Str((*uris)[r.tier]).Key("state").Str(r.state)
-          .Key("chunks").UInt(r.chunks).Key("bytes").UInt(r.bytes).Key("seconds").Num(r.seconds);
-      if (!r.reason.empty()) j.Key("reason").Str(r.reason);
-      if (r.source) j.Key("repaired_from").UInt(*r.source);
-      j.Key("rewritten").BeginArray();
-      for (const auto& o : r.rewritten) j.Str(o);
-      j.EndArray().Key("bad_chunks").BeginArray();
+      JsonValue c = {{"name", r.name}, {"step", r.step}, {"tier", r.tier}, {"uri", (*uris)[r.tier]},
+                     {"state", r.state}, {"chunks", r.chunks}, {"bytes", r.bytes}, {"seconds", r.seconds}};
+      if (!r.reason.empty()) c["reason"] = r.reason;
+      if (r.source) c["repaired_from"] = *r.source;
+      c["rewritten"] = r.rewritten;
+      JsonValue& bad = c["bad_chunks"] = JsonValue::array();
       for (const auto& b : r.bad) {
-        j.BeginObject()
-            .Key("item").Str(b.item).Key("rank").UInt(b.rank).Key("chunk").UInt(b.chunk_index)
-            .Key("object").Str(b.object).Key("offset").UInt(b.object_offset)
-            .Key("length").UInt(b.length).Key("reason").Str(b.reason)
-            .EndObject();
+        bad.push_back({{"item", b.item}, {"rank", b.rank}, {"chunk", b.chunk_index}, {"object", b.object},
+                       {"offset", b.object_offset}, {"length", b.length}, {"reason", b.reason}});
       }
-      j.EndArray().EndObject();
+      copies.push_back(std::move(c));
     }
-    j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"ok", report->ok()}, {"seconds", report->seconds}, {"bytes", report->bytes}, {"cpu_seconds", cpu},
+               {"rate_limit", *rate}, {"repair", options.repair}, {"resumed", report->resumed},
+               {"skipped", report->skipped}, {"tier_errors", report->tier_errors}, {"copies", copies}});
   } else {
     if (report->resumed) {
       std::printf("resumed an interrupted scrub: %zu checkpoint(s) it had finished were skipped\n", report->skipped);

@@ -141,39 +141,32 @@ std::string Eta(const InFlight& f) {
   return std::to_string(static_cast<uint64_t>((f.total - f.bytes) / f.rate + 0.5)) + " s";
 }
 
-void PrintJson(const Snapshot& s) {
-  Json j;
-  j.BeginObject().Key("time").Str(FormatTime(NowUnixMs()));
-  if (!s.error.empty()) j.Key("error").Str(s.error);
-  j.Key("tiers").BeginArray();
-  for (const auto& u : s.uris) j.Str(u);
-  j.EndArray().Key("names").BeginArray();
+void PrintStatusJson(const Snapshot& s) {
+  JsonValue names = JsonValue::array();
   for (const auto& [name, per_tier] : s.names) {
-    j.BeginObject().Key("name").Str(name).Key("tiers").BeginArray();
+    JsonValue tiers = JsonValue::array();
     for (size_t k = 0; k < per_tier.size(); ++k) {
       const auto& n = per_tier[k];
-      j.BeginObject().Key("tier").UInt(k).Key("uri").Str(s.uris[k]);
-      if (n.any) {
-        j.Key("newest_step").UInt(n.newest);
-      } else {
-        j.Key("newest_step").Null();
-      }
-      j.Key("steps").UInt(n.steps).Key("damaged").UInt(n.damaged).EndObject();
+      tiers.push_back({{"tier", k}, {"uri", s.uris[k]}, {"newest_step", n.any ? JsonValue(n.newest) : JsonValue()},
+                       {"steps", n.steps}, {"damaged", n.damaged}});
     }
-    j.EndArray().EndObject();
+    names.push_back({{"name", name}, {"tiers", tiers}});
   }
-  j.EndArray().Key("in_flight").BeginArray();
+  JsonValue in_flight = JsonValue::array();
   for (const auto& f : s.in_flight) {
-    j.BeginObject().Key("name").Str(f.name).Key("step").UInt(f.step).Key("tier").UInt(f.tier)
-        .Key("uri").Str(s.uris[f.tier]).Key("kind").Str(f.kind).Key("bytes").UInt(f.bytes);
-    if (f.total) j.Key("total_bytes").UInt(f.total);
-    j.Key("bytes_per_sec").Num(f.rate);
-    const std::string eta = Eta(f);
-    if (!eta.empty()) j.Key("eta_seconds").Num(static_cast<double>(f.total - f.bytes) / f.rate);
-    j.EndObject();
+    JsonValue j = {{"name", f.name}, {"step", f.step}, {"tier", f.tier}, {"uri", s.uris[f.tier]},
+                   {"kind", f.kind}, {"bytes", f.bytes}};
+    if (f.total) j["total_bytes"] = f.total;
+    j["bytes_per_sec"] = f.rate;
+    if (!Eta(f).empty()) j["eta_seconds"] = static_cast<double>(f.total - f.bytes) / f.rate;
+    in_flight.push_back(std::move(j));
   }
-  j.EndArray().EndObject();
-  std::printf("%s\n", j.str().c_str());
+  JsonValue out = {{"time", FormatTime(NowUnixMs())}};
+  if (!s.error.empty()) out["error"] = s.error;
+  out["tiers"] = s.uris;
+  out["names"] = names;
+  out["in_flight"] = in_flight;
+  PrintJson(out);
 }
 
 void PrintText(const Snapshot& s) {
@@ -236,7 +229,7 @@ int CmdStatus(int argc, char** argv) {
   if (!watch) {
     // One refresh: a second sample after the interval gives flights a rate.
     if (!before.error.empty()) {
-      if (json) PrintJson(before);
+      if (json) PrintStatusJson(before);
       return Fail(Status::Unavailable(before.error));
     }
     Snapshot now = before;
@@ -245,12 +238,12 @@ int CmdStatus(int argc, char** argv) {
       now = Take(*popts, name);
       Rates(now, before);
     }
-    json ? PrintJson(now) : PrintText(now);
+    json ? PrintStatusJson(now) : PrintText(now);
     return kExitOk;
   }
   for (;;) {
     if (redraw) std::printf("\x1b[H\x1b[2J");
-    json ? PrintJson(before) : PrintText(before);
+    json ? PrintStatusJson(before) : PrintText(before);
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     Snapshot now = Take(*popts, name);

@@ -24,22 +24,14 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name,
   if (!report.ok()) return Fail(report.status());
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
-    Json j;
-    j.BeginObject()
-        .Key("tier").Str(store.backend().uri()).Key("name").Str(name).Key("step").UInt(resolved).Key("ok").Bool(report->ok())
-        .Key("items").UInt(report->items).Key("chunks").UInt(report->chunks)
-        .Key("bytes").UInt(report->bytes).Key("seconds").Num(secs)
-        .Key("cpu_seconds").Num(ProcessCpuSeconds() - cpu0)
-        .Key("bad_chunks").BeginArray();
+    JsonValue bad = JsonValue::array();
     for (const auto& b : report->bad) {
-      j.BeginObject()
-          .Key("item").Str(b.item).Key("rank").UInt(b.rank).Key("chunk").UInt(b.chunk_index)
-          .Key("object").Str(b.object).Key("offset").UInt(b.object_offset)
-          .Key("length").UInt(b.length).Key("reason").Str(b.reason)
-          .EndObject();
+      bad.push_back({{"item", b.item}, {"rank", b.rank}, {"chunk", b.chunk_index}, {"object", b.object},
+                     {"offset", b.object_offset}, {"length", b.length}, {"reason", b.reason}});
     }
-    j.EndArray().EndObject();
-    std::printf("%s\n", j.str().c_str());
+    PrintJson({{"tier", store.backend().uri()}, {"name", name}, {"step", resolved}, {"ok", report->ok()},
+               {"items", report->items}, {"chunks", report->chunks}, {"bytes", report->bytes}, {"seconds", secs},
+               {"cpu_seconds", ProcessCpuSeconds() - cpu0}, {"bad_chunks", bad}});
   } else {
     for (const auto& b : report->bad) {
       std::printf("BAD item '%s' rank %u chunk %llu: object %s offset %llu length %llu: %s\n",

@@ -36,79 +36,11 @@ bool ParseOrExit(const CommandSpec& spec, int argc, char** argv, Flags* flags, i
   return true;
 }
 
-void Json::Sep() {
-  if (need_comma_) out_ += ',';
-  need_comma_ = true;
-}
-Json& Json::BeginObject() { Sep(); out_ += '{'; need_comma_ = false; return *this; }
-Json& Json::EndObject() { out_ += '}'; need_comma_ = true; return *this; }
-Json& Json::BeginArray() { Sep(); out_ += '['; need_comma_ = false; return *this; }
-Json& Json::EndArray() { out_ += ']'; need_comma_ = true; return *this; }
-Json& Json::Key(std::string_view k) { Str(k); out_ += ':'; need_comma_ = false; return *this; }
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
-static size_t Utf8Length(std::string_view s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  }
-  uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;  // overlong, surrogate
-  return n;
+std::string JsonText(const JsonValue& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Json& Json::Str(std::string_view s) {
-  Sep();
-  out_ += '"';
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    char buf[8];
-    if (c >= 0x80) {
-      size_t n = Utf8Length(s, i);
-      if (n == 0) {
-        // Not UTF-8 (file names are bytes): keep the byte as U+00XX so the
-        // output stays valid JSON.
-        snprintf(buf, sizeof buf, "\\u%04x", c);
-        out_ += buf;
-      } else {
-        out_.append(s.substr(i, n));
-        i += n - 1;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\t': out_ += "\\t"; break;
-      case '\r': out_ += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          snprintf(buf, sizeof buf, "\\u%04x", c);
-          out_ += buf;
-        } else {
-          out_ += static_cast<char>(c);
-        }
-    }
-  }
-  out_ += '"';
-  return *this;
-}
-Json& Json::Num(double v) {
-  Sep();
-  if (!std::isfinite(v)) { out_ += "null"; return *this; }
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.6g", v);
-  out_ += buf;
-  return *this;
-}
-Json& Json::Int(int64_t v) { Sep(); out_ += std::to_string(v); return *this; }
-Json& Json::UInt(uint64_t v) { Sep(); out_ += std::to_string(v); return *this; }
-Json& Json::Bool(bool v) { Sep(); out_ += v ? "true" : "false"; return *this; }
-Json& Json::Null() { Sep(); out_ += "null"; return *this; }
+void PrintJson(const JsonValue& j) { std::printf("%s\n", JsonText(j).c_str()); }
 
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

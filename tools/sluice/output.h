@@ -1,4 +1,4 @@
-// Output helpers for the sluice tool: a small JSON writer, human-readable
+// Output helpers for the sluice tool: JSON output, human-readable
 // sizes, a progress line on stderr (only when stderr is a terminal), and the
 // command table.
 #ifndef SLUICE_TOOLS_SLUICE_OUTPUT_H_
@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "flags.h"
 #include "sluice/status.h"
@@ -28,28 +30,12 @@ int Fail(const Status& st, bool usage = false);
 // usage error, anything else (missing, unreadable) an operational one.
 int FailStoreOpen(const Status& st);
 
-// Builds one JSON value. Keys and strings are escaped; non-UTF-8 bytes are
-// passed through as \u00XX of each byte so output stays valid JSON.
-class Json {
- public:
-  Json& BeginObject();
-  Json& EndObject();
-  Json& BeginArray();
-  Json& EndArray();
-  Json& Key(std::string_view k);
-  Json& Str(std::string_view s);
-  Json& Num(double v);
-  Json& Int(int64_t v);
-  Json& UInt(uint64_t v);
-  Json& Bool(bool v);
-  Json& Null();
-  const std::string& str() const { return out_; }
-
- private:
-  void Sep();
-  std::string out_;
-  bool need_comma_ = false;
-};
+// JSON output (nlohmann-json, keys in insertion order). Strings that are not
+// valid UTF-8 (a file name's bytes) print with U+FFFD in place of each bad
+// byte, so the output is always valid JSON.
+using JsonValue = nlohmann::ordered_json;
+std::string JsonText(const JsonValue& j);  // one line
+void PrintJson(const JsonValue& j);        // JsonText + newline on stdout
 
 std::string HumanBytes(uint64_t bytes);      // "1.50 GiB"
 std::string HumanRate(double bytes_per_sec); // "1.50 GiB/s"
