@@ -56,7 +56,8 @@ def main():
     shutil.rmtree(store, ignore_errors=True)
     sluice.configure(staging_bytes=total + (256 << 20))
     t0 = time.perf_counter()
-    pipe = sluice.pipeline(store)  # makes, faults in and pins the arena: once per process
+    pipe = sluice.pipeline(store)  # makes and faults in the arena: once per process
+    pipe.pin_for_cuda(torch.cuda.current_device())  # else the first CUDA save pins it
     open_seconds = time.perf_counter() - t0
     pin = dict(pipe.staging_pin)
     print(f"arena {(total + (256 << 20)) / (1 << 30):.2f} GiB opened in {open_seconds:.2f} s, "

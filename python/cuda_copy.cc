@@ -26,7 +26,8 @@ struct Driver {
   CUresult (*Init)(unsigned);
   CUresult (*DeviceGet)(CUdevice*, int);
   CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxPushCurrent)(CUcontext);
+  CUresult (*CtxPopCurrent)(CUcontext*);
   CUresult (*StreamCreate)(CUstream*, unsigned);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
@@ -64,7 +65,8 @@ const Driver* Load(Status* why) {
     sym("cuInit", driver.Init);
     sym("cuDeviceGet", driver.DeviceGet);
     sym("cuDevicePrimaryCtxRetain", driver.PrimaryCtxRetain);
-    sym("cuCtxSetCurrent", driver.CtxSetCurrent);
+    sym("cuCtxPushCurrent_v2", driver.CtxPushCurrent);
+    sym("cuCtxPopCurrent_v2", driver.CtxPopCurrent);
     sym("cuStreamCreate", driver.StreamCreate);
     sym("cuStreamSynchronize", driver.StreamSynchronize);
     sym("cuMemcpyDtoHAsync_v2", driver.MemcpyDtoHAsync);
@@ -98,8 +100,12 @@ Result<DeviceStream*> StreamFor(const Driver& d, int device) {
   CUdevice dev = 0;
   CUresult r = d.DeviceGet(&dev, device);
   if (r == kSuccess) r = d.PrimaryCtxRetain(&s->context, dev);
-  if (r == kSuccess) r = d.CtxSetCurrent(s->context);
-  if (r == kSuccess) r = d.StreamCreate(&s->stream, kStreamNonBlocking);
+  if (r == kSuccess) r = d.CtxPushCurrent(s->context);
+  if (r == kSuccess) {
+    r = d.StreamCreate(&s->stream, kStreamNonBlocking);
+    CUcontext popped = nullptr;
+    (void)d.CtxPopCurrent(&popped);
+  }
   if (r != kSuccess) {
     return Status::Unavailable("CUDA device " + std::to_string(device) + ": " + ErrorText(d, r));
   }
@@ -113,6 +119,23 @@ Status Check(const Driver& d, CUresult r, const char* what) {
   return Status::IOError(std::string(what) + ": " + ErrorText(d, r));
 }
 
+// Makes a device's context current on this thread for a scope, then puts
+// back whatever was current: the caller's thread is torch's too, and its
+// current device must not change under it.
+class ContextScope {
+ public:
+  ContextScope(const Driver& d, CUcontext c) : d_(d), pushed_(d.CtxPushCurrent(c) == kSuccess) {}
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    if (pushed_) (void)d_.CtxPopCurrent(&popped);
+  }
+  bool ok() const { return pushed_; }
+
+ private:
+  const Driver& d_;
+  const bool pushed_;
+};
+
 }  // namespace
 
 Status Available() {
@@ -125,7 +148,8 @@ Status Pin(void* base, size_t bytes, int device) {
   const Driver* d = Load(&why);
   if (d == nullptr) return why;
   ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device));
-  RETURN_IF_ERROR(Check(*d, d->CtxSetCurrent(s->context), "cuCtxSetCurrent"));
+  ContextScope scope(*d, s->context);
+  if (!scope.ok()) return Status::IOError("cuCtxPushCurrent failed for CUDA device " + std::to_string(device));
   return Check(*d, d->MemHostRegister(base, bytes, kHostRegisterPortable), "cuMemHostRegister");
 }
 
@@ -134,7 +158,7 @@ Status Unpin(void* base, int device) {
   const Driver* d = Load(&why);
   if (d == nullptr) return why;
   ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device));
-  RETURN_IF_ERROR(Check(*d, d->CtxSetCurrent(s->context), "cuCtxSetCurrent"));
+  ContextScope scope(*d, s->context);
   return Check(*d, d->MemHostUnregister(base), "cuMemHostUnregister");
 }
 
@@ -146,8 +170,9 @@ Status TensorSource::StartCopy(uint64_t offset, void* dst, size_t len) {
   const Driver* d = Load(&why);
   if (d == nullptr) return why;
   ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device_));
-  // Each thread that issues copies needs the context current (cheap).
-  RETURN_IF_ERROR(Check(*d, d->CtxSetCurrent(s->context), "cuCtxSetCurrent"));
+  // The thread that issues a copy needs the context current (cheap).
+  ContextScope scope(*d, s->context);
+  if (!scope.ok()) return Status::IOError("cuCtxPushCurrent failed for CUDA device " + std::to_string(device_));
   return Check(*d, d->MemcpyDtoHAsync(dst, address_ + offset, len, s->stream), "cuMemcpyDtoHAsync");
 }
 
@@ -155,8 +180,11 @@ Status TensorSource::Wait() {
   Status why;
   const Driver* d = Load(&why);
   if (d == nullptr) return why;
+  // Without a stream no copy was ever started on it.
   ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device_));
-  RETURN_IF_ERROR(Check(*d, d->CtxSetCurrent(s->context), "cuCtxSetCurrent"));
+  // Synchronized even if the context cannot be pushed: the stream knows its
+  // context, and a copy must never be left in flight.
+  ContextScope scope(*d, s->context);
   return Check(*d, d->StreamSynchronize(s->stream), "cuStreamSynchronize");
 }
 

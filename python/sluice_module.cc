@@ -347,10 +347,24 @@ class PyReader {
 // arena hooks, read by Python).
 struct StagingPin {
   std::mutex mu;
+  std::optional<int> device;  // set by the first save of a CUDA tensor
+  void* base = nullptr;       // the arena, once made
+  uint64_t arena_bytes = 0;
   bool pinned = false;
   uint64_t bytes = 0;
   double seconds = 0;
   std::string error;
+
+  // Under mu, with an arena and a device: page-locks it (once).
+  void PinLocked() {
+    if (pinned || base == nullptr || !device || !error.empty()) return;
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = cuda::Pin(base, arena_bytes, *device);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    pinned = st.ok();
+    bytes = st.ok() ? arena_bytes : 0;
+    error = st.ok() ? "" : st.ToString();
+  }
 };
 
 // Owns the Pipeline. Closing (or the last reference going away) waits for
@@ -369,6 +383,14 @@ class PyPipeline {
   }
 
   size_t tier_count() { return Get()->tier_count(); }
+
+  void PinForCuda(int device) {
+    Get();
+    py::gil_scoped_release release;  // pinning a large arena takes a while
+    std::lock_guard<std::mutex> lock(pin_->mu);
+    if (!pin_->device) pin_->device = device;
+    pin_->PinLocked();
+  }
 
   py::dict StagingPinState() {
     std::lock_guard<std::mutex> lock(pin_->mu);
@@ -527,7 +549,7 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
                             const std::vector<uint64_t>& rate_bytes_per_sec,
                             const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
                             uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
-                            std::optional<int> cuda_device, const std::shared_ptr<StagingPin>& pin) {
+                            const std::shared_ptr<StagingPin>& pin) {
   if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
     throw py::value_error("rate_bytes_per_sec needs one figure per tier");
   }
@@ -555,24 +577,21 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
   o.store.object_bytes = object_bytes;
   o.store.rank_timeout_ms = rank_timeout_ms;
   o.store.create_if_missing = create_if_missing;
-  if (cuda_device) {
-    // Pinned once, when the arena is made: every CUDA tensor's DMA lands in it.
-    int device = *cuda_device;
-    o.on_staging_allocated = [pin, device](void* base, uint64_t bytes) {
-      auto t0 = std::chrono::steady_clock::now();
-      Status st = cuda::Pin(base, bytes, device);
-      std::lock_guard<std::mutex> lock(pin->mu);
-      pin->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      pin->pinned = st.ok();
-      pin->bytes = st.ok() ? bytes : 0;
-      pin->error = st.ok() ? "" : st.ToString();
-    };
-    o.on_staging_freeing = [pin, device](void* base, uint64_t) {
-      std::lock_guard<std::mutex> lock(pin->mu);
-      if (pin->pinned) (void)cuda::Unpin(base, device);
-      pin->pinned = false;
-    };
-  }
+  // The arena is pinned for CUDA DMA once, when a save first holds a CUDA
+  // tensor (PinForCuda) or, after that, when the arena is made; a process
+  // that never saves one never touches CUDA.
+  o.on_staging_allocated = [pin](void* base, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(pin->mu);
+    pin->base = base;
+    pin->arena_bytes = bytes;
+    pin->PinLocked();
+  };
+  o.on_staging_freeing = [pin](void* base, uint64_t) {
+    std::lock_guard<std::mutex> lock(pin->mu);
+    if (pin->pinned) (void)cuda::Unpin(base, *pin->device);
+    pin->pinned = false;
+    pin->base = nullptr;
+  };
   return o;
 }
 
@@ -664,14 +683,13 @@ PYBIND11_MODULE(_sluice, m) {
                        bool create_if_missing, bool huge_pages, bool staging_at_open,
                        const std::vector<uint64_t>& rate_bytes_per_sec,
                        const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
-                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
-                       std::optional<int> cuda_device) {
+                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
              auto pin = std::make_shared<StagingPin>();
              return std::make_unique<PyPipeline>(
                  MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
                              object_bytes, rank_timeout_ms, create_if_missing, huge_pages,
                              staging_at_open, rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec,
-                             rebuild_rate_bytes_per_sec, rebuild_keep_last, cuda_device, pin),
+                             rebuild_rate_bytes_per_sec, rebuild_keep_last, pin),
                  pin);
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
@@ -687,9 +705,11 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("keep_last") = std::vector<uint32_t>{},
            py::arg("scrub_rate_bytes_per_sec") = uint64_t{0},
            py::arg("rebuild_rate_bytes_per_sec") = uint64_t{0},
-           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last,
-           py::arg("cuda_device") = py::none())
+           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last)
       .def_property_readonly("staging_pin", &PyPipeline::StagingPinState)
+      .def("pin_for_cuda", &PyPipeline::PinForCuda, py::arg("device"),
+           "Page-locks the staging arena for DMA from CUDA `device` (once; a no-op after). "
+           "The first save of a CUDA tensor does it; call it ahead to keep that save's stall free of it.")
       .def_property_readonly("tier_count", &PyPipeline::tier_count)
       .def_property_readonly("closed", &PyPipeline::closed)
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,

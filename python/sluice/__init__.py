@@ -26,7 +26,7 @@ import threading
 from . import _sluice
 from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
                       IOError, NoSpaceError, NotFoundError, NotSupportedError, UnavailableError)
-from ._state_dict import SaveHandle, cuda_device_to_pin, load_with, save_with
+from ._state_dict import SaveHandle, load_with, save_with
 
 __all__ = [
     "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
@@ -111,10 +111,7 @@ def pipeline(store, _reading=False):
         key = (tiers, repr(sorted(opts.items())))
         p = _pipelines.get(key)
         if p is None or p.closed:
-            # With CUDA, the arena is pinned once, when it is made, so that
-            # CUDA tensors are staged by DMA straight into it.
-            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading,
-                                 cuda_device=cuda_device_to_pin(), **opts)
+            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading, **opts)
             _pipelines[key] = p
         return p
 

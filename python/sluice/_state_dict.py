@@ -110,14 +110,17 @@ def host_bytes_of(tensor):
 
 
 class Staging:
-    """One save's items on their way into a pending checkpoint. A CPU tensor
-    is memcpy'd into staging at the snapshot; a CUDA tensor's bytes are
-    copied device-to-host straight into its staging slot by DMA, on sluice's
-    own stream, every copy in flight at once (no .cpu() tensor is made).
-    snapshot() first waits for the kernels already queued on each device's
-    current stream, which may still be writing those tensors."""
+    """One save's items on their way into a pending checkpoint (of
+    `pipeline`). A CPU tensor is memcpy'd into staging at the snapshot; a
+    CUDA tensor's bytes are copied device-to-host straight into its staging
+    slot by DMA, on sluice's own stream, every copy in flight at once (no
+    .cpu() tensor is made). The first CUDA tensor a process saves pins the
+    pipeline's arena for DMA (once). snapshot() first waits for every kernel
+    queued on the tensors' devices (any stream: a side stream may still be
+    writing them)."""
 
-    def __init__(self, pending):
+    def __init__(self, pipeline, pending):
+        self.pipeline = pipeline
         self.pending = pending
         self._devices = set()
 
@@ -127,7 +130,9 @@ class Staging:
         size = tensor.numel() * tensor.element_size()
         if tensor.device.type == "cuda":
             device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
-            self._devices.add(device)
+            if device not in self._devices:
+                self._devices.add(device)
+                self.pipeline.pin_for_cuda(device)
             self.pending.add_cuda(key, metadata, tensor.data_ptr(), size, device, tensor)
         else:
             self.pending.add_address(key, metadata, tensor.data_ptr(), size, tensor)
@@ -138,23 +143,11 @@ class Staging:
 
     def snapshot(self):
         for device in sorted(self._devices):
-            torch.cuda.current_stream(device).synchronize()
+            torch.cuda.synchronize(device)
         return SaveHandle(self.pending.snapshot())
 
     def abandon(self):
         self.pending.abandon()
-
-
-def cuda_device_to_pin():
-    """The CUDA device whose context pins a new pipeline's staging arena, or
-    None where torch has no CUDA (then nothing is pinned, and CPU saves are
-    unchanged)."""
-    try:
-        if not torch.cuda.is_available():
-            return None
-        return torch.cuda.current_device()
-    except (RuntimeError, AssertionError):  # a broken driver: as without CUDA
-        return None
 
 
 class _Plan:
@@ -285,7 +278,7 @@ def save_with(pipeline, name, step, state_dict, async_=True):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"sluice.save: step must be a non-negative int, not {step!r}")
     plan = plan_state_dict(state_dict)
-    staging = Staging(pipeline.begin(name, step))
+    staging = Staging(pipeline, pipeline.begin(name, step))
     for key, tensor, meta in plan.tensors:
         staging.add_tensor(key, meta, tensor)
     structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()
@@ -406,14 +399,9 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
                                  f"{list(dest.shape)} in `into`, the checkpoint has {dtype} "
                                  f"{list(shape)}; nothing was loaded")
             check_tensor(dest, f"'{where}' in `into`")
-            if dest.device.type == "cuda":
-                # Read into pinned host memory, then one host-to-device copy
-                # per tensor, queued on the current stream.
-                landing = torch.empty(shape, dtype=dtype, pin_memory=True)
-            elif dest.is_contiguous():
-                landing = dest
-            else:
-                landing = torch.empty(shape, dtype=dtype)
+            # A CUDA or non-contiguous destination: read into host memory,
+            # then one copy (host-to-device, done when load returns).
+            landing = dest if dest.device.type == "cpu" and dest.is_contiguous() else torch.empty(shape, dtype=dtype)
             plans.append((key, meta, dest, landing))
         else:
             fresh = torch.empty(shape, dtype=dtype)
@@ -430,8 +418,7 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
         tensors = {}
         for key, meta, out, landing in plans:
             if landing is not out:
-                # A CUDA or non-contiguous destination: one copy.
-                out.copy_(landing, non_blocking=out.device.type == "cuda")
+                out.copy_(landing)
             elif into is None or key not in existing:
                 if meta.get("parameter"):
                     out = torch.nn.Parameter(out, requires_grad=meta.get("requires_grad", True))

@@ -345,9 +345,9 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def _stage(self, plan, planner, assignment):
         # A collective save's attempt id is a fresh uuid: a rank that gives up
         # can tell the others at once (an abort note).
-        pending = _state_dict.Staging(pipeline(self.store).begin(
-            self.name, self.step, assignment.rank, assignment.world, assignment.attempt,
-            attempt_is_unique=assignment.collective))
+        p = pipeline(self.store)
+        pending = _state_dict.Staging(p, p.begin(self.name, self.step, assignment.rank, assignment.world,
+                                                 assignment.attempt, attempt_is_unique=assignment.collective))
         try:
             return self._add_items(pending, plan, planner, assignment)
         except BaseException:
@@ -584,8 +584,6 @@ class StorageReader(dcp.StorageReader):
         self.bytes_requested = 0
         if checkpoint_id is not None:
             self.reset(checkpoint_id)
-        elif store is not None and name is not None:
-            self._open()
 
     def reset(self, checkpoint_id=None):
         self.bytes_requested = 0
@@ -596,11 +594,6 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
-        # Opened now, so that a missing or non-DCP checkpoint raises its own
-        # error here: inside dcp.load, torch catches what read_metadata
-        # raises and (before 2.13) reports only "metadata is None".
-        if self.store is not None and self.name is not None:
-            self._open()
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):

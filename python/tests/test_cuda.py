@@ -15,15 +15,13 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="torch has no CUDA devic
                                    "GPU staging path is not exercised (CPU saves are unchanged)")
 
 
-def test_without_cuda_the_arena_is_not_pinned_and_cpu_saves_work(store):
-    if HAS_CUDA:
-        pytest.skip("this machine has CUDA")
-    assert sluice.cuda_device_to_pin() is None
+def test_cpu_saves_never_pin_the_arena_nor_touch_cuda(store):
     sluice.save(store, "cpu", 1, {"w": torch.arange(10.0)}).wait()
     assert sluice.pipeline(store).staging_pin["pinned"] is False
     assert torch.equal(sluice.load(store, "cpu")["w"], torch.arange(10.0))
-    # The driver's absence is reported, not hidden.
-    assert _sluice.cuda_available() != ""
+    if not HAS_CUDA:
+        # The driver's absence is reported, not hidden.
+        assert _sluice.cuda_available() != ""
 
 
 def _gpu_state(seed=0):
@@ -102,11 +100,26 @@ def test_an_image_larger_than_the_arena_streams_through_it(store):
 @requires_cuda
 def test_the_arena_is_pinned_once_per_process_not_per_save(store):
     state = {"w": torch.randn(1 << 20, device="cuda")}
+    assert sluice.pipeline(store).staging_pin["pinned"] is False  # not before a CUDA tensor is saved
     sluice.save(store, "once", 1, state).wait()
     first = dict(sluice.pipeline(store).staging_pin)
     for step in (2, 3, 4):
         sluice.save(store, "once", step, state).wait()
     assert sluice.pipeline(store).staging_pin == first and first["pinned"]
+
+
+@requires_cuda
+def test_a_save_leaves_the_current_device_and_waits_for_side_streams(store):
+    before = torch.cuda.current_device()
+    side = torch.cuda.Stream()
+    a = torch.randn(2048, 2048, device="cuda")
+    with torch.cuda.stream(side):
+        product = a @ a  # written on a side stream, not the current one
+    handle = sluice.save(store, "side", 1, {"p": product})
+    assert torch.cuda.current_device() == before
+    handle.wait()
+    want = a.cpu().double() @ a.cpu().double()
+    assert torch.allclose(sluice.load(store, "side")["p"].double(), want, rtol=1e-3, atol=1e-2)
 
 
 @requires_cuda
