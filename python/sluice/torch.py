@@ -48,7 +48,7 @@ from torch.distributed.checkpoint import planner as _planner
 from torch.distributed.checkpoint.staging import AsyncStager as _AsyncStager
 from torch.distributed.checkpoint.storage import WriteResult as _WriteResult
 
-from . import _state_dict, pipeline
+from . import _sluice, _state_dict, pipeline
 
 METADATA_KEY = "dcp.metadata"
 _RANK_METADATA_PREFIX = "dcp.metadata.rank"
@@ -103,7 +103,8 @@ def parse_checkpoint_id(checkpoint_id):
     """(store, name, step) of a DCP checkpoint_id: "STORE/NAME@STEP" (STORE
     any sluice store URI: a path, file:///path, rados://pool/prefix), or
     "NAME@STEP", (name, step) or {"name":..., "step":...} with store None.
-    STEP may be "latest" for a reader. ValueError on anything else."""
+    STEP may be "latest" or "latest-good" for a reader. ValueError on
+    anything else."""
     store = None
     if isinstance(checkpoint_id, os.PathLike):
         checkpoint_id = os.fspath(checkpoint_id)
@@ -111,7 +112,7 @@ def parse_checkpoint_id(checkpoint_id):
         name, step = checkpoint_id
     elif isinstance(checkpoint_id, dict):
         name, step = checkpoint_id.get("name"), checkpoint_id.get("step")
-    elif isinstance(checkpoint_id, str) and re.fullmatch(r"(.*/)?[^/]+@(\d+|latest)", checkpoint_id):
+    elif isinstance(checkpoint_id, str) and re.fullmatch(r"(.*/)?[^/]+@(\d+|latest|latest-good)", checkpoint_id):
         head, _, last = checkpoint_id.rpartition("/")
         name, _, step = last.rpartition("@")
         store = head or None
@@ -122,7 +123,7 @@ def parse_checkpoint_id(checkpoint_id):
                          f"(name, step), not {checkpoint_id!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"sluice: bad checkpoint name in {checkpoint_id!r}")
-    if step != "latest":
+    if step not in _LATEST:
         try:
             step = int(step)
         except (TypeError, ValueError):
@@ -130,6 +131,11 @@ def parse_checkpoint_id(checkpoint_id):
         if step < 0:
             raise ValueError(f"sluice: bad step in {checkpoint_id!r}")
     return store, name, step
+
+
+# Steps a reader resolves when it opens: the newest committed one, or the
+# newest one that is intact (a damaged newest step is skipped, with a warning).
+_LATEST = ("latest", "latest-good")
 
 
 def _storage_meta(name, step):
@@ -238,8 +244,8 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
 
     def _set_id(self, checkpoint_id):
         store, name, step = parse_checkpoint_id(checkpoint_id)
-        if step == "latest":
-            raise ValueError(f"sluice: a save needs a step number, not 'latest' ({checkpoint_id!r})")
+        if step in _LATEST:
+            raise ValueError(f"sluice: a save needs a step number, not '{step}' ({checkpoint_id!r})")
         if store is not None:
             self.store = store
         self.name, self.step = name, step
@@ -265,7 +271,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def validate_checkpoint_id(cls, checkpoint_id):
         try:
             _, _, step = parse_checkpoint_id(checkpoint_id)
-            return step != "latest"
+            return step not in _LATEST
         except (ValueError, TypeError):
             return False
 
@@ -574,7 +580,7 @@ class StorageReader(dcp.StorageReader):
         super().__init__()
         self.store = store
         self.name = name
-        self.step = step if step == "latest" else _check_step(step)
+        self.step = step if step in _LATEST else _check_step(step)
         self._reader = None
         self._items = None
         self._metadata = None
@@ -617,8 +623,17 @@ class StorageReader(dcp.StorageReader):
                 raise ValueError("sluice.torch.StorageReader: no checkpoint to read: give "
                                  "StorageReader(store, name, step) or checkpoint_id="
                                  "'STORE/NAME@STEP'")
-            step = None if self.step == "latest" else self.step
-            self._reader = pipeline(self.store, _reading=True).open(self.name, step)
+            p = pipeline(self.store, _reading=True)
+            try:
+                self._reader = p.open(self.name, None if self.step in _LATEST else self.step)
+            except _sluice.CorruptionError as e:
+                # A damaged newest step is never skipped unless asked for.
+                if self.step != "latest-good":
+                    raise
+                good = p.latest_good_step(self.name)
+                warnings.warn(f"sluice.torch.StorageReader: {e}; reading {self.name}@{good}, the newest "
+                              f"intact step", stacklevel=2)
+                self._reader = p.open(self.name, good)
             items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
             if METADATA_KEY not in items and not any(k.startswith(_RANK_METADATA_PREFIX) for k in items):
                 info = self._reader.info

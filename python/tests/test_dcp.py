@@ -352,6 +352,25 @@ def test_loading_a_missing_step_or_name_says_which(store):
         assert_rank_raised(failed.value, Exception, read_metadata_error(re.escape(label)))
 
 
+def test_latest_good_skips_a_damaged_newest_step_saying_so_and_latest_refuses_it(store):
+    for step in (1, 2):
+        dcp.save({"t": torch.full((4,), float(step))}, checkpoint_id=f"{store}/dmg@{step}",
+                 storage_writer=st.StorageWriter(), no_dist=True)
+    for path in data_objects(store, "dmg", 2):
+        os.unlink(path)
+    with pytest.raises(BaseException) as failed:
+        dcp.load({"t": torch.zeros(4)}, checkpoint_id=f"{store}/dmg@latest",
+                 storage_reader=st.StorageReader(), no_dist=True)
+    assert_rank_raised(failed.value, Exception, read_metadata_error("dmg@2.*damaged"))
+    dest = {"t": torch.zeros(4)}
+    with pytest.warns(UserWarning, match="reading dmg@1, the newest intact step"):
+        dcp.load(dest, checkpoint_id=f"{store}/dmg@latest-good", storage_reader=st.StorageReader(),
+                 no_dist=True)
+    assert torch.equal(dest["t"], torch.full((4,), 1.0))
+    assert not st.StorageWriter.validate_checkpoint_id(f"{store}/dmg@latest-good")
+    assert st.StorageReader.validate_checkpoint_id(f"{store}/dmg@latest-good")
+
+
 def test_dtensor_saved_by_4_loads_into_2_sharded_the_other_way_reading_only_its_part(store, tmp_path):
     # 64 x 65536 fp32 (16 MiB) sharded by rows over 4 ranks, in 64 KiB chunks.
     rows, cols, chunk = 64, 65536, 64 << 10
