@@ -21,6 +21,13 @@ namespace {
 // not run.
 Result<int> Run(const std::vector<std::string>& argv, const std::string& cwd, std::string* out,
                 const std::string& stderr_path = "") {
+  // Everything the child needs is made before fork: the bench's threads may
+  // hold the allocator's lock at that moment, so the child only calls
+  // async-signal-safe functions until exec.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const char* err_path = stderr_path.empty() ? "/dev/null" : stderr_path.c_str();
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
   std::fflush(nullptr);
@@ -28,14 +35,11 @@ Result<int> Run(const std::vector<std::string>& argv, const std::string& cwd, st
   if (pid < 0) return Status::FromErrno(errno, "fork");
   if (pid == 0) {
     dup2(pipefd[1], 1);
-    int err = open(stderr_path.empty() ? "/dev/null" : stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (err >= 0) dup2(err, 2);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execvp(args[0], args.data());
     _exit(127);
   }
