@@ -136,6 +136,23 @@ class ContextScope {
   const bool pushed_;
 };
 
+// The loaded driver and `device`'s context and stream, or why not.
+struct OnDevice {
+  const Driver* d;
+  DeviceStream* s;
+};
+Result<OnDevice> Device(int device) {
+  Status why;
+  const Driver* d = Load(&why);
+  if (d == nullptr) return why;
+  ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device));
+  return OnDevice{d, s};
+}
+
+Status PushFailed(int device) {
+  return Status::IOError("cuCtxPushCurrent failed for CUDA device " + std::to_string(device));
+}
+
 }  // namespace
 
 Status Available() {
@@ -144,48 +161,36 @@ Status Available() {
 }
 
 Status Pin(void* base, size_t bytes, int device) {
-  Status why;
-  const Driver* d = Load(&why);
-  if (d == nullptr) return why;
-  ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device));
-  ContextScope scope(*d, s->context);
-  if (!scope.ok()) return Status::IOError("cuCtxPushCurrent failed for CUDA device " + std::to_string(device));
-  return Check(*d, d->MemHostRegister(base, bytes, kHostRegisterPortable), "cuMemHostRegister");
+  ASSIGN_OR_RETURN(OnDevice on, Device(device));
+  ContextScope scope(*on.d, on.s->context);
+  if (!scope.ok()) return PushFailed(device);
+  return Check(*on.d, on.d->MemHostRegister(base, bytes, kHostRegisterPortable), "cuMemHostRegister");
 }
 
 Status Unpin(void* base, int device) {
-  Status why;
-  const Driver* d = Load(&why);
-  if (d == nullptr) return why;
-  ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device));
-  ContextScope scope(*d, s->context);
-  return Check(*d, d->MemHostUnregister(base), "cuMemHostUnregister");
+  ASSIGN_OR_RETURN(OnDevice on, Device(device));
+  ContextScope scope(*on.d, on.s->context);
+  return Check(*on.d, on.d->MemHostUnregister(base), "cuMemHostUnregister");
 }
 
 Status TensorSource::StartCopy(uint64_t offset, void* dst, size_t len) {
   if (offset > size_ || len > size_ - offset) {
     return Status::InvalidArgument("CUDA copy past the tensor's end");
   }
-  Status why;
-  const Driver* d = Load(&why);
-  if (d == nullptr) return why;
-  ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device_));
+  ASSIGN_OR_RETURN(OnDevice on, Device(device_));
   // The thread that issues a copy needs the context current (cheap).
-  ContextScope scope(*d, s->context);
-  if (!scope.ok()) return Status::IOError("cuCtxPushCurrent failed for CUDA device " + std::to_string(device_));
-  return Check(*d, d->MemcpyDtoHAsync(dst, address_ + offset, len, s->stream), "cuMemcpyDtoHAsync");
+  ContextScope scope(*on.d, on.s->context);
+  if (!scope.ok()) return PushFailed(device_);
+  return Check(*on.d, on.d->MemcpyDtoHAsync(dst, address_ + offset, len, on.s->stream), "cuMemcpyDtoHAsync");
 }
 
 Status TensorSource::Wait() {
-  Status why;
-  const Driver* d = Load(&why);
-  if (d == nullptr) return why;
   // Without a stream no copy was ever started on it.
-  ASSIGN_OR_RETURN(DeviceStream * s, StreamFor(*d, device_));
+  ASSIGN_OR_RETURN(OnDevice on, Device(device_));
   // Synchronized even if the context cannot be pushed: the stream knows its
   // context, and a copy must never be left in flight.
-  ContextScope scope(*d, s->context);
-  return Check(*d, d->StreamSynchronize(s->stream), "cuStreamSynchronize");
+  ContextScope scope(*on.d, on.s->context);
+  return Check(*on.d, on.d->StreamSynchronize(on.s->stream), "cuStreamSynchronize");
 }
 
 }  // namespace sluice::cuda

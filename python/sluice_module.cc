@@ -351,7 +351,6 @@ struct StagingPin {
   void* base = nullptr;       // the arena, once made
   uint64_t arena_bytes = 0;
   bool pinned = false;
-  uint64_t bytes = 0;
   double seconds = 0;
   std::string error;
 
@@ -362,7 +361,6 @@ struct StagingPin {
     Status st = cuda::Pin(base, arena_bytes, *device);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     pinned = st.ok();
-    bytes = st.ok() ? arena_bytes : 0;
     error = st.ok() ? "" : st.ToString();
   }
 };
@@ -396,7 +394,7 @@ class PyPipeline {
     std::lock_guard<std::mutex> lock(pin_->mu);
     py::dict d;
     d["pinned"] = pin_->pinned;
-    d["bytes"] = pin_->bytes;
+    d["bytes"] = pin_->pinned ? pin_->arena_bytes : 0;
     d["seconds"] = pin_->seconds;
     d["error"] = pin_->error;
     return d;

@@ -95,23 +95,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
-Status MakeDirs(const std::string& dir) {
-  std::string at;
-  std::stringstream parts(dir);
-  std::string part;
-  if (!dir.empty() && dir[0] == '/') at = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty()) continue;
-    at += part + "/";
-    if (mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) return Status::FromErrno(errno, "create " + at);
-  }
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument("--report " + dir + " is not a directory");
-  }
-  return Status::OK();
-}
-
 Ceiling FioCeiling(const std::string& dir, uint64_t bytes, uint64_t block) {
   Ceiling c;
   const std::string file = dir + "/.sluice-bench-fio-" + std::to_string(getpid());
@@ -262,6 +245,12 @@ Ceiling MeasureCeiling(const std::string& store_uri, uint64_t bytes, uint64_t bl
     c.note = "no ceiling: fio is not installed (apt-get install fio)";
   }
   return c;
+}
+
+std::string FormatNumber(double v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.4g", v);
+  return b;
 }
 
 std::string HtmlEscape(const std::string& s) {

@@ -78,9 +78,11 @@ struct ReportPlot {
 Status WriteReport(const std::string& dir, const std::string& title, const std::string& summary_html,
                    const std::vector<ReportPlot>& plots, const std::string& json);
 
-// Escapes text for HTML; quotes text for a gnuplot string.
+// Escapes text for HTML; quotes text for a gnuplot string; a number for a
+// data file or a table (4 significant digits).
 std::string HtmlEscape(const std::string& s);
 std::string GnuplotQuote(const std::string& s);
+std::string FormatNumber(double v);
 
 }  // namespace sluice::cli
 

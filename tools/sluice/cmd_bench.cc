@@ -289,13 +289,6 @@ std::vector<RankTiming> RunRanks(uint32_t ranks, bool processes, F fn) {
   return out;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 bool DropCaches() {
   sync();
   int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
@@ -303,12 +296,6 @@ bool DropCaches() {
   bool ok = write(fd, "3", 1) == 1;
   close(fd);
   return ok;
-}
-
-std::string Num(double v) {
-  char b[32];
-  snprintf(b, sizeof b, "%.4g", v);
-  return b;
 }
 
 // The write/read bench's page: each rank's write throughput over time, and
@@ -324,12 +311,12 @@ Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, cons
   over_time.data += " all\n";
   for (const auto& row : sampler.rows()) {
     double total = 0;
-    std::string line = Num(row[0]);
+    std::string line = FormatNumber(row[0]);
     for (size_t i = 1; i < row.size(); ++i) {
-      line += " " + Num(row[i] / G);
+      line += " " + FormatNumber(row[i] / G);
       total += row[i] / G;
     }
-    over_time.data += line + " " + Num(total) + "\n";
+    over_time.data += line + " " + FormatNumber(total) + "\n";
   }
   std::string plot = "set xlabel 'seconds'\nset ylabel 'GiB/s written to tier 0'\nset yrange [0:*]\nplot ";
   for (size_t i = 0; i < n; ++i) {
@@ -338,7 +325,7 @@ Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, cons
   }
   plot += "'write_over_time.dat' using 1:" + std::to_string(n + 2) + " with lines lw 2 title 'all ranks'";
   const bool have = !ceiling.tool.empty();
-  if (have) plot += ", " + Num(ceiling.write_bytes_per_sec / G) + " with lines dt 2 lw 2 title 'ceiling: write'";
+  if (have) plot += ", " + FormatNumber(ceiling.write_bytes_per_sec / G) + " with lines dt 2 lw 2 title 'ceiling: write'";
   over_time.gnuplot = plot;
   over_time.caption = "Bytes each rank's saves wrote to tier 0, every 0.1 s. " +
                       (have ? "Dashed: " + ceiling.tool + ", same store, same run." : ceiling.note);
@@ -346,30 +333,26 @@ Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, cons
   ReportPlot per_ckpt{"per_checkpoint", "Throughput per checkpoint", "", "", ""};
   per_ckpt.data = "# checkpoint write_gibps read_gibps\n";
   for (size_t c = 0; c < write_gibps.size(); ++c) {
-    per_ckpt.data += std::to_string(c + 1) + " " + Num(write_gibps[c]) + " " +
-                     (c < read_gibps.size() ? Num(read_gibps[c]) : std::string("NaN")) + "\n";
+    per_ckpt.data += std::to_string(c + 1) + " " + FormatNumber(write_gibps[c]) + " " +
+                     (c < read_gibps.size() ? FormatNumber(read_gibps[c]) : std::string("NaN")) + "\n";
   }
   per_ckpt.gnuplot = "set xlabel 'checkpoint'\nset ylabel 'GiB/s'\nset xtics 1\nset yrange [0:*]\n"
                      "set xrange [0.5:" + std::to_string(write_gibps.size()) + ".5]\n"
                      "plot 'per_checkpoint.dat' using 1:2 with linespoints pt 7 title 'sluice write (committed)', "
                      "'' using 1:3 with linespoints pt 5 title 'sluice read (verified)'";
   if (have) {
-    per_ckpt.gnuplot += ", " + Num(ceiling.write_bytes_per_sec / G) + " with lines dt 2 title 'ceiling: write', " +
-                        Num(ceiling.read_bytes_per_sec / G) + " with lines dt 3 title 'ceiling: read'";
+    per_ckpt.gnuplot += ", " + FormatNumber(ceiling.write_bytes_per_sec / G) + " with lines dt 2 title 'ceiling: write', " +
+                        FormatNumber(ceiling.read_bytes_per_sec / G) + " with lines dt 3 title 'ceiling: read'";
   }
   per_ckpt.caption = "Total bytes over the slowest rank's time, per checkpoint (MLPerf Storage's measure).";
 
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
-  const double mw = median(write_gibps), mr = median(read_gibps);
+  const double mw = Median(write_gibps), mr = Median(read_gibps);
   std::string summary = "<p>" + HtmlEscape(what) + "</p>\n<table><tr><th></th><th>sluice median</th>"
                         "<th>ceiling</th><th>sluice / ceiling</th></tr>\n";
   for (int k = 0; k < 2; ++k) {
     const double m = k == 0 ? mw : mr, c = (k == 0 ? ceiling.write_bytes_per_sec : ceiling.read_bytes_per_sec) / G;
-    summary += std::string("<tr><th>") + (k == 0 ? "write" : "read") + "</th><td>" + Num(m) + " GiB/s</td><td>" +
-               (have ? Num(c) + " GiB/s" : "-") + "</td><td>" + (have && c > 0 ? Num(m / c) : "-") + "</td></tr>\n";
+    summary += std::string("<tr><th>") + (k == 0 ? "write" : "read") + "</th><td>" + FormatNumber(m) + " GiB/s</td><td>" +
+               (have ? FormatNumber(c) + " GiB/s" : "-") + "</td><td>" + (have && c > 0 ? FormatNumber(m / c) : "-") + "</td></tr>\n";
   }
   summary += "</table>\n<p>Ceiling: " + HtmlEscape(have ? ceiling.tool : ceiling.note) + "</p>";
   return WriteReport(dir, "sluice bench", summary, {over_time, per_ckpt}, json);

@@ -23,13 +23,6 @@
 namespace sluice::cli {
 namespace {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // memcpy of every item into `dst`, split over `threads` threads by bytes.
 double ParallelMemcpy(const std::vector<AlignedBuffer>& src, const std::vector<uint64_t>& sizes,
                       uint8_t* dst, uint32_t threads) {
@@ -102,12 +95,6 @@ std::vector<uint64_t> TierWrittenBytes(size_t tiers) {
   return out;
 }
 
-std::string Num(double v) {
-  char b[32];
-  snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
-
 struct AsyncReportInput {
   std::vector<double> stall, memcpy_s;
   std::vector<std::string> uris;
@@ -125,7 +112,7 @@ Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, cons
   ReportPlot stall{"stall", "Stall per checkpoint against a bare memcpy of the same bytes", "", "", ""};
   stall.data = "# checkpoint stall_seconds memcpy_seconds\n";
   for (size_t c = 0; c < in.stall.size(); ++c) {
-    stall.data += std::to_string(c + 1) + " " + Num(in.stall[c]) + " " + Num(in.memcpy_s[c]) + "\n";
+    stall.data += std::to_string(c + 1) + " " + FormatNumber(in.stall[c]) + " " + FormatNumber(in.memcpy_s[c]) + "\n";
   }
   stall.gnuplot = "set xlabel 'checkpoint'\nset ylabel 'seconds'\nset xtics 1\nset yrange [0:*]\n"
                   "set xrange [0.5:" + std::to_string(in.stall.size()) + ".5]\n"
@@ -139,8 +126,8 @@ Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, cons
   for (size_t k = 0; k < in.uris.size(); ++k) tiers.data += " tier" + std::to_string(k) + "_mib_per_s";
   tiers.data += "\n";
   for (const auto& row : sampler.rows()) {
-    std::string line = Num(row[0]);
-    for (size_t i = 1; i < row.size(); ++i) line += " " + Num(row[i] / M);
+    std::string line = FormatNumber(row[0]);
+    for (size_t i = 1; i < row.size(); ++i) line += " " + FormatNumber(row[i] / M);
     tiers.data += line + "\n";
   }
   std::string plot = "set xlabel 'seconds'\nset ylabel 'MiB/s written'\nset yrange [0:*]\nplot ";
@@ -150,12 +137,12 @@ Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, cons
     plot += "'tiers_over_time.dat' using 1:" + std::to_string(k + 2) + " with lines lw 2 lc " +
             std::to_string(k + 1) + " title " + GnuplotQuote("tier " + std::to_string(k) + ": " + in.uris[k]);
     if (in.caps[k] > 0) {
-      plot += ", " + Num(in.caps[k] / M) + " with lines dt 2 lc " + std::to_string(k + 1) + " title " +
+      plot += ", " + FormatNumber(in.caps[k] / M) + " with lines dt 2 lc " + std::to_string(k + 1) + " title " +
               GnuplotQuote("cap of tier " + std::to_string(k));
     }
   }
   if (!in.ceiling.tool.empty()) {
-    plot += ", " + Num(in.ceiling.write_bytes_per_sec / M) + " with lines dt 3 lc rgb 'black' title 'ceiling of tier 0: write'";
+    plot += ", " + FormatNumber(in.ceiling.write_bytes_per_sec / M) + " with lines dt 3 lc rgb 'black' title 'ceiling of tier 0: write'";
     caption += " Dotted: " + in.ceiling.tool + " on tier 0, same run.";
   } else {
     caption += " Tier 0: " + in.ceiling.note + ".";
@@ -163,14 +150,10 @@ Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, cons
   tiers.gnuplot = plot;
   tiers.caption = caption + " Dashed: a tier's --rate-limit cap.";
 
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
-  const double ms = median(in.stall), mm = median(in.memcpy_s);
+  const double ms = Median(in.stall), mm = Median(in.memcpy_s);
   std::string summary = "<p>" + HtmlEscape(in.what) + "</p>\n<table><tr><th>median stall</th><th>median memcpy</th>"
-                        "<th>stall / memcpy</th></tr><tr><td>" + Num(ms) + " s</td><td>" + Num(mm) + " s</td><td>" +
-                        (mm > 0 ? Num(ms / mm) : "-") + "</td></tr></table>";
+                        "<th>stall / memcpy</th></tr><tr><td>" + FormatNumber(ms) + " s</td><td>" + FormatNumber(mm) + " s</td><td>" +
+                        (mm > 0 ? FormatNumber(ms / mm) : "-") + "</td></tr></table>";
   return WriteReport(dir, "sluice bench --async", summary, {stall, tiers}, json);
 }
 

@@ -91,17 +91,6 @@ std::string BaseName(const std::string& key) {
   return slash == std::string::npos ? key : key.substr(slash + 1);
 }
 
-Status MakeDirs(const std::string& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    return S_ISDIR(st.st_mode) ? Status::OK() : Status::IOError(dir + " exists and is not a directory");
-  }
-  size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + dir);
-  return Status::OK();
-}
-
 // Writes restored items to files; keeps at most a few open at once.
 //
 // Files are written with O_DIRECT where the filesystem takes it: buffered

@@ -1,8 +1,11 @@
 #include "output.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -41,6 +44,24 @@ std::string JsonText(const JsonValue& j) {
 }
 
 void PrintJson(const JsonValue& j) { std::printf("%s\n", JsonText(j).c_str()); }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Status MakeDirs(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    return S_ISDIR(st.st_mode) ? Status::OK() : Status::IOError(dir + " exists and is not a directory");
+  }
+  size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + dir);
+  return Status::OK();
+}
 
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

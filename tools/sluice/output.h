@@ -37,6 +37,11 @@ using JsonValue = nlohmann::ordered_json;
 std::string JsonText(const JsonValue& j);  // one line
 void PrintJson(const JsonValue& j);        // JsonText + newline on stdout
 
+// The median (the mean of the middle two for an even count); 0 if empty.
+double Median(std::vector<double> v);
+// mkdir -p: OK if `dir` is (now) a directory, IOError if a part of it is not.
+Status MakeDirs(const std::string& dir);
+
 std::string HumanBytes(uint64_t bytes);      // "1.50 GiB"
 std::string HumanRate(double bytes_per_sec); // "1.50 GiB/s"
 
