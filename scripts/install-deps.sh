@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config make g++   # toolchain
   liburing-dev                       # io_uring
   libisal-dev                        # hardware crc32c (crc32_iscsi)
+  libxxhash-dev                      # xxh3-128 chunk hashes (header only, inlined with AVX2)
   libgtest-dev                       # unit tests
   nlohmann-json3-dev                 # JSON: safetensors headers, the CLI's output
   libcli11-dev                       # the CLI's flag parsing

@@ -68,6 +68,14 @@ struct SaveOptions {
   // timeout. Leave false for ids a relaunch may reuse (a job id, a fixed
   // --attempt): a note left by the failed launch would fail the next one.
   bool attempt_is_unique = false;
+  // Incremental save (Pipeline saves; a Store's CheckpointWriter always
+  // writes in full): a chunk equal to one of the newest other committed
+  // step of the name on tier 0 (same rank, same content hash and CRC32C)
+  // is recorded as a reference to that step's copy instead of written
+  // again. Shared objects stay until no committed step names them (Remove
+  // and gc keep them), and restore, verify, scrub and drains follow the
+  // references. false: every chunk is written (`--full`).
+  bool incremental = true;
 };
 
 struct SaveStats {
@@ -76,6 +84,11 @@ struct SaveStats {
   uint64_t chunks = 0;
   uint64_t objects = 0;    // data objects written
   bool committed = false;  // true if this writer published the commit record
+  // An incremental save: item bytes whose chunks were found unchanged in
+  // the base step and referenced there instead of written (`bytes` counts
+  // them too), and that base (meaningful when referenced_bytes > 0).
+  uint64_t referenced_bytes = 0;
+  uint64_t base_step = 0;
 };
 
 class CheckpointWriter {

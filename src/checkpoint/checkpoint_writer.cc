@@ -104,6 +104,11 @@ class Writer final : public RankWriter {
     return DataObject(id_.name, id_.step, rank_, writer_id_, seq);
   }
 
+  Result<std::optional<BaseIndex>> ReferenceBase() override {
+    if (!save_.incremental) return std::optional<BaseIndex>();
+    return sluice::ReferenceBase(backend_, id_.name, id_.step, rank_, writer_id_);
+  }
+
   void Abandon(const Status& why) override {
     if (failure_.ok()) failure_ = why;
     Retire();
@@ -195,7 +200,7 @@ class Writer final : public RankWriter {
     stats.bytes = manifest_.TotalBytes();
     stats.items = manifest_.items.size();
     for (const auto& it : manifest_.items) stats.chunks += it.chunks.size();
-    stats.objects = manifest_.objects.size();
+    for (uint32_t o = 0; o < manifest_.objects.size(); ++o) stats.objects += manifest_.IsReference(o) ? 0 : 1;
 
     if (rank_ == 0) {
       RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
@@ -251,6 +256,7 @@ class Writer final : public RankWriter {
       RemoveOwnData();
       PublishAbort(failure_);
     }
+    RemoveWriterRefs(backend_, id_.name, id_.step, writer_id_);
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/references.h"
 #include "format/manifest.h"
 #include "sluice/store.h"
 
@@ -25,6 +26,11 @@ class RankWriter : public CheckpointWriter {
   // unique). Not to be mixed with AddItem.
   virtual Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                           std::vector<DataObjectRef> objects) = 0;
+  // For an incremental save: the newest other committed step of the name
+  // whose manifest of this rank can be referenced, made safe to reference
+  // for as long as this writer lives (references.h). nullopt: write in full
+  // (also when SaveOptions::incremental is off).
+  virtual Result<std::optional<BaseIndex>> ReferenceBase() = 0;
   // Gives the save up because of `why` (its data could not be written):
   // the other ranks of a multi-rank save learn it from an AbortNote and stop
   // waiting. Destroying the writer uncommitted does the same, with a

@@ -77,6 +77,10 @@ std::string WriterLockObject(std::string_view name, uint64_t step, std::string_v
   return WritersPrefix(name, step) + std::string(writer) + ".lock";
 }
 
+std::string WriterRefsObject(std::string_view name, uint64_t step, std::string_view writer) {
+  return WritersPrefix(name, step) + std::string(writer) + ".refs";
+}
+
 std::string WriterOfObject(std::string_view rest) {
   // manifest/rRRRRRR-<writer>.man, data/rRRRRRR-<writer>-SSSSSS.dat, writers/<writer>.lock
   size_t slash = rest.find('/');

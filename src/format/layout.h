@@ -3,6 +3,7 @@
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
 //   ckpt/<name>/<step>/writers/<writer>.lock                    while a writer is active
+//   ckpt/<name>/<step>/writers/<writer>.refs                    steps it references, while active
 //   ckpt/<name>/<step>/ranks/<rank, 6 digits>.<k, 4 digits>     rank r's k-th manifest pointer
 //   ckpt/<name>/<step>/drain/<tier, 16 hex digits>.note         why a drain to a later tier failed
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
@@ -39,6 +40,10 @@ std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_vi
 std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri);
 std::string WritersPrefix(std::string_view name, uint64_t step);   // ".../writers/"
 std::string WriterLockObject(std::string_view name, uint64_t step, std::string_view writer);
+// Where a writer of an incremental save (or a drain of one) lists the other
+// steps whose data objects its manifest will name, while it runs
+// (checkpoint/references.h).
+std::string WriterRefsObject(std::string_view name, uint64_t step, std::string_view writer);
 // The writer id in a manifest, data or lock object name ("" if none).
 std::string WriterOfObject(std::string_view rest);
 std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,

@@ -8,6 +8,7 @@
 #include "format/record_frame.h"
 #include "sluice/names.h"
 #include "format/limits.h"
+#include "format/layout.h"
 
 namespace sluice {
 namespace {
@@ -17,6 +18,28 @@ constexpr uint64_t kMaxChunkBytes = 1ull << 31;
 uint64_t Manifest::TotalBytes() const {
   uint64_t t = 0;
   for (const auto& it : items) t += it.size;
+  return t;
+}
+
+std::optional<uint64_t> StepOfDataObject(std::string_view name, std::string_view object) {
+  auto parsed = ParseObjectName(object);
+  if (!parsed || parsed->name != name || parsed->rest.rfind("data/", 0) != 0) return std::nullopt;
+  return parsed->step;
+}
+
+bool Manifest::IsReference(uint32_t index) const {
+  if (index >= objects.size()) return false;
+  auto owner = StepOfDataObject(name, objects[index].name);
+  return !owner || *owner != step;
+}
+
+uint64_t Manifest::OwnBytes() const {
+  uint64_t t = 0;
+  for (const auto& it : items) {
+    for (const auto& c : it.chunks) {
+      if (!IsReference(c.object)) t += c.length;
+    }
+  }
   return t;
 }
 
@@ -46,14 +69,20 @@ std::string EncodeManifest(const Manifest& m) {
       e.PutVarint(c.offset);
       e.PutVarint(c.length);
       e.PutFixed32(c.crc32c);
+      e.PutVarint(c.has_hash ? 1 : 0);  // flags: bit 0, a content hash follows
+      if (c.has_hash) {
+        e.PutFixed64(c.hash.low);
+        e.PutFixed64(c.hash.high);
+      }
     }
   }
-  return FrameRecord(kManifestMagic, e.buffer());
+  return FrameRecord(kManifestMagic, e.buffer(), kManifestVersion);
 }
 
 namespace {
 Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& what) {
-  ASSIGN_OR_RETURN(std::string_view body, UnframeRecord(bytes, kManifestMagic, what));
+  uint32_t version = 0;
+  ASSIGN_OR_RETURN(std::string_view body, UnframeRecord(bytes, kManifestMagic, what, kManifestVersion, &version));
   Decoder d(body, what);
   Manifest m;
   uint64_t created;
@@ -90,7 +119,7 @@ Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& w
     RETURN_IF_ERROR(d.Varint(&it.size));
     if (Status st = ValidateItemKey(it.key); !st.ok()) return d.Bad(st.message());
     uint64_t nchunks;
-    RETURN_IF_ERROR(d.Count(&nchunks, 7, "chunk"));
+    RETURN_IF_ERROR(d.Count(&nchunks, version >= 2 ? 8 : 7, "chunk"));
     uint64_t sum = 0;
     for (uint64_t ci = 0; ci < nchunks; ++ci) {
       ChunkRef c;
@@ -99,6 +128,16 @@ Result<Manifest> DecodeManifestBody(std::string_view bytes, const std::string& w
       RETURN_IF_ERROR(d.Varint(&c.offset));
       RETURN_IF_ERROR(d.Varint(&len));
       RETURN_IF_ERROR(d.Fixed32(&c.crc32c));
+      if (version >= 2) {
+        uint64_t flags;
+        RETURN_IF_ERROR(d.Varint(&flags));
+        if (flags > 1) return d.Bad("item '" + it.key + "': unknown chunk flags " + std::to_string(flags));
+        if (flags & 1) {
+          c.has_hash = true;
+          RETURN_IF_ERROR(d.Fixed64(&c.hash.low));
+          RETURN_IF_ERROR(d.Fixed64(&c.hash.high));
+        }
+      }
       if (obj >= m.objects.size()) return d.Bad("item '" + it.key + "': chunk names object " + std::to_string(obj) + " of " + std::to_string(m.objects.size()));
       if (len == 0 || len > kMaxChunkBytes) return d.Bad("item '" + it.key + "': chunk length " + std::to_string(len));
       const uint64_t osize = m.objects[obj].size;

@@ -5,11 +5,11 @@
 
 namespace sluice {
 
-std::string FrameRecord(std::string_view magic8, std::string_view body) {
+std::string FrameRecord(std::string_view magic8, std::string_view body, uint32_t version) {
   Encoder e;
   e.PutRaw(magic8);
-  e.PutFixed32(kFormatVersion);
-  e.PutFixed32(0);  // flags: none defined in version 1
+  e.PutFixed32(version);
+  e.PutFixed32(0);  // flags: none defined
   e.PutFixed64(body.size());
   e.PutRaw(body);
   e.PutFixed32(Crc32c(e.buffer().data(), e.buffer().size()));
@@ -18,6 +18,13 @@ std::string FrameRecord(std::string_view magic8, std::string_view body) {
 
 Result<std::string_view> UnframeRecord(std::string_view bytes, std::string_view magic8,
                                        const std::string& what) {
+  uint32_t version = 0;
+  return UnframeRecord(bytes, magic8, what, kFormatVersion, &version);
+}
+
+Result<std::string_view> UnframeRecord(std::string_view bytes, std::string_view magic8,
+                                       const std::string& what, uint32_t max_version,
+                                       uint32_t* version_out) {
   if (bytes.size() < kFrameOverhead) {
     return Status::Corruption(what + ": " + std::to_string(bytes.size()) +
                               " bytes is shorter than any record");
@@ -41,10 +48,11 @@ Result<std::string_view> UnframeRecord(std::string_view bytes, std::string_view 
   }
   // The version is checked after the crc so that a flipped version byte
   // reads as corruption, not as "written by a newer sluice".
-  if (version != kFormatVersion) {
+  if (version == 0 || version > max_version) {
     return Status::NotSupported(what + ": format version " + std::to_string(version) +
-                                " (this sluice reads version " + std::to_string(kFormatVersion) + ")");
+                                " (this sluice reads versions 1.." + std::to_string(max_version) + ")");
   }
+  *version_out = version;
   if (flags != 0) return Status::NotSupported(what + ": unknown flags " + std::to_string(flags));
   return bytes.substr(kFrameOverhead - 4, static_cast<size_t>(body_len));
 }

@@ -17,12 +17,18 @@ namespace sluice {
 constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kFrameOverhead = 8 + 4 + 4 + 8 + 4;
 
-std::string FrameRecord(std::string_view magic8, std::string_view body);
+std::string FrameRecord(std::string_view magic8, std::string_view body,
+                        uint32_t version = kFormatVersion);
 
 // Checks magic, version, length and crc; returns the body. Corruption (or
 // NotSupported for a newer version) naming `what` otherwise.
 Result<std::string_view> UnframeRecord(std::string_view bytes, std::string_view magic8,
                                        const std::string& what);
+// The same for a record kind with several versions: accepts 1..max_version
+// and says which one it found.
+Result<std::string_view> UnframeRecord(std::string_view bytes, std::string_view magic8,
+                                       const std::string& what, uint32_t max_version,
+                                       uint32_t* version);
 
 }  // namespace sluice
 

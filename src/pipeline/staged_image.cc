@@ -82,6 +82,7 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
   img->chunks_.resize(img->items_.size());
   uint64_t next_slab = 0;
   ChunkLayout layout(chunk_bytes, object_bytes);
+  img->object_bytes_ = layout.object_bytes();
   for (uint32_t i = 0; i < img->items_.size(); ++i) {
     const StagedItem& item = img->items_[i];
     img->total_bytes_ += item.size;
@@ -98,7 +99,7 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
         img->objects_.push_back(ObjectPlan{next_slab, 0});
       }
       ObjectPlan& obj = img->objects_.back();
-      img->order_.push_back(ChunkPlan{i, static_cast<uint32_t>(img->chunks_[i].size())});
+      img->order_.push_back(ChunkPlan{i, static_cast<uint32_t>(img->chunks_[i].size()), ref.object, ref.offset});
       img->chunks_[i].push_back(ref);
       uint64_t pos = obj.first_slab * S + obj.size;
       if (img->units_.size() > first_unit && img->units_.back().image_pos + img->units_.back().len == pos) {
@@ -297,108 +298,6 @@ bool StagedImage::WaitSlabFilled(uint64_t slab) {
     if (copy_finished_ || failed_.load()) return false;
     filled_cv_.wait(lock);
   }
-}
-
-Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backend,
-                                              TokenBucket* bucket, std::atomic<uint64_t>* written,
-                                              Counter* written_total) {
-  const uint64_t S = arena_.slab_bytes();
-  std::vector<bool> released(slab_count_, false);
-  WriteQueueOptions qo;
-  qo.bucket = bucket;
-  qo.written = written;
-  qo.written_total = written_total;
-  qo.on_complete = [&](uint64_t seq) {
-    released[seq - first_seq_] = true;
-    arena_.Release(seq);
-  };
-  WriteQueue queue(backend, std::move(qo));
-
-  // An image that fits the arena is written once the snapshot is complete:
-  // starting earlier would only take CPU and memory bandwidth from the copy,
-  // i.e. lengthen the stall. A larger one must stream.
-  if (slab_count_ <= arena_.slab_count()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    filled_cv_.wait(lock, [&] { return copy_finished_; });
-  }
-  Status error;
-  size_t next_chunk = 0;      // cursor into order_
-  uint32_t chunk_done = 0;    // bytes of that chunk already checksummed
-  for (size_t o = 0; o < objects_.size() && error.ok(); ++o) {
-    const ObjectPlan& plan = objects_[o];
-    error = queue.BeginObject(writer.DataObjectName(static_cast<uint32_t>(o)),
-                              AlignUp(plan.size, align_));
-    uint64_t slabs = (plan.size + S - 1) / S;
-    for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
-      uint64_t slab = plan.first_slab + j;
-      // Reap finished writes while the copy catches up: a snapshot larger
-      // than the arena is waiting for exactly those slabs.
-      while (unfilled_[slab].load(std::memory_order_acquire) != 0 && queue.in_flight() > 0 &&
-             error.ok()) {
-        error = queue.ReapOne();
-      }
-      if (!error.ok()) break;
-      if (!WaitSlabFilled(slab)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        error = copy_status_.ok() ? Status::Unavailable("snapshot did not complete") : copy_status_;
-        break;
-      }
-      uint8_t* p = arena_.SlabOf(first_seq_ + slab);
-      uint64_t logical = std::min(S, plan.size - j * S);
-      // Checksum the chunks (or the parts of them) this slab holds.
-      const uint64_t begin = slab * S, end = begin + logical;
-      while (next_chunk < order_.size()) {
-        ChunkRef& ref = chunks_[order_[next_chunk].item][order_[next_chunk].chunk];
-        uint64_t cpos = objects_[ref.object].first_slab * S + ref.offset + chunk_done;
-        if (cpos >= end) break;
-        uint64_t n = std::min<uint64_t>(ref.length - chunk_done, end - cpos);
-        ref.crc32c = queue.Checksum(ref.crc32c, p + (cpos - begin), static_cast<size_t>(n));
-        chunk_done += static_cast<uint32_t>(n);
-        if (chunk_done == ref.length) {
-          ++next_chunk;
-          chunk_done = 0;
-        }
-      }
-      error = queue.Write(j * S, p, static_cast<size_t>(logical), first_seq_ + slab, j + 1 == slabs);
-    }
-    if (error.ok()) error = queue.EndObject(plan.size);
-  }
-  if (error.ok()) error = queue.Finish();
-
-  if (!error.ok()) {
-    Fail(error);
-    const bool quiet = queue.WaitOut();
-    // Stop the copy, then hand every slab not yet released back to the arena
-    // (the copy threads may still be inside one until CopyIn returns).
-    std::unique_lock<std::mutex> lock(mu_);
-    filled_cv_.wait(lock, [&] { return copy_finished_; });
-    lock.unlock();
-    // A writer that cannot reap its own writes leaves those slabs pinned:
-    // reusing them would let the kernel write into bytes of the next image.
-    if (quiet) {
-      for (uint64_t s = 0; s < slab_count_; ++s) {
-        if (!released[s]) arena_.Release(first_seq_ + s);
-      }
-    }
-    writer.Abandon(error);  // the other ranks stop waiting for this one
-    return error;
-  }
-  for (uint64_t s = 0; s < slab_count_; ++s) {
-    if (!released[s]) arena_.Release(first_seq_ + s);
-  }
-  // The copy must have finished too (every slab was filled).
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    filled_cv_.wait(lock, [&] { return copy_finished_; });
-  }
-  std::vector<DataObjectRef> refs = queue.objects();
-  std::vector<ManifestItem> items;
-  items.reserve(items_.size());
-  for (size_t i = 0; i < items_.size(); ++i) {
-    items.push_back(ManifestItem{std::move(items_[i].key), std::move(items_[i].metadata),
-                                 items_[i].size, std::move(chunks_[i])});
-  }
-  return writer.CommitWritten(std::move(items), std::move(refs));
 }
 
 }  // namespace sluice

@@ -84,10 +84,18 @@ class StagedImage {
   // copying; either way marks the copy finished so the writer can clean up.
   Status CopyIn(CopyPool& pool);
 
-  // Writes each slab as it fills, checksumming its chunks, then commits
-  // through `writer`. Releases every slab of the image back to the arena,
-  // whatever happens. `bucket` (optional) paces the writes; `written` counts
-  // bytes as they complete.
+  // Writes each slab as it fills, checksumming (CRC32C) and hashing
+  // (XXH3-128) its chunks, then commits through `writer`. Releases every
+  // slab of the image back to the arena, whatever happens. `bucket`
+  // (optional) paces the writes; `written` counts bytes as they complete.
+  //
+  // Incremental saves: chunks equal to a chunk of the base step (the
+  // writer's ReferenceBase) are referenced there instead of written. An object's
+  // chunks are all hashed before any of it is written; an object with no
+  // such chunk is then written straight from staging as usual, and the
+  // changed chunks of one that has some are packed into new objects (one
+  // more copy, of the changed bytes only). An object larger than the whole
+  // arena cannot be held while it is hashed and is written in full.
   Result<SaveStats> WriteAndCommit(RankWriter& writer, Backend& backend, TokenBucket* bucket,
                                    std::atomic<uint64_t>* written, Counter* written_total = nullptr);
 
@@ -102,6 +110,8 @@ class StagedImage {
   struct ChunkPlan {  // in image order
     uint32_t item = 0;
     uint32_t chunk = 0;  // index in the item's chunk list
+    uint32_t object = 0;  // the planned object it lies in (objects_)
+    uint64_t offset = 0;  // and where
   };
   // A contiguous run of an item's bytes in the image.
   struct CopyUnit {
@@ -123,6 +133,10 @@ class StagedImage {
   void SlabFilled(uint64_t slab, uint64_t bytes);
   bool WaitSlabFilled(uint64_t slab);
   void ReleaseFrom(uint64_t slab);
+  // Calls f(pointer, length) for the staged bytes of the chunk at order_[k],
+  // slab by slab.
+  template <typename F>
+  void ForEachPiece(size_t k, F f);
 
   StagingArena& arena_;
   std::vector<StagedItem> items_;
@@ -134,6 +148,7 @@ class StagedImage {
   // range of units.
   std::vector<std::pair<size_t, size_t>> tasks_;
   uint64_t total_bytes_ = 0;
+  uint64_t object_bytes_ = 0;  // the layout's object size limit
   uint64_t slab_count_ = 0;
   uint64_t first_seq_ = 0;
   size_t align_ = 1;

@@ -1,0 +1,127 @@
+#include "checkpoint/references.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/writer_registry.h"
+#include "format/layout.h"
+
+namespace sluice {
+namespace {
+
+constexpr std::string_view kRefsHeader = "SLUICE-REFS 1\n";
+
+// The steps a refs record lists; nullopt if it is not one.
+std::optional<std::set<uint64_t>> ParseRefs(std::string_view body) {
+  if (body.substr(0, kRefsHeader.size()) != kRefsHeader) return std::nullopt;
+  body.remove_prefix(kRefsHeader.size());
+  std::set<uint64_t> steps;
+  while (!body.empty()) {
+    size_t nl = body.find('\n');
+    if (nl == std::string_view::npos || nl == 0 || nl > 20) return std::nullopt;
+    std::string line(body.substr(0, nl));
+    if (line.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    steps.insert(std::strtoull(line.c_str(), nullptr, 10));
+    body.remove_prefix(nl + 1);
+  }
+  return steps;
+}
+
+}  // namespace
+
+BaseIndex::BaseIndex(uint64_t step, const Manifest& m) : step_(step), objects_(m.objects) {
+  for (const auto& o : objects_) {
+    if (auto s = StepOfDataObject(m.name, o.name)) object_steps_.insert(*s);
+  }
+  for (const auto& it : m.items) {
+    for (const auto& c : it.chunks) {
+      if (c.has_hash) by_hash_.emplace(Key{c.hash, c.length}, c);
+    }
+  }
+}
+
+const ChunkRef* BaseIndex::Find(const Hash128& hash, uint32_t length) const {
+  auto it = by_hash_.find(Key{hash, length});
+  return it == by_hash_.end() ? nullptr : &it->second;
+}
+
+Status PublishWriterRefs(Backend& backend, std::string_view name, uint64_t step,
+                         std::string_view writer, const std::set<uint64_t>& steps) {
+  std::string body(kRefsHeader);
+  for (uint64_t s : steps) body += std::to_string(s) + "\n";
+  return backend.PublishIfAbsent(WriterRefsObject(name, step, writer), body)
+      .WithContext("publish the steps this writer references");
+}
+
+void RemoveWriterRefs(Backend& backend, std::string_view name, uint64_t step,
+                      std::string_view writer) {
+  (void)backend.Remove(WriterRefsObject(name, step, writer));
+}
+
+Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::string_view name,
+                                                        bool* all) {
+  *all = false;
+  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+  std::set<uint64_t> steps;
+  for (const auto& o : listed) {
+    auto parsed = ParseObjectName(o.name);
+    if (!parsed || parsed->rest.rfind("writers/", 0) != 0) continue;
+    const std::string& rest = parsed->rest;
+    if (rest.size() < 5 || rest.compare(rest.size() - 5, 5, ".refs") != 0) continue;
+    const std::string writer = WriterOfObject(rest);
+    auto state = WriterStateOf(backend, parsed->name, parsed->step, writer);
+    if (!state.ok()) {
+      *all = true;  // cannot tell whether it is alive
+      continue;
+    }
+    if (*state == WriterState::kGone) continue;
+    auto body = backend.ReadSmall(o.name);
+    if (!body.ok()) {
+      if (body.status().IsNotFound()) continue;  // released since the listing
+      *all = true;
+      continue;
+    }
+    auto refs = ParseRefs(*body);
+    if (!refs) {
+      *all = true;
+      continue;
+    }
+    steps.insert(refs->begin(), refs->end());
+  }
+  return steps;
+}
+
+Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
+                                               uint64_t step, uint32_t rank,
+                                               std::string_view writer) {
+  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+  std::optional<uint64_t> base;
+  for (const auto& o : listed) {
+    auto parsed = ParseObjectName(o.name);
+    if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || parsed->step == step) continue;
+    if (!base || parsed->step > *base) base = parsed->step;
+  }
+  if (!base) return std::optional<BaseIndex>();
+  const std::string commit = CommitObject(name, *base);
+  auto before = backend.ReadSmall(commit);
+  if (!before.ok()) {
+    if (before.status().IsNotFound()) return std::optional<BaseIndex>();
+    return before.status();
+  }
+  // A damaged base is not built upon: its chunks are written again.
+  auto loaded = LoadCheckpoint(backend, name, *base);
+  if (!loaded.ok() || rank >= loaded->manifests.size()) return std::optional<BaseIndex>();
+  BaseIndex index(*base, loaded->manifests[rank]);
+  if (index.chunks() == 0) return std::optional<BaseIndex>();
+  std::set<uint64_t> steps = index.object_steps();
+  steps.insert(*base);
+  RETURN_IF_ERROR(PublishWriterRefs(backend, name, step, writer, steps));
+  // Only now is the base known to stay: a Remove that deleted its commit
+  // record after this point finds the refs record and keeps its objects.
+  auto after = backend.ReadSmall(commit);
+  if (!after.ok() || *after != *before) return std::optional<BaseIndex>();
+  return std::optional<BaseIndex>(std::move(index));
+}
+
+}  // namespace sluice
