@@ -360,9 +360,9 @@ check "verify of the 3-rank checkpoint is OK" [ "$RC" -eq 0 -a "$(pyj '(d["ok"],
 # ------------------------------------------- two writers of one name@step
 race_ok=0
 for i in 1 2 3 4 5; do
-  "$SLUICE" save --store "$S" --name race --step $i --synthetic 64MiB >"$W/ra.out" 2>"$W/ra.err" &
+  "$SLUICE" save --store "$S" --name race --step $i --synthetic 64MiB --full >"$W/ra.out" 2>"$W/ra.err" &
   pa=$!
-  "$SLUICE" save --store "$S" --name race --step $i --synthetic 64MiB >"$W/rb.out" 2>"$W/rb.err" &
+  "$SLUICE" save --store "$S" --name race --step $i --synthetic 64MiB --full >"$W/rb.out" 2>"$W/rb.err" &
   pb=$!
   wait $pa; ra=$?
   wait $pb; rb=$?

@@ -55,7 +55,7 @@ tree_sum() { (cd "$1" && find ckpt -type f -print0 | LC_ALL=C sort -z | xargs -0
 
 A=$W/a B=$W/b
 for st in 1 2 3; do
-  "$SLUICE" save --tier "$A" --tier "$B" --name sc --step $st --synthetic 24MiB --items 3 --chunk-size 1MiB \
+  "$SLUICE" save --tier "$A" --tier "$B" --name sc --step $st --synthetic 24MiB --items 3 --chunk-size 1MiB --full \
     --object-size 8MiB >/dev/null 2>&1
 done
 
@@ -144,7 +144,7 @@ check "a tier that cannot be opened: the other is scrubbed, exit 1" \
 # ------------------------------------------------------------ two at once, kill and resume
 C=$W/c D=$W/d
 for st in 1 2 3 4 5 6; do
-  "$SLUICE" save --tier "$C" --tier "$D" --name big --step $st --synthetic 8MiB --items 2 >/dev/null 2>&1
+  "$SLUICE" save --tier "$C" --tier "$D" --name big --step $st --synthetic 8MiB --items 2 --full >/dev/null 2>&1
 done
 "$SLUICE" scrub --tier "$C" --tier "$D" --rate-limit 8MiB >/dev/null 2>&1 &
 first=$!

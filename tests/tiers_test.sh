@@ -244,7 +244,7 @@ A5=$W/t5/A
 B5=$W/t5/B
 sok=0
 for s in 1 2 3; do
-  "$SLUICE" save --store "$A5" --name k --step $s --synthetic 20MiB >/dev/null 2>&1 && sok=$((sok + 1))
+  "$SLUICE" save --store "$A5" --name k --step $s --synthetic 20MiB --full >/dev/null 2>&1 && sok=$((sok + 1))
 done
 check "three 20 MiB steps saved to A alone" [ "$sok" -eq 3 ]
 "$SLUICE" drain --tier "$A5" --tier "$B5" --rate-limit 1=10MiB >"$W/d5.out" 2>"$W/d5.err" &

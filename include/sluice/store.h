@@ -131,6 +131,9 @@ struct CheckpointInfo {
   uint32_t ranks = 0;         // world size (complete) or ranks seen (incomplete)
   uint64_t items = 0;
   uint64_t bytes = 0;         // item bytes
+  // Of `bytes`, those in chunks shared with other steps (an incremental
+  // save's references into its base); own bytes = bytes - referenced_bytes.
+  uint64_t referenced_bytes = 0;
   int64_t created_unix_ms = 0;
   std::string problem;        // for incomplete and damaged ones: why ("no commit record", ...)
   // A commit record exists but the checkpoint does not verify: the record

@@ -10,6 +10,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 
 namespace sluice {
@@ -101,7 +102,10 @@ namespace {
 std::string DamageOf(Backend& backend, const std::string& name, uint64_t step, CheckpointInfo* info) {
   auto loaded = LoadCheckpoint(backend, name, step);
   if (!loaded.ok()) return loaded.status().message();
-  if (info != nullptr) *info = InfoOf(loaded->commit);
+  if (info != nullptr) {
+    *info = InfoOf(loaded->commit);
+    for (const auto& m : loaded->manifests) info->referenced_bytes += m.ReferencedBytes();
+  }
   Status data = CheckDataObjects(backend, *loaded);
   return data.ok() ? "" : data.message();
 }
@@ -171,6 +175,48 @@ Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
   return Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'");
 }
 
+namespace {
+
+// What other steps of `name` still need, looked at after a commit record
+// went: the data objects committed manifests name, and the steps live
+// writers reference (references.h). `all`: something could not be read, so
+// nothing may be assumed unneeded.
+struct StillNeeded {
+  bool all = false;
+  std::unordered_set<std::string> objects;
+  std::set<uint64_t> steps;
+  bool Keeps(const ObjectInfo& o, uint64_t step) const {
+    return all || steps.count(step) || objects.count(o.name);
+  }
+};
+
+Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name, const Steps& steps) {
+  StillNeeded need;
+  bool all = false;
+  ASSIGN_OR_RETURN(need.steps, StepsReferencedByLiveWriters(backend, name, &all));
+  need.all = all;
+  for (const auto& [key, s] : steps) {
+    if (!s.has_commit) continue;
+    auto loaded = LoadCheckpoint(backend, key.first, key.second);
+    if (!loaded.ok()) {
+      if (loaded.status().IsNotFound()) continue;  // removed meanwhile
+      need.all = true;  // a damaged step may name anything
+      continue;
+    }
+    for (const auto& m : loaded->manifests) {
+      for (const auto& o : m.objects) need.objects.insert(o.name);
+    }
+  }
+  return need;
+}
+
+bool IsDataObject(const std::string& object) {
+  auto parsed = ParseObjectName(object);
+  return parsed && parsed->rest.rfind("data/", 0) == 0;
+}
+
+}  // namespace
+
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
   ASSIGN_OR_RETURN(auto listed, backend.List(StepPrefix(id.name, id.step)));
@@ -189,10 +235,30 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   for (const auto& o : listed) {
     if (o.name == commit) RETURN_IF_ERROR(backend.Remove(o.name));
   }
+  // Only then is it asked who still needs its data objects (later steps
+  // that share chunks with it, writers about to): a writer that registers
+  // after this point finds the commit record gone and does not build on it.
+  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, id.name));
+  ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name, steps));
   for (const auto& o : listed) {
     if (o.name == commit) continue;
+    if (IsDataObject(o.name) && need.Keeps(o, id.step)) continue;
     Status st = backend.Remove(o.name);
     if (!st.ok() && !st.IsNotFound()) return st;
+  }
+  // What earlier removals kept because this step named it, and no step
+  // needs any more: steps holding nothing but data objects (no commit
+  // record, manifest or writer: nothing is writing there).
+  for (const auto& [key, s] : steps) {
+    if (key.second == id.step || s.has_commit) continue;
+    bool only_data = std::all_of(s.objects.begin(), s.objects.end(),
+                                 [](const ObjectInfo& o) { return IsDataObject(o.name); });
+    if (!only_data) continue;
+    for (const auto& o : s.objects) {
+      if (need.Keeps(o, key.second)) continue;
+      Status st = backend.Remove(o.name);
+      if (!st.ok() && !st.IsNotFound()) return st;
+    }
   }
   return Status::OK();
 }
@@ -209,6 +275,19 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
   std::unordered_set<std::string> marked;
   std::set<std::pair<std::string, uint64_t>> committed;  // at the mark
+  // Steps whose objects a live writer of an incremental save (or a drain of
+  // one) is about to name: kept whole, like a step with a live writer.
+  std::map<std::string, std::pair<bool, std::set<uint64_t>>> live_refs;  // name -> (all, steps)
+  auto referenced_live = [&](const std::string& name, uint64_t step, bool fresh) {
+    auto it = live_refs.find(name);
+    if (it == live_refs.end() || fresh) {
+      bool all = false;
+      auto found = StepsReferencedByLiveWriters(backend, name, &all);
+      std::pair<bool, std::set<uint64_t>> v{all || !found.ok(), found.ok() ? *found : std::set<uint64_t>()};
+      it = live_refs.insert_or_assign(name, std::move(v)).first;
+    }
+    return it->second.first || it->second.second.count(step) > 0;
+  };
   for (const auto& [key, s] : steps) {
     auto mark_step = [&, objs = &s.objects] {
       for (const auto& o : *objs) marked.insert(o.name);
@@ -216,7 +295,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     // A step with a running writer is left alone: its objects may be about
     // to be committed. This is checked after the listing above, so any
     // object listed there belongs to a writer that registered before it.
-    if (AnyLiveWriter(backend, key.first, key.second)) {
+    if (AnyLiveWriter(backend, key.first, key.second) || referenced_live(key.first, key.second, false)) {
       mark_step();
       continue;
     }
@@ -256,6 +335,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     // step to the next gc.
     if (unmarked.empty()) continue;
     if (AnyLiveWriter(backend, key.first, key.second)) continue;
+    if (referenced_live(key.first, key.second, true)) continue;
     if (!committed.count(key) && backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
                                      StatusCode::kNotFound) {
       continue;

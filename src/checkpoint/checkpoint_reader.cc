@@ -185,7 +185,7 @@ class Reader final : public CheckpointReader {
       report.bytes += t.ref->length;
       if (data == nullptr) {
         report.bad.push_back(BadChunk{p.item->key, p.rank, p.chunk_index, object, t.ref->offset,
-                                      t.ref->length, problem});
+                                      t.ref->length, problem + SharedNote(object)});
       }
     };
     // One stream over every object (reads in flight across object
@@ -273,7 +273,16 @@ class Reader final : public CheckpointReader {
                               "' (rank " + std::to_string(p.rank) + ") chunk " +
                               std::to_string(p.chunk_index) + " at " + object + " offset " +
                               std::to_string(ref.offset) + " length " +
-                              std::to_string(ref.length) + ": " + problem);
+                              std::to_string(ref.length) + ": " + problem + SharedNote(object));
+  }
+
+  // For a chunk this step shares with another (an incremental save's base):
+  // which step's object it lies in, so that both steps are named.
+  std::string SharedNote(const std::string& object) const {
+    auto owner = StepOfDataObject(info_.name, object);
+    if (!owner || *owner == info_.step) return "";
+    return " (a chunk " + Label(info_.name, info_.step) + " shares with step " + std::to_string(*owner) +
+           ", whose object holds it)";
   }
 
   Backend& backend_;

@@ -256,7 +256,6 @@ class Writer final : public RankWriter {
       RemoveOwnData();
       PublishAbort(failure_);
     }
-    RemoveWriterRefs(backend_, id_.name, id_.step, writer_id_);
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
   }
 

@@ -54,11 +54,6 @@ Status PublishWriterRefs(Backend& backend, std::string_view name, uint64_t step,
       .WithContext("publish the steps this writer references");
 }
 
-void RemoveWriterRefs(Backend& backend, std::string_view name, uint64_t step,
-                      std::string_view writer) {
-  (void)backend.Remove(WriterRefsObject(name, step, writer));
-}
-
 Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::string_view name,
                                                         bool* all) {
   *all = false;
@@ -90,6 +85,21 @@ Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::s
     steps.insert(refs->begin(), refs->end());
   }
   return steps;
+}
+
+Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::string_view name) {
+  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+  std::set<std::string> objects;
+  for (const auto& o : listed) {
+    auto parsed = ParseObjectName(o.name);
+    if (!parsed || parsed->rest != "COMMIT" || parsed->name != name) continue;
+    auto loaded = LoadCheckpoint(backend, name, parsed->step);
+    if (!loaded.ok()) continue;
+    for (const auto& m : loaded->manifests) {
+      for (const auto& d : m.objects) objects.insert(d.name);
+    }
+  }
+  return objects;
 }
 
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,

@@ -67,8 +67,6 @@ class BaseIndex {
 // trusted, the caller checks that what it references is still committed.
 Status PublishWriterRefs(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer, const std::set<uint64_t>& steps);
-void RemoveWriterRefs(Backend& backend, std::string_view name, uint64_t step,
-                      std::string_view writer);
 
 // The steps of `name` that live writers (of any step) reference. `*all` is
 // set when a live writer's record cannot be read or parsed: then nothing of
@@ -76,11 +74,19 @@ void RemoveWriterRefs(Backend& backend, std::string_view name, uint64_t step,
 Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::string_view name,
                                                         bool* all);
 
+// Every data object the committed steps of `name` name (damaged steps
+// add nothing: a copy the destination may lack is copied again).
+Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::string_view name);
+
 // The newest committed step of `name` other than `step` whose manifest of
 // `rank` can serve as an incremental base, with the refs record published
 // and the base re-checked after it (see above). nullopt: there is none, it
 // has no chunk hashes, or it went away meanwhile (the save is then written
 // in full). Errors are the backend's.
+//
+// The refs record is not removed when the writer ends: it counts only while
+// the writer's lock is alive, and gc (or the step's removal) takes it. So a
+// save costs no extra operation after its commit.
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
                                                uint64_t step, uint32_t rank,
                                                std::string_view writer);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "engine/read_stream.h"
 #include "engine/write_queue.h"
@@ -16,6 +17,15 @@ std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m) {
   }
   for (auto& v : out) {
     std::sort(v.begin(), v.end(), [](const ChunkRef& a, const ChunkRef& b) { return a.offset < b.offset; });
+  }
+  return out;
+}
+
+std::vector<ObjectToCopy> ObjectsToCopy(const Manifest& m) {
+  auto chunks = ChunksPerObject(m);
+  std::vector<ObjectToCopy> out;
+  for (uint32_t o = 0; o < m.objects.size(); ++o) {
+    out.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o]), "", m.IsReference(o)});
   }
   return out;
 }
@@ -101,6 +111,18 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
                    const CopyControl& control) {
   std::vector<ObjectChunks> reads;
   reads.reserve(objects.size());
+  // The gaps of shared objects, as chunks without a checksum (the tasks
+  // point at them: a deque does not move its elements).
+  std::deque<ChunkRef> gaps;
+  auto add_gap = [&](ObjectChunks& r, uint64_t from, uint64_t to) {
+    const uint64_t piece = std::max<uint64_t>(control.io_bytes, 4096);
+    for (uint64_t at = from; at < to; at += piece) {
+      gaps.push_back(ChunkRef{0, at, static_cast<uint32_t>(std::min(piece, to - at)), 0});
+      ChunkTask t{&gaps.back(), 0};
+      t.verify = false;
+      r.tasks.push_back(t);
+    }
+  };
   for (const auto& o : objects) {
     const std::string what = "copy " + o.name + " from " + src.uri() + " to " + dst.uri();
     if (o.size > dst.caps().max_object_bytes) {
@@ -112,12 +134,24 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
     uint64_t end = 0;
     ObjectChunks r{o.name, {}};
     for (const auto& c : o.chunks) {
+      if (c.offset < end && !r.tasks.empty() && c.offset == r.tasks.back().ref->offset &&
+          c.length == r.tasks.back().ref->length) {
+        continue;  // the same chunk again
+      }
+      if (o.shared && c.offset > end) {
+        add_gap(r, end, c.offset);
+        end = c.offset;
+      }
       if (c.offset != end) {
         return Status::Corruption(what + ": its chunks do not cover it back to back (a chunk at " +
                                   std::to_string(c.offset) + ", " + std::to_string(end) + " expected)");
       }
       end += c.length;
       r.tasks.push_back(ChunkTask{&c, 0});
+    }
+    if (o.shared && end < o.size) {
+      add_gap(r, end, o.size);
+      end = o.size;
     }
     if (end != o.size) {
       return Status::Corruption(what + ": its chunks cover " + std::to_string(end) + " of its " +

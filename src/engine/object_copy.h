@@ -41,10 +41,15 @@ struct ObjectToCopy {
   uint64_t size = 0;
   // Every chunk the object holds, sorted by offset; they must cover the
   // object back to back (doc/format.md), or the copy fails as Corruption.
+  // A chunk listed twice (two items sharing it) is copied once.
   std::vector<ChunkRef> chunks;
   // Where it goes on the destination; empty: under the same name. A repair
   // writes beside the bad object, then swaps it in (Backend::Replace).
   std::string dst_name;
+  // An object of another step that the manifest shares chunks with: it may
+  // hold chunks this manifest does not name (other steps' chunks), copied
+  // as they are, unverified, so that the copy is the whole object.
+  bool shared = false;
 };
 
 // Copies `objects` from `src` to `dst` in order, replacing any object of
@@ -57,6 +62,9 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
 
 // The chunks of every data object of a manifest, sorted by offset.
 std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m);
+// Every data object of a manifest to copy under its own name, with its
+// chunks (ChunksPerObject) and `shared` set for objects of other steps.
+std::vector<ObjectToCopy> ObjectsToCopy(const Manifest& m);
 
 }  // namespace sluice
 

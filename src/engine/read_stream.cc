@@ -166,7 +166,7 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
         problem = head.result.status.ToString();
       } else if (head.result.bytes < rel + r.length) {
         problem = "object truncated (" + std::to_string(obj->size()) + " bytes)";
-      } else if ((rel == 0 && r.length == head.result.bytes && head.result.crc32c
+      } else if (tasks[i].verify && (rel == 0 && r.length == head.result.bytes && head.result.crc32c
                       ? head.result.crc32c()  // the backend knows it already
                       : Crc32c(base + rel, r.length)) != r.crc32c) {
         problem = "checksum mismatch";

@@ -20,6 +20,9 @@ namespace sluice {
 struct ChunkTask {
   const ChunkRef* ref = nullptr;
   uint64_t user = 0;  // caller's cookie (e.g. item and chunk index)
+  // False for bytes no chunk covers (a gap in an object shared with other
+  // steps, copied as it is): handed out without a checksum test.
+  bool verify = true;
 };
 
 // Called once per task, in task order. `data` is null when the chunk could

@@ -1,5 +1,7 @@
 #include "format/layout.h"
 
+#include <functional>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -91,6 +93,18 @@ std::string WriterOfObject(std::string_view rest) {
   file.remove_prefix(8);
   size_t end = file.find_first_of("-.");
   return std::string(file.substr(0, end));
+}
+
+std::string RepairStagingObject(std::string_view name, uint64_t step, std::string_view writer,
+                                std::string_view object) {
+  const std::string step_prefix = StepPrefix(name, step);
+  const std::string base = step_prefix + "repair/" + std::string(writer) + "/";
+  if (object.substr(0, step_prefix.size()) == step_prefix) return base + std::string(object.substr(step_prefix.size()));
+  const std::string name_prefix = NamePrefix(name);
+  if (object.substr(0, name_prefix.size()) == name_prefix) {
+    return base + "shared/" + std::string(object.substr(name_prefix.size()));
+  }
+  return base + "other/" + std::to_string(std::hash<std::string_view>()(object));
 }
 
 std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,

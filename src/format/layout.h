@@ -46,6 +46,11 @@ std::string WriterLockObject(std::string_view name, uint64_t step, std::string_v
 std::string WriterRefsObject(std::string_view name, uint64_t step, std::string_view writer);
 // The writer id in a manifest, data or lock object name ("" if none).
 std::string WriterOfObject(std::string_view rest);
+// Where a repair of (name, step) by `writer` stages the new copy of
+// `object` before swapping it in: under the step's repair/ prefix, also for
+// an object of another step the step shares chunks with.
+std::string RepairStagingObject(std::string_view name, uint64_t step, std::string_view writer,
+                                std::string_view object);
 std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
                        std::string_view writer, uint32_t seq);
 

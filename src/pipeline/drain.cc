@@ -8,6 +8,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 
 namespace sluice {
@@ -67,15 +68,53 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   }
 
   // Every object of every rank, as one stream: reads and writes stay in
-  // flight across object boundaries.
+  // flight across object boundaries. Objects of other steps (an
+  // incremental save's base) are copied only where the destination does not
+  // hold them for a committed step already; the ones it holds are protected
+  // by a refs record first, and checked for after it (references.h).
   std::vector<ObjectToCopy> objects;
+  std::set<uint64_t> shared_steps;
   for (const auto& m : loaded.manifests) {
-    auto chunks = ChunksPerObject(m);
-    for (size_t o = 0; o < m.objects.size(); ++o) {
-      objects.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o]), ""});
+    for (auto& o : ObjectsToCopy(m)) {
+      if (o.shared) {
+        if (auto s = StepOfDataObject(name, o.name)) shared_steps.insert(*s);
+      }
+      objects.push_back(std::move(o));
     }
   }
+  if (!shared_steps.empty()) {
+    RETURN_IF_ERROR(PublishWriterRefs(dst, name, step, writer_id, shared_steps).WithContext(label));
+    ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
+    std::vector<std::string> check;
+    for (const auto& o : objects) {
+      if (o.shared && held.count(o.name)) check.push_back(o.name);
+    }
+    // Held means named by a commit there and present in full.
+    std::map<std::string, uint64_t> present;
+    if (!check.empty()) {
+      ASSIGN_OR_RETURN(auto found, dst.Stat(check));
+      for (const auto& f : found) present[f.name] = f.size;
+    }
+    std::vector<ObjectToCopy> missing;
+    for (auto& o : objects) {
+      auto it = present.find(o.name);
+      if (o.shared && it != present.end() && it->second >= o.size) continue;
+      // Staged beside and swapped in whole: another drain copying the same
+      // shared object meanwhile never sees it half written.
+      if (o.shared) o.dst_name = RepairStagingObject(name, step, writer_id, o.name);
+      missing.push_back(std::move(o));
+    }
+    objects = std::move(missing);
+  }
   RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));
+  for (const auto& o : objects) {
+    if (o.dst_name.empty()) continue;
+    Status st = dst.Replace(o.dst_name, o.name);
+    if (!st.ok()) {
+      (void)dst.Remove(o.dst_name);
+      return st.WithContext(label + ": swap in shared object " + o.name);
+    }
+  }
   if (Stopped(control)) return Status::Unavailable(label + ": stopped");
   for (const auto& r : loaded.commit.ranks) {
     ASSIGN_OR_RETURN(std::string bytes, src.ReadSmall(r.manifest));

@@ -299,16 +299,12 @@ class Scrubber {
       const std::string& w;
       ~Unlock() { ReleaseWriterLock(b, k.first, k.second, w); }
     } unlock{dst, key, writer};
-    const std::string step_prefix = StepPrefix(key.first, key.second);
     auto staged_name = [&](const std::string& object) {
-      return step_prefix + "repair/" + writer + "/" + object.substr(step_prefix.size());
+      return RepairStagingObject(key.first, key.second, writer, object);
     };
     std::map<std::string, ObjectToCopy> by_name;
     for (const auto& m : reference->ck.manifests) {
-      auto chunks = ChunksPerObject(m);
-      for (size_t o = 0; o < m.objects.size(); ++o) {
-        by_name[m.objects[o].name] = ObjectToCopy{m.objects[o].name, m.objects[o].size, chunks[o], ""};
-      }
+      for (auto& o : ObjectsToCopy(m)) by_name[o.name] = std::move(o);
     }
     std::vector<std::string> nowhere;
     CopyControl control;

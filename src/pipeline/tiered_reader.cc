@@ -23,10 +23,7 @@ class TieredReader final : public CheckpointReader {
 
   Status Init(LoadedCheckpoint loaded) {
     for (const auto& m : loaded.manifests) {
-      auto chunks = ChunksPerObject(m);
-      for (size_t o = 0; o < m.objects.size(); ++o) {
-        objects_[m.objects[o].name] = {m.objects[o].size, chunks[o]};
-      }
+      for (auto& o : ObjectsToCopy(m)) objects_[o.name] = std::move(o);
     }
     ASSIGN_OR_RETURN(reader_, NewCheckpointReader(
                                   tiers_[primary_]->backend(), options_, std::move(loaded),
@@ -92,9 +89,8 @@ class TieredReader final : public CheckpointReader {
       // Written beside the bad object (every chunk checked on the way), then
       // swapped in whole: the committed object is never half rewritten. A
       // staged object a crash leaves is garbage gc removes.
-      const std::string step_prefix = StepPrefix(name_, step_);
-      ObjectToCopy o{object, it->second.first, it->second.second,
-                     step_prefix + "repair/" + NewWriterId() + "/" + object.substr(step_prefix.size())};
+      ObjectToCopy o = it->second;
+      o.dst_name = RepairStagingObject(name_, step_, NewWriterId(), object);
       Backend& dst = tiers_[primary_]->backend();
       Status st = CopyObjects(tiers_[good]->backend(), dst, {o}, control);
       if (st.ok()) st = dst.Replace(o.dst_name, object);
@@ -118,7 +114,7 @@ class TieredReader final : public CheckpointReader {
   std::unique_ptr<CheckpointReader> reader_;
   std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
   std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
-  std::map<std::string, std::pair<uint64_t, std::vector<ChunkRef>>> objects_;
+  std::map<std::string, ObjectToCopy> objects_;
 };
 
 }  // namespace

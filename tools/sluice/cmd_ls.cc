@@ -60,7 +60,9 @@ int CmdLs(int argc, char** argv) {
   const bool several = (*pipeline)->tier_count() > 1;
   if (flags.Has("json")) {
     auto info = [](const CheckpointInfo& c) {
-      return JsonValue{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes}, {"ranks", c.ranks},
+      return JsonValue{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
+                       {"own_bytes", c.bytes - std::min(c.bytes, c.referenced_bytes)},
+                       {"referenced_bytes", c.referenced_bytes}, {"ranks", c.ranks},
                        {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
                        {"created_unix_ms", c.created_unix_ms}};
     };
@@ -100,7 +102,7 @@ int CmdLs(int argc, char** argv) {
     std::printf("no checkpoints%s\n", flags.Has("all") ? "" : " (--all also shows incomplete ones)");
     return kExitOk;
   }
-  std::printf("%-24s %20s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "RANKS", "ITEMS",
+  std::printf("%-24s %20s %12s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "SHARED", "RANKS", "ITEMS",
               "CREATED", several ? "TIERS" : "STATE");
   for (const auto& t : *tiered) {
     const auto& c = t.info;
@@ -115,14 +117,15 @@ int CmdLs(int argc, char** argv) {
         if (!tc.reason.empty() && (tc.state == "failed" || tc.state == "damaged")) state += " (" + tc.reason + ")";
       }
     }
-    std::printf("%-24s %20llu %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
-                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), c.ranks,
+    std::printf("%-24s %20llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
+                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(),
+                c.referenced_bytes > 0 ? HumanBytes(c.referenced_bytes).c_str() : "-", c.ranks,
                 std::to_string(c.items).c_str(), FormatTime(c.created_unix_ms).c_str(), state.c_str());
   }
   for (const auto& [k, c] : incomplete) {
     std::string state = (several ? "tier " + std::to_string(k) + " " : std::string()) + "INCOMPLETE: " + c.problem;
-    std::printf("%-24s %20llu %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
-                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), c.ranks, "-",
+    std::printf("%-24s %20llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
+                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), "-", c.ranks, "-",
                 FormatTime(c.created_unix_ms).c_str(), state.c_str());
   }
   return kExitOk;

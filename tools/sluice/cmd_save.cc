@@ -37,6 +37,11 @@ CommandSpec SaveSpec() {
       {"from", "DIR", "directory tree to save"},
       {"synthetic", "SIZE", "save SIZE bytes of generated data instead (e.g. 2GiB)"},
       {"items", "K", "with --synthetic: number of items (default 8)"},
+      {"change", "FRACTION", "with --synthetic: the fraction of items (0..1) whose bytes differ\n"
+                             "                            from step N-1 (default 0: every step the same), for\n"
+                             "                            benchmarking incremental saves"},
+      {"full", "", "write every chunk, even those unchanged since the newest step\n"
+                   "                            (default: incremental, see below)"},
       {"rank", "R", "this process's rank (default 0)"},
       {"world", "W", "number of ranks saving this checkpoint together (default 1)"},
       {"timeout", "DURATION", "how long ranks wait for each other (default 10m)"},
@@ -57,7 +62,13 @@ CommandSpec SaveSpec() {
       "--detach); a tier that fails is retried with backoff (up to a minute apart),\n"
       "each failure said on stderr. Interrupting it then loses nothing: tier 0 holds\n"
       "the committed checkpoint and `sluice drain` (or the next save of NAME)\n"
-      "finishes the later tiers.";
+      "finishes the later tiers.\n"
+      "\n"
+      "Saves are incremental: a chunk whose content hash (XXH3-128) and CRC32C equal\n"
+      "a chunk of the newest committed step of NAME on tier 0 (same rank) is not\n"
+      "written again but referenced there. Removing that step keeps what later steps\n"
+      "reference; restore, verify, scrub and drains follow the references. --full\n"
+      "writes everything.";
   return s;
 }
 
@@ -125,6 +136,16 @@ int CmdSave(int argc, char** argv) {
     synthetic_sizes = SplitSizes(*size, *items);
     total = *size;
   }
+  double change = 0;
+  if (flags.Has("change")) {
+    if (!synthetic) return Fail(Status::InvalidArgument("--change needs --synthetic"), true);
+    char* end = nullptr;
+    const std::string text = *flags.Get("change");
+    change = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(change >= 0 && change <= 1)) {
+      return Fail(Status::InvalidArgument("--change must be a fraction in 0..1, not '" + text + "'"), true);
+    }
+  }
 
   // Staging: by default big enough to take the whole checkpoint (--async,
   // so the command can report its stall and the sources are free), or a
@@ -152,6 +173,7 @@ int CmdSave(int argc, char** argv) {
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   CheckpointId id{*name, **step};
   SaveOptions save;
+  save.incremental = !flags.Has("full");
   if (auto a = flags.Get("attempt")) {
     save.attempt = *a;
   } else if (const char* env = std::getenv("SLUICE_ATTEMPT")) {
@@ -177,7 +199,9 @@ int CmdSave(int argc, char** argv) {
     char key[64];
     for (size_t i = 0; i < synthetic_sizes.size(); ++i) {
       snprintf(key, sizeof key, "synthetic/rank%llu/item-%06zu", static_cast<unsigned long long>(*rank), i);
-      synthetic_sources.push_back(std::make_unique<SyntheticSource>(*rank * 1'000'003 + i, synthetic_sizes[i]));
+      const uint64_t changed_at = SyntheticChangeStep(i, synthetic_sizes.size(), change, id.step);
+      synthetic_sources.push_back(std::make_unique<SyntheticSource>(
+          *rank * 1'000'003 + i + changed_at * 0x2545F4914F6CDD1Dull, synthetic_sizes[i]));
       counted.push_back(std::make_unique<CountingSource>(*synthetic_sources.back(), progress));
       Status st = (*pending)->AddItem(key, "", synthetic_sizes[i], *counted.back());
       if (!st.ok()) return Fail(st);
@@ -243,6 +267,8 @@ int CmdSave(int argc, char** argv) {
                        {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}});
     }
     PrintJson({{"name", id.name}, {"step", id.step}, {"rank", *rank}, {"world", *world}, {"bytes", stats.bytes},
+               {"referenced_bytes", stats.referenced_bytes},
+               {"base_step", stats.referenced_bytes > 0 ? JsonValue(stats.base_step) : JsonValue()},
                {"items", stats.items}, {"chunks", stats.chunks}, {"seconds", secs},
                {"bytes_per_second", secs > 0 ? stats.bytes / secs : 0}, {"cpu_seconds", cpu}, {"committed", true},
                {"stall_seconds", (*handle)->stall_seconds()}, {"earlier_checkpoints_drained", resumed},
@@ -253,6 +279,11 @@ int CmdSave(int argc, char** argv) {
                 static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats.items),
                 HumanBytes(stats.bytes).c_str(), secs, HumanRate(secs > 0 ? stats.bytes / secs : 0).c_str(),
                 (*handle)->stall_seconds());
+    if (stats.referenced_bytes > 0) {
+      std::printf("  incremental: %s unchanged since step %llu referenced there, %s written\n",
+                  HumanBytes(stats.referenced_bytes).c_str(), static_cast<unsigned long long>(stats.base_step),
+                  HumanBytes(stats.bytes - stats.referenced_bytes).c_str());
+    }
     if (resumed > 0) {
       std::printf("  also drained %llu earlier checkpoint(s) of %s that were not on every tier\n",
                   static_cast<unsigned long long>(resumed), id.name.c_str());

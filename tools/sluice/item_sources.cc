@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 
@@ -188,6 +189,20 @@ Result<size_t> SyntheticSource::Read(void* buf, size_t len) {
   }
   left_ -= n;
   return n;
+}
+
+uint64_t SyntheticChangeStep(uint64_t item, uint64_t items, double fraction, uint64_t step) {
+  if (fraction <= 0 || items == 0) return 0;
+  const uint64_t window = std::min<uint64_t>(items, static_cast<uint64_t>(std::ceil(fraction * static_cast<double>(items))));
+  // Step t changes items [t*window, t*window + window) mod items. The window
+  // sweeps every item within items/window steps, so the search is short.
+  const uint64_t period = (items + window - 1) / window + 1;
+  for (uint64_t back = 0; back <= period && back <= step; ++back) {
+    const uint64_t t = step - back;
+    const uint64_t start = static_cast<uint64_t>((static_cast<unsigned __int128>(t) * window) % items);
+    if ((item + items - start) % items < window) return t;
+  }
+  return 0;
 }
 
 std::vector<uint64_t> SplitSizes(uint64_t total, uint64_t items) {

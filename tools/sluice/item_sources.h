@@ -59,6 +59,13 @@ class SyntheticSource final : public ItemSource {
   uint64_t left_;
 };
 
+// With `sluice save --synthetic --change F`: each step, a window of
+// ceil(F * items) items (rotating through all of them) gets new bytes. The
+// step at or before `step` at which item `item` last changed (0 if never),
+// which seeds its bytes: so an item's bytes equal the previous step's
+// exactly unless it is in this step's window.
+uint64_t SyntheticChangeStep(uint64_t item, uint64_t items, double fraction, uint64_t step);
+
 // Splits `total` bytes into `items` item sizes (the remainder goes to the last).
 std::vector<uint64_t> SplitSizes(uint64_t total, uint64_t items);
 
