@@ -119,6 +119,7 @@ py::dict InfoDict(const CheckpointInfo& info) {
   d["ranks"] = info.ranks;
   d["items"] = info.items;
   d["bytes"] = info.bytes;
+  d["referenced_bytes"] = info.referenced_bytes;
   d["created_unix_ms"] = info.created_unix_ms;
   d["problem"] = info.problem;
   return d;
@@ -154,6 +155,21 @@ class PySaveHandle {
   }
   std::string name() const { return handle_->id().name; }
   uint64_t step() const { return handle_->id().step; }
+  py::dict Stats() const {
+    const SaveStats s = handle_->stats();
+    py::dict d;
+    d["bytes"] = s.bytes;
+    d["items"] = s.items;
+    d["chunks"] = s.chunks;
+    d["objects"] = s.objects;
+    d["referenced_bytes"] = s.referenced_bytes;
+    if (s.referenced_bytes > 0) {
+      d["base_step"] = s.base_step;
+    } else {
+      d["base_step"] = py::none();
+    }
+    return d;
+  }
 
  private:
   std::shared_ptr<SaveHandle> handle_;
@@ -401,11 +417,12 @@ class PyPipeline {
   }
 
   std::unique_ptr<PyPendingCheckpoint> Begin(const std::string& name, uint64_t step, uint32_t rank, uint32_t world,
-                            const std::string& attempt, bool attempt_is_unique) {
+                            const std::string& attempt, bool attempt_is_unique, bool incremental) {
     auto p = Get();
     SaveOptions save;
     save.attempt = attempt;
     save.attempt_is_unique = attempt_is_unique;
+    save.incremental = incremental;
     std::optional<Result<std::unique_ptr<PendingCheckpoint>>> pending;
     {
       py::gil_scoped_release release;  // Begin waits while max_in_flight saves are unfinished
@@ -652,7 +669,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def("done", &PySaveHandle::done)
       .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
       .def("wait", &PySaveHandle::Wait)
-      .def("progress", &PySaveHandle::Progress);
+      .def("progress", &PySaveHandle::Progress)
+      .def("stats", &PySaveHandle::Stats);
 
   py::class_<PyPendingCheckpoint>(m, "PendingCheckpoint")
       .def("add_address", &PyPendingCheckpoint::AddAddress, py::arg("key"), py::arg("metadata"),
@@ -712,7 +730,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("closed", &PyPipeline::closed)
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("attempt") = "",
-           py::arg("attempt_is_unique") = false)
+           py::arg("attempt_is_unique") = false, py::arg("incremental") = true)
       .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
       .def("latest_good_step", &PyPipeline::LatestGoodStep, py::arg("name"))
       .def("list", &PyPipeline::List, py::arg("name") = "")

@@ -130,15 +130,20 @@ def close():
 atexit.register(close)
 
 
-def save(store, name, step, state_dict, async_=True):
+def save(store, name, step, state_dict, async_=True, incremental=True):
     """Saves `state_dict` (nested dicts/lists/tuples of tensors and plain
     values) as checkpoint name@step.
 
     Returns a SaveHandle once the tensors are copied into staging: they may
     change from then on. With async_=False it returns only once every tier
     committed. Raises before anything is written on an unsupported value, a
-    tensor that is not in host memory, or two keys mapping to one item."""
-    return save_with(pipeline(store), name, step, state_dict, async_=async_)
+    tensor that is not in host memory, or two keys mapping to one item.
+
+    Incremental (the default): chunks unchanged since the newest committed
+    step of `name` (frozen weights, a LoRA base, embedding rows that did not
+    move) are referenced there instead of written again; handle.stats()
+    says how many bytes. incremental=False writes every chunk."""
+    return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental)
 
 
 def load(store, name, step="latest", into=None, weights_only=False):

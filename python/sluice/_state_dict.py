@@ -262,6 +262,13 @@ class SaveHandle:
         """Per tier: uri, state, durable_seconds, bytes_written, attempts, error."""
         return self._handle.progress()
 
+    def stats(self):
+        """What this rank saved, once the fastest tier committed (zeros before):
+        bytes, items, chunks, objects written, and referenced_bytes, the bytes
+        an incremental save found unchanged in base_step and referenced there
+        instead of writing them (base_step None when there were none)."""
+        return self._handle.stats()
+
     @property
     def durable_seconds(self):
         """Seconds from the start of save() to the commit on the fastest tier
@@ -274,11 +281,11 @@ class SaveHandle:
                 f"stall={self.stall_seconds:.3f}s tiers=[{states}]>")
 
 
-def save_with(pipeline, name, step, state_dict, async_=True):
+def save_with(pipeline, name, step, state_dict, async_=True, incremental=True):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"sluice.save: step must be a non-negative int, not {step!r}")
     plan = plan_state_dict(state_dict)
-    staging = Staging(pipeline, pipeline.begin(name, step))
+    staging = Staging(pipeline, pipeline.begin(name, step, incremental=bool(incremental)))
     for key, tensor, meta in plan.tensors:
         staging.add_tensor(key, meta, tensor)
     structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()

@@ -223,8 +223,12 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     _synchronize_after_execute = False
 
     def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None,
-                 process_group=None, no_dist=False):
+                 process_group=None, no_dist=False, incremental=True):
         super().__init__()
+        # Chunks unchanged since the newest committed step of the name are
+        # referenced there, per rank, instead of written (sluice.save's
+        # incremental); False writes every chunk.
+        self.incremental = bool(incremental)
         # What stage() plans over: the group (None: the default one) and
         # whether the save is of this process alone, as given to dcp.async_save.
         self.process_group = process_group
@@ -353,7 +357,8 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         # can tell the others at once (an abort note).
         p = pipeline(self.store)
         pending = _state_dict.Staging(p, p.begin(self.name, self.step, assignment.rank, assignment.world,
-                                                 assignment.attempt, attempt_is_unique=assignment.collective))
+                                                 assignment.attempt, attempt_is_unique=assignment.collective,
+                                                 incremental=self.incremental))
         try:
             return self._add_items(pending, plan, planner, assignment)
         except BaseException:
