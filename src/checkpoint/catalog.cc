@@ -26,6 +26,11 @@ struct StepObjects {
 
 using Steps = std::map<std::pair<std::string, uint64_t>, StepObjects>;
 
+bool IsDataObject(const std::string& object) {
+  auto parsed = ParseObjectName(object);
+  return parsed && parsed->rest.rfind("data/", 0) == 0;
+}
+
 Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
   std::string prefix = name.empty() ? CheckpointsPrefix() : NamePrefix(name);
   ASSIGN_OR_RETURN(auto listed, backend.List(prefix));
@@ -127,6 +132,11 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
       valid = info.problem.empty();
       info.damaged = !valid;
       if (info.damaged) info.complete = false;
+    } else if (std::all_of(s.objects.begin(), s.objects.end(),
+                           [](const ObjectInfo& o) { return IsDataObject(o.name); })) {
+      // Only data objects, nothing writing: what a removed step left for
+      // later steps that share chunks with it (or gc's to take), not a save.
+      continue;
     } else {
       info.problem = AnyLiveWriter(backend, key.first, key.second)
                          ? "save in progress (no commit record yet)"
@@ -208,11 +218,6 @@ Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name, c
     }
   }
   return need;
-}
-
-bool IsDataObject(const std::string& object) {
-  auto parsed = ParseObjectName(object);
-  return parsed && parsed->rest.rfind("data/", 0) == 0;
 }
 
 }  // namespace

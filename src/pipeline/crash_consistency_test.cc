@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -38,6 +39,16 @@ struct FaultState {
   int64_t ops = 0;                   // mutating operations so far
   int64_t crash_at = -1;             // the op that fails, and all after it
   std::set<std::string> unsynced;    // paths of objects created but not yet durable
+  // Called once, right after an object whose name contains `race_on` is
+  // created or published: lets a test race a save with something else.
+  std::string race_on;
+  std::function<void()> race;
+  void MaybeRace(const std::string& name) {
+    if (!race || race_on.empty() || name.find(race_on) == std::string::npos) return;
+    auto hook = std::move(race);
+    race = nullptr;
+    hook();
+  }
   bool dead() const { return crash_at >= 0 && ops >= crash_at; }
   // Counts one mutating operation; false once the power is out.
   bool Tick() {
@@ -78,6 +89,7 @@ class FaultBackend final : public BackendWrapper {
     if (!st_->Tick()) return PowerLost();
     ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(name, hint));
     st_->unsynced.insert(root_ + "/" + name);
+    st_->MaybeRace(name);
     return std::unique_ptr<WritableObject>(new FaultWritable(std::move(w), st_, root_ + "/" + name));
   }
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
@@ -89,7 +101,9 @@ class FaultBackend final : public BackendWrapper {
     // it leaves nothing (a leftover temporary at most, which the real
     // backend's own crash would leave too).
     if (!st_->Tick()) return PowerLost();
-    return BackendWrapper::PublishIfAbsent(name, bytes);
+    Status published = BackendWrapper::PublishIfAbsent(name, bytes);
+    if (published.ok()) st_->MaybeRace(name);
+    return published;
   }
   Result<std::string> ReadSmall(const std::string& name) override {
     if (st_->dead()) return PowerLost();
@@ -426,6 +440,75 @@ TEST_F(CrashConsistency, PipelineSaveSurvivesPowerLossAfterEveryOperation) {
     (void)store->Remove({"m", 2});
   }
 }
+
+// An incremental save (step 2 shares most chunks with step 1) while step 1
+// is removed, power lost after every operation of either. The removal runs
+// either just after the save published its refs record, before it checked
+// that its base is still there (the save then writes in full), or once it
+// writes its first data object, having referenced the base (the removal
+// then keeps what the save references). Whatever survives is whole: step 2,
+// if committed, restores bit-exact, and no object it references is gone.
+class IncrementalRace : public CrashConsistency, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(IncrementalRace, IncrementalSaveWhoseBaseIsRemovedSurvivesPowerLoss) {
+  const std::string race_on = GetParam();
+  const bool referenced = race_on != ".refs";
+  const auto base = Items(1);
+  auto next = Items(1);
+  next["b/c"] = Bytes(70000, 99);  // one item changes, the rest is shared
+  auto race = [&](FaultState* st) {
+    st->race_on = race_on;
+    st->race = [this, st] {
+      auto store = FaultyStore(st);
+      (void)store->Remove({"m", 1});
+    };
+  };
+  int64_t total_ops = 0;
+  {
+    auto p = OpenPipeline(nullptr, 1);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
+  }
+  {
+    FaultState st;
+    race(&st);
+    auto p = OpenPipeline(&st, 1);
+    ASSERT_TRUE(PipelineSave(*p, 2, next).ok());
+    p.reset();
+    total_ops = st.ops;
+    auto store = CleanStore();
+    EXPECT_FALSE(store->OpenCheckpoint("m", 1).ok()) << "the race removed the base";
+    EXPECT_TRUE(store->Verify("m", 2)->ok());
+    auto list = store->List("m", false);
+    ASSERT_TRUE(list.ok());
+    ASSERT_EQ(list->size(), 1u);
+    EXPECT_EQ((*list)[0].referenced_bytes, referenced ? 1500000u : 0u);
+  }
+  ASSERT_GT(total_ops, 8);
+  std::mt19937 rng(515);
+  for (int64_t crash_at = 0; crash_at <= total_ops; ++crash_at) {
+    {
+      (void)std::system(("rm -rf " + dir_ + "/ckpt").c_str());
+      auto p = OpenPipeline(nullptr, 1);
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(PipelineSave(*p, 1, base).ok());
+    }
+    FaultState st;
+    st.crash_at = crash_at;
+    race(&st);
+    {
+      auto p = OpenPipeline(&st, 1);
+      ASSERT_NE(p, nullptr);
+      (void)PipelineSave(*p, 2, next);
+    }
+    LosePower(&st, &rng);
+    CheckStore({}, {{1, base}, {2, next}}, crash_at);
+    if (HasFatalFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RemovalTimes, IncrementalRace,
+                         ::testing::Values(".refs", "/00000000000000000002/data/"));
 
 // An async save into two tiers: tier 0 written and committed, then drained
 // to tier 1 and committed there, power lost after every operation of

@@ -81,6 +81,11 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
   img->items_ = std::move(items);
   img->chunks_.resize(img->items_.size());
   uint64_t next_slab = 0;
+  // Objects of at most half the arena: the incremental writer holds a whole
+  // object in staging while it hashes it (staged_image.h), and the previous
+  // object's writes may still hold the other half. Only saves that stream
+  // (larger than the arena) are affected.
+  object_bytes = std::min(object_bytes, std::max(S, arena.bytes() / 2 / S * S));
   ChunkLayout layout(chunk_bytes, object_bytes);
   img->object_bytes_ = layout.object_bytes();
   for (uint32_t i = 0; i < img->items_.size(); ++i) {
