@@ -15,10 +15,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // envelope (magic, version, length, crc) reach the body parser, which a
   // fuzzer could otherwise never get past the crc to.
   (void)sluice::DecodeManifest(in, "fuzz").ok();
-  auto decoded = sluice::DecodeManifest(sluice::FrameRecord(sluice::kManifestMagic, in), "fuzz");
-  if (decoded.ok()) {
-    std::string again = sluice::EncodeManifest(*decoded);
-    if (!sluice::DecodeManifest(again, "fuzz").ok()) std::abort();
+  // Both body versions: 1 (no chunk hashes) and the current one.
+  for (uint32_t version : {1u, sluice::kManifestVersion}) {
+    auto decoded = sluice::DecodeManifest(sluice::FrameRecord(sluice::kManifestMagic, in, version), "fuzz");
+    if (decoded.ok()) {
+      std::string again = sluice::EncodeManifest(*decoded);
+      if (!sluice::DecodeManifest(again, "fuzz").ok()) std::abort();
+    }
   }
   return 0;
 }

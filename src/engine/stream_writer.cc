@@ -30,6 +30,7 @@ Status StreamWriter::Append(uint64_t size, ItemSource& source, std::vector<Chunk
       object_open_ = true;
     }
     uint32_t crc = 0;
+    hasher_.Reset();
     uint64_t left = ref.length;
     while (left > 0) {
       ASSIGN_OR_RETURN(auto space, queue_.Space());
@@ -41,10 +42,13 @@ Status StreamWriter::Append(uint64_t size, ItemSource& source, std::vector<Chunk
                                        " bytes, " + std::to_string(size) + " were declared");
       }
       crc = queue_.Checksum(crc, space.first, got);
+      hasher_.Update(space.first, got);
       left -= got;
       RETURN_IF_ERROR(queue_.Fill(got));
     }
     ref.crc32c = crc;
+    ref.hash = hasher_.Digest();
+    ref.has_hash = true;
     out->push_back(ref);
     remaining -= ref.length;
     expected_remaining_ = expected_remaining_ > ref.length ? expected_remaining_ - ref.length : 0;

@@ -3,7 +3,8 @@
 // CheckpointWriter). Each item's bytes are read straight into the write
 // queue's own buffers on the caller's thread, chunks are placed by the one
 // planner (ChunkLayout), and the one WriteQueue keeps the writes in flight,
-// checksums, pads and finishes. Memory stays bounded by the queue depth
+// checksums, pads and finishes. Chunks get their content hash too (this
+// writer never references a base: it writes every chunk). Memory stays bounded by the queue depth
 // times io_bytes, whatever the checkpoint's size.
 //
 // Thread-safety: one thread.
@@ -18,6 +19,7 @@
 #include "engine/chunk_layout.h"
 #include "engine/write_queue.h"
 #include "format/manifest.h"
+#include "io/content_hash.h"
 #include "sluice/backend.h"
 #include "sluice/item_source.h"
 
@@ -49,6 +51,7 @@ class StreamWriter {
   ChunkLayout layout_;
   uint64_t expected_remaining_ = 0;
   bool object_open_ = false;
+  ContentHasher hasher_;  // each chunk's XXH3-128, so a later incremental save can match it
   WriteQueue queue_;
 };
 

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "format/commit_record.h"
+#include "format/encoding.h"
+#include "format/record_frame.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "io/crc32c.h"
@@ -128,6 +130,67 @@ TEST(Manifest, RandomGarbageNeverCrashes) {
     for (auto& c : g) c = static_cast<char>(rng());
     EXPECT_FALSE(DecodeManifest(g, "fuzz").ok());
   }
+}
+
+TEST(Manifest, ChunkHashesRoundTripAndReferencesAreCounted) {
+  Manifest m = SampleManifest();
+  m.name = "m";
+  m.step = 7;
+  m.objects = {{"ckpt/m/00000000000000000007/data/r000001-0123456789abcdef-000000.dat", 10 << 20},
+               {"ckpt/m/00000000000000000003/data/r000001-fedcba9876543210-000002.dat", 100}};
+  m.items[0].chunks[0].has_hash = true;
+  m.items[0].chunks[0].hash = Hash128{0x0102030405060708ull, 0xa0b0c0d0e0f00010ull};
+  auto d = DecodeManifest(EncodeManifest(m), "test");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->items[0].chunks[0].has_hash);
+  EXPECT_EQ(d->items[0].chunks[0].hash, m.items[0].chunks[0].hash);
+  EXPECT_FALSE(d->items[0].chunks[1].has_hash);
+  EXPECT_FALSE(d->IsReference(0));
+  EXPECT_TRUE(d->IsReference(1));
+  EXPECT_EQ(d->ReferencedBytes(), 100u);  // item b's chunk lies in step 3's object
+  EXPECT_EQ(d->OwnBytes(), (4u << 20) + 10);
+  EXPECT_EQ(StepOfDataObject("m", m.objects[1].name), std::optional<uint64_t>(3));
+}
+
+// A manifest written before chunk hashes existed (format version 1, no
+// per-chunk flags) is still read, with no hashes.
+TEST(Manifest, VersionOneManifestsAreStillRead) {
+  const Manifest m = SampleManifest();
+  Encoder e;
+  e.PutBytes(m.name);
+  e.PutVarint(m.step);
+  e.PutVarint(m.rank);
+  e.PutVarint(m.world);
+  e.PutBytes(m.writer_id);
+  e.PutBytes(m.attempt);
+  e.PutVarint(static_cast<uint64_t>(m.created_unix_ms));
+  e.PutVarint(m.chunk_bytes);
+  e.PutVarint(m.objects.size());
+  for (const auto& o : m.objects) {
+    e.PutBytes(o.name);
+    e.PutVarint(o.size);
+  }
+  e.PutVarint(m.items.size());
+  for (const auto& it : m.items) {
+    e.PutBytes(it.key);
+    e.PutBytes(it.metadata);
+    e.PutVarint(it.size);
+    e.PutVarint(it.chunks.size());
+    for (const auto& c : it.chunks) {
+      e.PutVarint(c.object);
+      e.PutVarint(c.offset);
+      e.PutVarint(c.length);
+      e.PutFixed32(c.crc32c);
+    }
+  }
+  auto d = DecodeManifest(FrameRecord(kManifestMagic, e.buffer(), 1), "v1");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ(d->items.size(), 3u);
+  EXPECT_EQ(d->items[0].chunks[1].crc32c, 0x22222222u);
+  EXPECT_FALSE(d->items[0].chunks[0].has_hash);
+  // A version this sluice does not know is NotSupported, not corruption.
+  auto v3 = DecodeManifest(FrameRecord(kManifestMagic, e.buffer(), 3), "v3");
+  EXPECT_EQ(v3.status().code(), StatusCode::kNotSupported);
 }
 
 TEST(CommitRecord, RoundTripsAndRejectsDamage) {

@@ -75,17 +75,30 @@ void CopyPool::Run(size_t count, const std::function<void(size_t)>& task) {
 std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, uint64_t chunk_bytes,
                                                uint64_t object_bytes, size_t align,
                                                StagingArena& arena) {
+  std::unique_ptr<StagedImage> img = Layout(std::move(items), chunk_bytes, object_bytes, align, arena);
+  if (img->slab_count_ > arena.slab_count()) {
+    // The image streams through the arena: objects of at most half of it,
+    // so that the incremental writer can hold one while it hashes it
+    // (staged_image.h) while the previous one's writes hold the rest.
+    const uint64_t S = arena.slab_bytes();
+    const uint64_t half = std::max(S, arena.bytes() / 2 / S * S);
+    if (img->object_bytes_ > half) {
+      img = Layout(std::move(img->items_), chunk_bytes, std::min(object_bytes, half), align, arena);
+    }
+  }
+  img->first_seq_ = arena.Reserve(img->slab_count_);
+  return img;
+}
+
+std::unique_ptr<StagedImage> StagedImage::Layout(std::vector<StagedItem> items, uint64_t chunk_bytes,
+                                                 uint64_t object_bytes, size_t align,
+                                                 StagingArena& arena) {
   std::unique_ptr<StagedImage> img(new StagedImage(arena));
   const uint64_t S = arena.slab_bytes();
   img->align_ = std::max<size_t>(align, 1);
   img->items_ = std::move(items);
   img->chunks_.resize(img->items_.size());
   uint64_t next_slab = 0;
-  // Objects of at most half the arena: the incremental writer holds a whole
-  // object in staging while it hashes it (staged_image.h), and the previous
-  // object's writes may still hold the other half. Only saves that stream
-  // (larger than the arena) are affected.
-  object_bytes = std::min(object_bytes, std::max(S, arena.bytes() / 2 / S * S));
   ChunkLayout layout(chunk_bytes, object_bytes);
   img->object_bytes_ = layout.object_bytes();
   for (uint32_t i = 0; i < img->items_.size(); ++i) {
@@ -150,7 +163,6 @@ std::unique_ptr<StagedImage> StagedImage::Plan(std::vector<StagedItem> items, ui
       img->unfilled_[o.first_slab + j].store(std::min(S, o.size - j * S));
     }
   }
-  img->first_seq_ = arena.Reserve(img->slab_count_);
   return img;
 }
 

@@ -70,9 +70,9 @@ struct StagedItem {
 
 class StagedImage {
  public:
-  // Lays `items` out into objects of at most object_bytes and at most half
-  // the arena (at least one chunk), written in slabs of arena.slab_bytes(),
-  // padded to `align`.
+  // Lays `items` out into objects of at most object_bytes (at least one
+  // chunk), and at most half the arena when the image is larger than the
+  // arena, written in slabs of arena.slab_bytes(), padded to `align`.
   static std::unique_ptr<StagedImage> Plan(std::vector<StagedItem> items, uint64_t chunk_bytes,
                                            uint64_t object_bytes, size_t align,
                                            StagingArena& arena);
@@ -95,9 +95,10 @@ class StagedImage {
   // chunks are all hashed before any of it is written; an object with no
   // such chunk is then written straight from staging as usual, and the
   // changed chunks of one that has some are packed into new objects (one
-  // more copy, of the changed bytes only). Plan() keeps objects within half
-  // the arena so that one can be held while it is hashed; one larger than
-  // the arena (a single chunk bigger than that) is written in full.
+  // more copy, of the changed bytes only). Plan() keeps the objects of an
+  // image that streams within half the arena so that one can be held while
+  // it is hashed; one larger than the arena (a single chunk bigger than
+  // that) is written in full.
   Result<SaveStats> WriteAndCommit(RankWriter& writer, Backend& backend, TokenBucket* bucket,
                                    std::atomic<uint64_t>* written, Counter* written_total = nullptr);
 
@@ -125,6 +126,9 @@ class StagedImage {
   };
 
   StagedImage(StagingArena& arena) : arena_(arena) {}
+  // Plan without reserving the slabs.
+  static std::unique_ptr<StagedImage> Layout(std::vector<StagedItem> items, uint64_t chunk_bytes,
+                                             uint64_t object_bytes, size_t align, StagingArena& arena);
   bool Abandoned() const { return failed_.load(std::memory_order_acquire); }
   Status CopyUnitIn(const CopyUnit& u);
   bool FitsInFreeArena();
