@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   m.writer_id = "00ff00ff00ff00ff";
   m.chunk_bytes = 4096;
   m.objects = {{"ckpt/seed/00000000000000000007/data/r000001-00ff00ff00ff00ff-000000.dat", 10000}};
-  m.items = {{"a/b", "meta", 5000, {{0, 0, 4096, 1}, {0, 4096, 904, 2}}}, {"empty", "", 0, {}}};
+  m.items = {{"a/b", "meta", 5000, {{0, 0, 4096, 1, false, {}}, {0, 4096, 904, 2, false, {}}}}, {"empty", "", 0, {}}};
   m.items[0].chunks[0].has_hash = true;
   m.items[0].chunks[0].hash = sluice::Hash128{1, 2};
   // Each record twice: whole, and as the bare body (what the fuzz targets

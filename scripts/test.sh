@@ -24,7 +24,7 @@ echo "== tests under ASan + UBSan"
 # the sanitizers they would only be slower. ceph_test (a real Ceph cluster,
 # ~1 min) ran above too; here it would exercise librados more than sluice.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   CRASH_TRIALS=5 CRASH_QUICK_TRIALS=10 CRASH_DRAIN_TRIALS=10 CRASH_GC_KILLS=10 METRICS_TEST_CHECKPOINTS=100 ctest --output-on-failure --timeout 900 -E '^ceph_test$')
+   CRASH_TRIALS=5 CRASH_QUICK_TRIALS=10 CRASH_DRAIN_TRIALS=10 CRASH_GC_KILLS=10 INCREMENTAL_KILL_TRIALS=5 METRICS_TEST_CHECKPOINTS=100 ctest --output-on-failure --timeout 900 -E '^ceph_test$')
 
 echo "== fuzzers"
 fuzz/run.sh "${FUZZ_SECONDS:-30}"

@@ -117,7 +117,7 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
   auto add_gap = [&](ObjectChunks& r, uint64_t from, uint64_t to) {
     const uint64_t piece = std::max<uint64_t>(control.io_bytes, 4096);
     for (uint64_t at = from; at < to; at += piece) {
-      gaps.push_back(ChunkRef{0, at, static_cast<uint32_t>(std::min(piece, to - at)), 0});
+      gaps.push_back(ChunkRef{0, at, static_cast<uint32_t>(std::min(piece, to - at)), 0, false, {}});
       ChunkTask t{&gaps.back(), 0};
       t.verify = false;
       r.tasks.push_back(t);
