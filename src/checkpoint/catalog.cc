@@ -187,10 +187,11 @@ Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
 
 namespace {
 
-// What other steps of `name` still need, looked at after a commit record
-// went: the data objects committed manifests name, and the steps live
-// writers reference (references.h). `all`: something could not be read, so
-// nothing may be assumed unneeded.
+// What the steps of `name` still need, asked after a commit record went (or
+// before objects of an uncommitted step are swept): the data objects
+// committed manifests name, and the steps live writers' refs records name
+// (references.h). `all`: something could not be read, so nothing may be
+// assumed unneeded.
 struct StillNeeded {
   bool all = false;
   std::unordered_set<std::string> objects;
@@ -200,23 +201,39 @@ struct StillNeeded {
   }
 };
 
-Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name, const Steps& steps) {
+// Refs records first, then commit records: a writer that finished after its
+// refs record was looked for has published its commit by the time commits
+// are listed. That is repeated until a round finds no new commit, so that
+// a step committed (and perhaps removed again) between two looks is seen
+// by one of them; a store that keeps committing through four rounds keeps
+// everything this time.
+Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name) {
   StillNeeded need;
-  bool all = false;
-  ASSIGN_OR_RETURN(need.steps, StepsReferencedByLiveWriters(backend, name, &all));
-  need.all = all;
-  for (const auto& [key, s] : steps) {
-    if (!s.has_commit) continue;
-    auto loaded = LoadCheckpoint(backend, key.first, key.second);
-    if (!loaded.ok()) {
-      if (loaded.status().IsNotFound()) continue;  // removed meanwhile
-      need.all = true;  // a damaged step may name anything
-      continue;
+  std::set<uint64_t> seen;
+  for (int round = 0; round < 4; ++round) {
+    bool all = false;
+    ASSIGN_OR_RETURN(std::set<uint64_t> referenced, StepsReferencedByLiveWriters(backend, name, &all));
+    need.all = need.all || all;
+    need.steps.insert(referenced.begin(), referenced.end());
+    ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+    bool fresh = false;
+    for (const auto& o : listed) {
+      auto parsed = ParseObjectName(o.name);
+      if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || !seen.insert(parsed->step).second) continue;
+      fresh = true;
+      auto loaded = LoadCheckpoint(backend, name, parsed->step);
+      if (!loaded.ok()) {
+        if (loaded.status().IsNotFound()) continue;  // removed meanwhile
+        need.all = true;  // a damaged step may name anything
+        continue;
+      }
+      for (const auto& m : loaded->manifests) {
+        for (const auto& d : m.objects) need.objects.insert(d.name);
+      }
     }
-    for (const auto& m : loaded->manifests) {
-      for (const auto& o : m.objects) need.objects.insert(o.name);
-    }
+    if (round > 0 && !fresh) return need;
   }
+  need.all = true;
   return need;
 }
 
@@ -243,8 +260,8 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   // Only then is it asked who still needs its data objects (later steps
   // that share chunks with it, writers about to): a writer that registers
   // after this point finds the commit record gone and does not build on it.
+  ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name));
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, id.name));
-  ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name, steps));
   for (const auto& o : listed) {
     if (o.name == commit) continue;
     if (IsDataObject(o.name) && need.Keeps(o, id.step)) continue;
@@ -344,6 +361,16 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     if (!committed.count(key) && backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
                                      StatusCode::kNotFound) {
       continue;
+    }
+    if (!committed.count(key)) {
+      // An uncommitted step's objects may be shared with a step that
+      // committed since the mark (an incremental save that referenced them
+      // meanwhile): asked again, now, before anything of it goes.
+      auto need = FindStillNeeded(backend, key.first);
+      if (!need.ok() || need->all || need->steps.count(key.second)) continue;
+      unmarked.erase(std::remove_if(unmarked.begin(), unmarked.end(),
+                                    [&](const ObjectInfo* o) { return need->objects.count(o->name) > 0; }),
+                     unmarked.end());
     }
     for (const ObjectInfo* op : unmarked) {
       const ObjectInfo& o = *op;
