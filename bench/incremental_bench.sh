@@ -26,7 +26,7 @@ out=$(mktemp)
 for r in $(seq 1 "$ROUNDS"); do
   full=$((2 * r - 1)) inc=$((2 * r))
   for kind in full incremental; do
-    step=$full flags=(--full)
+    step=$full flags=(--full --change 0.05)
     [ "$kind" = incremental ] && step=$inc flags=(--change 0.05)
     sync
     "$SLUICE" save --store "$DIR" --name bench --step "$step" --synthetic "$SIZE" --items 100 --async \

@@ -31,7 +31,7 @@ class ChunkLayout {
     *new_object = sizes_.empty() || sizes_.back() + len > object_bytes_;
     if (*new_object) sizes_.push_back(0);
     ChunkRef ref{static_cast<uint32_t>(sizes_.size() - 1), sizes_.back(),
-                 static_cast<uint32_t>(len), 0};
+                 static_cast<uint32_t>(len), 0, false, {}};
     sizes_.back() += len;
     return ref;
   }

@@ -144,6 +144,8 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
     if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
+    // The tier-0 writer's own: it hashes while the next snapshot copies.
+    hash_pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
     // Made before the threads that Wake() it, started after them.
     std::vector<Backend*> backends;
     for (auto& s : stores_) backends.push_back(&s->backend());
@@ -388,7 +390,7 @@ class PipelineImpl final : public Pipeline {
       const CheckpointId id = job.handle->id();
       job.handle->SetState(0, TierState::kWriting);
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
-                                             job.handle->written(0), metrics_->save_written);
+                                             job.handle->written(0), metrics_->save_written, hash_pool_.get());
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       job.image.reset();
       // Staging is free again: the next save may start. Drains to later
@@ -530,6 +532,7 @@ class PipelineImpl final : public Pipeline {
   uint64_t slab_bytes_ = 0;
   std::unique_ptr<StagingArena> arena_;
   std::unique_ptr<CopyPool> pool_;
+  std::unique_ptr<CopyPool> hash_pool_;
   size_t align_ = 1;
 
   std::mutex mu_;

@@ -99,8 +99,10 @@ class StagedImage {
   // image that streams within half the arena so that one can be held while
   // it is hashed; one larger than the arena (a single chunk bigger than
   // that) is written in full.
+  // `hash_pool` (optional) hashes an object's chunks in parallel.
   Result<SaveStats> WriteAndCommit(RankWriter& writer, Backend& backend, TokenBucket* bucket,
-                                   std::atomic<uint64_t>* written, Counter* written_total = nullptr);
+                                   std::atomic<uint64_t>* written, Counter* written_total = nullptr,
+                                   CopyPool* hash_pool = nullptr);
 
   // Makes CopyIn stop early (the writer failed, or the pipeline closes).
   void Fail(const Status& why);

@@ -40,7 +40,7 @@ void StagedImage::ForEachPiece(size_t k, F f) {
 
 Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backend,
                                               TokenBucket* bucket, std::atomic<uint64_t>* written,
-                                              Counter* written_total) {
+                                              Counter* written_total, CopyPool* hash_pool) {
   const uint64_t S = arena_.slab_bytes();
   std::vector<bool> released(slab_count_, false);
   auto release = [&](uint64_t slab) {
@@ -48,6 +48,15 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     released[slab] = true;
     arena_.Release(first_seq_ + slab);
   };
+  // An image that fits the arena is written once the snapshot is complete:
+  // starting earlier would only take CPU and memory bandwidth from the copy,
+  // i.e. lengthen the stall. A larger one must stream.
+  if (slab_count_ <= arena_.slab_count()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    filled_cv_.wait(lock, [&] { return copy_finished_; });
+  }
+  // After the snapshot (when it is waited for): the lookup takes nothing
+  // from the copy.
   Status error;
   std::optional<BaseIndex> base;
   if (auto found = writer.ReferenceBase(); found.ok()) {
@@ -65,13 +74,6 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
   qo.buffer_bytes = base ? S : 0;
   WriteQueue queue(backend, std::move(qo));
 
-  // An image that fits the arena is written once the snapshot is complete:
-  // starting earlier would only take CPU and memory bandwidth from the copy,
-  // i.e. lengthen the stall. A larger one must stream.
-  if (slab_count_ <= arena_.slab_count()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    filled_cv_.wait(lock, [&] { return copy_finished_; });
-  }
   // Waits until `slab` is filled, reaping finished writes meanwhile: a
   // snapshot larger than the arena is waiting for exactly those slabs.
   auto wait_filled = [&](uint64_t slab) -> Status {
@@ -84,13 +86,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
   };
 
   ContentHasher hasher;
-  auto hash_chunk = [&](size_t k) {
-    hasher.Reset();
-    ForEachPiece(k, [&](const uint8_t* p, size_t n) { hasher.Update(p, n); });
-    ChunkRef& ref = chunks_[order_[k].item][order_[k].chunk];
-    ref.hash = hasher.Digest();
-    ref.has_hash = true;
-  };
+
 
   uint32_t own_objects = 0;                    // begun so far, in order
   std::vector<DataObjectRef> foreign;          // referenced objects of other steps
@@ -119,20 +115,27 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
       for (uint64_t j = 0; j < slabs && error.ok(); ++j) error = wait_filled(plan.first_slab + j);
       if (!error.ok()) break;
       std::vector<const ChunkRef*> match(end_chunk - next_chunk, nullptr);
-      bool any = false;
-      for (size_t k = next_chunk; k < end_chunk; ++k) {
-        hash_chunk(k);
-        const ChunkRef& ref = chunks_[order_[k].item][order_[k].chunk];
+      // Each chunk on its own: hashed, looked up, and for a hit its CRC
+      // compared, so a hash collision is caught here, not after a restore.
+      auto judge = [&](size_t i) {
+        const size_t k = next_chunk + i;
+        ContentHasher h;
+        ForEachPiece(k, [&](const uint8_t* p, size_t n) { h.Update(p, n); });
+        ChunkRef& ref = chunks_[order_[k].item][order_[k].chunk];
+        ref.hash = h.Digest();
+        ref.has_hash = true;
         const ChunkRef* theirs = base->Find(ref.hash, ref.length);
-        if (theirs == nullptr) continue;
-        // The hash says equal; the CRC must agree before the reference is
-        // made, so a hash collision is caught here, not after a restore.
+        if (theirs == nullptr) return;
         uint32_t crc = 0;
         ForEachPiece(k, [&](const uint8_t* p, size_t n) { crc = Crc32cExtend(crc, p, n); });
-        if (crc != theirs->crc32c) continue;
-        match[k - next_chunk] = theirs;
-        any = true;
+        if (crc == theirs->crc32c) match[i] = theirs;
+      };
+      if (hash_pool != nullptr) {
+        hash_pool->Run(match.size(), judge);
+      } else {
+        for (size_t i = 0; i < match.size(); ++i) judge(i);
       }
+      const bool any = std::any_of(match.begin(), match.end(), [](const ChunkRef* m) { return m != nullptr; });
       hashed = true;
       if (any) {
         for (size_t k = next_chunk; k < end_chunk && error.ok(); ++k) {

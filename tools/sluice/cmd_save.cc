@@ -151,7 +151,10 @@ int CmdSave(int argc, char** argv) {
   // so the command can report its stall and the sources are free), or a
   // modest streaming window for a synchronous save.
   const uint64_t slab = AlignUp(popts->store.io_bytes, 4096);
-  uint64_t staging = std::max(slab, std::min<uint64_t>(AlignUp(total, slab), async ? (8ull << 30) : (256ull << 20)));
+  // Each data object starts on a slab of its own: the image is up to one
+  // slab per object larger than the bytes.
+  const uint64_t image = AlignUp(total, slab) + slab * (total / std::max<uint64_t>(popts->store.object_bytes, 1) + 1);
+  uint64_t staging = std::max(slab, std::min<uint64_t>(image, async ? (8ull << 30) : (256ull << 20)));
   auto staging_flag = flags.GetSize("staging", staging);
   if (!staging_flag.ok()) return Fail(staging_flag.status(), true);
   auto copy_threads = flags.GetU64("copy-threads", 2);
