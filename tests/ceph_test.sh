@@ -390,7 +390,7 @@ fi
 # both ways; a RADOS tier wiped altogether is rebuilt from tier 0.
 TE=$W/te; UE=$(turi te)
 for st in 1 2; do
-  sl save --tier "$TE" --tier "$UE" --name sc --step $st --from "$W/tree" --chunk-size 256KiB --object-size 1MiB
+  sl save --tier "$TE" --tier "$UE" --name sc --step $st --from "$W/tree" --chunk-size 256KiB --object-size 1MiB --full
 done
 expect_ok "tiered saves of the tree for the scrub cases"
 robjs() { rados -p "$POOL" ls | grep "^$PREFIX/te/ckpt/sc/$(printf %020d "$1")/$2" | sort; }
@@ -428,6 +428,25 @@ else
   sl verify --store "$UE" --name sc --step 1
   expect_ok "the rebuilt RADOS copy verifies"
 fi
+
+# f. incremental saves drained to RADOS: only the changed item travels, a
+# step whose base is removed from both tiers still restores from RADOS.
+TI=$W/ti; UI=$(turi ti)
+for st in 1 2; do
+  sl save --tier "$TI" --tier "$UI" --name inc --step $st --synthetic 24MiB --items 12 --change 0.08 \
+    --chunk-size 1MiB --object-size 8MiB --json
+done
+check "incremental save to [dir, RADOS]: 22 of 24 MiB referenced (exit $RC)" \
+  [ "$RC" -eq 0 -a "$(pyj 'd["referenced_bytes"]')" = $((22 << 20)) ]
+rbytes=$(rados -p "$POOL" ls | grep "^$PREFIX/ti/ckpt/inc/$(printf %020d 2)/data/" | while read -r o; do
+  rados -p "$POOL" stat "$o" | sed 's/.*size //'; done | awk '{s+=$1} END {print s+0}')
+check "its drain wrote only the changed item's 2 MiB to RADOS ($rbytes bytes)" [ "$rbytes" = $((2 << 20)) ]
+"$SLUICE" rm --store "$TI" --name inc --step 1 >/dev/null 2>&1
+sl rm --store "$UI" --name inc --step 1
+sl restore --store "$UI" --name inc --step 2 --to "$W/ti-r"
+expect_ok "after rm of the base from both tiers, step 2 restores from RADOS alone"
+sl verify --store "$UI" --name inc --step 2
+expect_ok "...and verifies there"
 
 # ---------------------------------------------------------------- rm
 sl rm --store "$U" --name tree --step 1

@@ -12,7 +12,9 @@ CommandSpec RmSpec() {
   spec.usage = "rm --store URI --name NAME (--step N | --all-steps)";
   spec.summary =
       "Removes a checkpoint: its commit record first, so it disappears at once, then\n"
-      "its manifests and data. Also removes an incomplete checkpoint's leftovers.";
+      "its manifests and data. Data objects a later step still shares (an\n"
+      "incremental save's references) stay until no step names them. Also removes\n"
+      "an incomplete checkpoint's leftovers.";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"name", "NAME", "checkpoint name"},
