@@ -102,6 +102,56 @@ Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::str
   return objects;
 }
 
+Result<std::map<std::string, std::vector<ChunkRef>>> ChunksOfSharedObjects(
+    Backend& backend, std::string_view name, const std::set<std::string>& objects) {
+  std::map<std::string, std::vector<ChunkRef>> out;
+  if (objects.empty()) return out;
+  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+  for (const auto& o : listed) {
+    auto parsed = ParseObjectName(o.name);
+    if (!parsed || parsed->rest != "COMMIT" || parsed->name != name) continue;
+    auto loaded = LoadCheckpoint(backend, name, parsed->step);
+    if (!loaded.ok()) continue;
+    for (const auto& m : loaded->manifests) {
+      for (const auto& it : m.items) {
+        for (const auto& c : it.chunks) {
+          const std::string& obj = m.objects[c.object].name;
+          if (objects.count(obj)) out[obj].push_back(c);
+        }
+      }
+    }
+  }
+  for (auto& [obj, chunks] : out) {
+    std::sort(chunks.begin(), chunks.end(), [](const ChunkRef& a, const ChunkRef& b) {
+      return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
+    });
+    chunks.erase(std::unique(chunks.begin(), chunks.end(),
+                             [](const ChunkRef& a, const ChunkRef& b) { return a.offset == b.offset && a.length == b.length; }),
+                 chunks.end());
+  }
+  return out;
+}
+
+Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToCopy>* objects) {
+  std::set<std::string> shared;
+  for (const auto& o : *objects) {
+    if (o.shared) shared.insert(o.name);
+  }
+  ASSIGN_OR_RETURN(auto known, ChunksOfSharedObjects(src, name, shared));
+  for (auto& o : *objects) {
+    auto it = known.find(o.name);
+    if (!o.shared || it == known.end()) continue;
+    o.chunks.insert(o.chunks.end(), it->second.begin(), it->second.end());
+    std::sort(o.chunks.begin(), o.chunks.end(), [](const ChunkRef& a, const ChunkRef& b) {
+      return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
+    });
+    o.chunks.erase(std::unique(o.chunks.begin(), o.chunks.end(),
+                               [](const ChunkRef& a, const ChunkRef& b) { return a.offset == b.offset && a.length == b.length; }),
+                   o.chunks.end());
+  }
+  return Status::OK();
+}
+
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
                                                uint64_t step, uint32_t rank,
                                                std::string_view writer) {

@@ -20,6 +20,7 @@
 #define SLUICE_CHECKPOINT_REFERENCES_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/object_copy.h"
 #include "format/manifest.h"
 #include "sluice/backend.h"
 
@@ -77,6 +79,19 @@ Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::s
 // Every data object the committed steps of `name` name (damaged steps
 // add nothing: a copy the destination may lack is copied again).
 Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::string_view name);
+
+// Every chunk that committed manifests of `name` on `backend` place in each
+// of `objects` (sorted by offset, each once): what is known of a shared
+// object's bytes, so that copying it verifies all of them that anyone
+// reads. A damaged step adds nothing.
+Result<std::map<std::string, std::vector<ChunkRef>>> ChunksOfSharedObjects(
+    Backend& backend, std::string_view name, const std::set<std::string>& objects);
+
+// For each shared object of `objects` (ObjectToCopy::shared): adds the
+// chunks other committed manifests of `name` on `src` place in it, so that a
+// copy verifies every byte some step reads and copies unverified only what
+// no step names.
+Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToCopy>* objects);
 
 // The newest committed step of `name` other than `step` whose manifest of
 // `rank` can serve as an incremental base, with the refs record published

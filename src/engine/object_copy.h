@@ -31,8 +31,9 @@ struct CopyControl {
   // Read and verify every chunk of the source before the destination
   // object is touched (it is then removed and written again): for a repair,
   // where the destination is a committed object that must not be lost to a
-  // source that turns out bad too. A drain writes objects no commit names
-  // yet and streams in one pass.
+  // source that turns out bad too. A drain streams in one pass: it writes
+  // objects no commit on the destination names yet (it skips those one
+  // does), and stages shared ones beside and swaps them in.
   bool verify_source_first = false;
 };
 
@@ -40,15 +41,18 @@ struct ObjectToCopy {
   std::string name;
   uint64_t size = 0;
   // Every chunk the object holds, sorted by offset; they must cover the
-  // object back to back (doc/format.md), or the copy fails as Corruption.
-  // A chunk listed twice (two items sharing it) is copied once.
+  // object back to back (doc/format.md), or the copy fails as Corruption,
+  // except in a shared object (below). A chunk listed twice (two items
+  // sharing it) is copied once.
   std::vector<ChunkRef> chunks;
   // Where it goes on the destination; empty: under the same name. A repair
   // writes beside the bad object, then swaps it in (Backend::Replace).
   std::string dst_name;
   // An object of another step that the manifest shares chunks with: it may
-  // hold chunks this manifest does not name (other steps' chunks), copied
-  // as they are, unverified, so that the copy is the whole object.
+  // hold chunks this manifest does not name (other steps' chunks). Bytes no
+  // listed chunk covers are copied as they are, unverified, so that the copy
+  // is the whole object; callers list every chunk they know of
+  // (AddKnownChunks), so those are bytes no committed step reads.
   bool shared = false;
 };
 

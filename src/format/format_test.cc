@@ -25,9 +25,9 @@ Manifest SampleManifest() {
   m.chunk_bytes = 4 << 20;
   m.objects = {{"ckpt/llama-8b/x/data/a.dat", 10 << 20}, {"ckpt/llama-8b/x/data/b.dat", 100}};
   ManifestItem a{"model/layers.0/w", "dtype=bf16;shape=[4096,4096]", (4 << 20) + 10, {}};
-  a.chunks = {{0, 0, 4 << 20, 0x11111111}, {0, 4 << 20, 10, 0x22222222}};
+  a.chunks = {{0, 0, 4 << 20, 0x11111111, false, {}}, {0, 4 << 20, 10, 0x22222222, false, {}}};
   ManifestItem empty{"empty", "", 0, {}};
-  ManifestItem b{"ünïcode/ключ", std::string("\0\1\2", 3), 100, {{1, 0, 100, 0x33333333}}};
+  ManifestItem b{"ünïcode/ключ", std::string("\0\1\2", 3), 100, {{1, 0, 100, 0x33333333, false, {}}}};
   m.items = {a, empty, b};
   return m;
 }
@@ -150,6 +150,10 @@ TEST(Manifest, ChunkHashesRoundTripAndReferencesAreCounted) {
   EXPECT_EQ(d->ReferencedBytes(), 100u);  // item b's chunk lies in step 3's object
   EXPECT_EQ(d->OwnBytes(), (4u << 20) + 10);
   EXPECT_EQ(StepOfDataObject("m", m.objects[1].name), std::optional<uint64_t>(3));
+  // An object in this step's folder that another writer wrote (a removed
+  // earlier save of the same step number, kept for a later step) is shared.
+  d->objects[0].name = "ckpt/m/00000000000000000007/data/r000001-aaaaaaaaaaaaaaaa-000000.dat";
+  EXPECT_TRUE(d->IsReference(0));
 }
 
 // A manifest written before chunk hashes existed (format version 1, no

@@ -29,8 +29,11 @@ std::optional<uint64_t> StepOfDataObject(std::string_view name, std::string_view
 
 bool Manifest::IsReference(uint32_t index) const {
   if (index >= objects.size()) return false;
-  auto owner = StepOfDataObject(name, objects[index].name);
-  return !owner || *owner != step;
+  // Another step's object, or one a removed earlier save of this very step
+  // number left in its folder (written by another writer).
+  auto parsed = ParseObjectName(objects[index].name);
+  if (!parsed || parsed->name != name || parsed->step != step) return true;
+  return WriterOfObject(parsed->rest) != writer_id;
 }
 
 uint64_t Manifest::OwnBytes() const {

@@ -68,7 +68,9 @@ struct Manifest {
   // steps (references an incremental save made instead of writing them).
   uint64_t OwnBytes() const;
   uint64_t ReferencedBytes() const { return TotalBytes() - OwnBytes(); }
-  // True if object `index` lies under another step's prefix.
+  // True if object `index` was not written by this manifest's writer: it
+  // lies under another step's prefix, or was left in this step's folder by
+  // a removed earlier save of the same step number.
   bool IsReference(uint32_t index) const;
 };
 

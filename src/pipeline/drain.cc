@@ -84,28 +84,33 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   }
   if (!shared_steps.empty()) {
     RETURN_IF_ERROR(PublishWriterRefs(dst, name, step, writer_id, shared_steps).WithContext(label));
-    ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
-    std::vector<std::string> check;
-    for (const auto& o : objects) {
-      if (o.shared && held.count(o.name)) check.push_back(o.name);
-    }
-    // Held means named by a commit there and present in full.
-    std::map<std::string, uint64_t> present;
-    if (!check.empty()) {
-      ASSIGN_OR_RETURN(auto found, dst.Stat(check));
-      for (const auto& f : found) present[f.name] = f.size;
-    }
-    std::vector<ObjectToCopy> missing;
-    for (auto& o : objects) {
-      auto it = present.find(o.name);
-      if (o.shared && it != present.end() && it->second >= o.size) continue;
-      // Staged beside and swapped in whole: another drain copying the same
-      // shared object meanwhile never sees it half written.
-      if (o.shared) o.dst_name = RepairStagingObject(name, step, writer_id, o.name);
-      missing.push_back(std::move(o));
-    }
-    objects = std::move(missing);
   }
+  // What committed steps there name already is not copied again, own objects
+  // included: a later step drained before this one (an earlier drain of this
+  // step failed) may share them, and rewriting them in place would take them
+  // from it while the copy runs. Held means named by a commit there and
+  // present in full.
+  ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
+  std::vector<std::string> check;
+  for (const auto& o : objects) {
+    if (held.count(o.name)) check.push_back(o.name);
+  }
+  std::map<std::string, uint64_t> present;
+  if (!check.empty()) {
+    ASSIGN_OR_RETURN(auto found, dst.Stat(check));
+    for (const auto& f : found) present[f.name] = f.size;
+  }
+  std::vector<ObjectToCopy> missing;
+  for (auto& o : objects) {
+    auto it = present.find(o.name);
+    if (it != present.end() && it->second >= o.size) continue;
+    // A shared object is staged beside and swapped in whole: another drain
+    // copying it meanwhile never sees it half written.
+    if (o.shared) o.dst_name = RepairStagingObject(name, step, writer_id, o.name);
+    missing.push_back(std::move(o));
+  }
+  objects = std::move(missing);
+  RETURN_IF_ERROR(AddKnownChunks(src, name, &objects).WithContext(label));
   RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));
   for (const auto& o : objects) {
     if (o.dst_name.empty()) continue;

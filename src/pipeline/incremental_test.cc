@@ -294,5 +294,55 @@ TEST_F(IncrementalTest, ABadSharedChunkNamesBothStepsAndOneRepairHealsBoth) {
   ExpectIntact(p->tier(0), 2, s2);
 }
 
+TEST_F(IncrementalTest, DrainingABaseAfterItsLaterStepLeavesTheSharedObjectsAlone) {
+  auto p = Open(1);
+  const Items s1 = State(100), s2 = State(200);
+  Save(*p, 1, s1);
+  Save(*p, 2, s2);
+  auto dst = Store::Open(Tier(1), StoreOptions{.create_if_missing = true});
+  ASSERT_TRUE(dst.ok());
+  // Step 2 first (as when step 1's drain failed), then step 1.
+  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 2, CopyControl{}).ok());
+  auto inodes = [&] {
+    std::map<std::string, ino_t> out;
+    auto listed = (*dst)->backend().List(StepPrefix("m", 1) + "data/");
+    EXPECT_TRUE(listed.ok());
+    for (const auto& o : *listed) {
+      struct stat st;
+      EXPECT_EQ(stat((Tier(1) + "/" + o.name).c_str(), &st), 0);
+      out[o.name] = st.st_ino;
+    }
+    return out;
+  };
+  const auto before = inodes();
+  ASSERT_FALSE(before.empty());
+  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 1, CopyControl{}).ok());
+  // The objects step 2 already shares there were not rewritten.
+  const auto after = inodes();
+  for (const auto& [name, ino] : before) EXPECT_EQ(after.at(name), ino) << name;
+  ExpectIntact(**dst, 1, s1);
+  ExpectIntact(**dst, 2, s2);
+}
+
+TEST_F(IncrementalTest, AStepNumberSavedAgainAfterRemovalSharesWhatItsFolderKept) {
+  auto p = Open(1);
+  Save(*p, 5, State(100));
+  Save(*p, 6, State(200));
+  ASSERT_TRUE(p->tier(0).Remove({"m", 5}).ok());  // its objects stay for step 6
+  const Items again = State(300);
+  SaveStats st = Save(*p, 5, again);  // base: step 6, whose chunks lie in step 5's folder
+  EXPECT_EQ(st.base_step, 6u);
+  EXPECT_GT(st.referenced_bytes, 0u);
+  auto list = p->tier(0).List("m", false);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].referenced_bytes, st.referenced_bytes) << "the kept objects count as shared";
+  ExpectIntact(p->tier(0), 5, again);
+  auto dst = Store::Open(Tier(1), StoreOptions{.create_if_missing = true});
+  ASSERT_TRUE(dst.ok());
+  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 5, CopyControl{}).ok());
+  ExpectIntact(**dst, 5, again);
+}
+
 }  // namespace
 }  // namespace sluice

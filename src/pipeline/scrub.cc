@@ -9,6 +9,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 #include "engine/object_copy.h"
 #include "engine/throttled_reads.h"
@@ -325,12 +326,16 @@ class Scrubber {
         nowhere.push_back(name);
         continue;
       }
-      ObjectToCopy o = it->second;
+      std::vector<ObjectToCopy> one{it->second};
+      // A shared object holds other steps' chunks too: all that any
+      // committed step there names are checked, not only this step's.
+      RETURN_IF_ERROR(AddKnownChunks(Reader(tiers_[from->tier]), key.first, &one));
+      ObjectToCopy& o = one[0];
       o.dst_name = staged_name(name);
       // Every chunk is checked against its crc as it is copied: a source
       // that went bad since it was verified fails the copy, and the staged
       // object is never swapped in.
-      Status st = CopyObjects(Reader(tiers_[from->tier]), dst, {o}, control);
+      Status st = CopyObjects(Reader(tiers_[from->tier]), dst, one, control);
       if (st.ok()) st = dst.Replace(o.dst_name, name);
       if (!st.ok()) {
         (void)dst.Remove(o.dst_name);  // else gc's, once the step's writer lock is gone

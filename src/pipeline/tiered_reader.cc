@@ -7,6 +7,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "engine/object_copy.h"
+#include "checkpoint/references.h"
 #include "format/layout.h"
 
 namespace sluice {
@@ -89,10 +90,12 @@ class TieredReader final : public CheckpointReader {
       // Written beside the bad object (every chunk checked on the way), then
       // swapped in whole: the committed object is never half rewritten. A
       // staged object a crash leaves is garbage gc removes.
-      ObjectToCopy o = it->second;
+      std::vector<ObjectToCopy> one{it->second};
+      Status st = AddKnownChunks(tiers_[good]->backend(), name_, &one);
+      ObjectToCopy& o = one[0];
       o.dst_name = RepairStagingObject(name_, step_, NewWriterId(), object);
       Backend& dst = tiers_[primary_]->backend();
-      Status st = CopyObjects(tiers_[good]->backend(), dst, {o}, control);
+      if (st.ok()) st = CopyObjects(tiers_[good]->backend(), dst, one, control);
       if (st.ok()) st = dst.Replace(o.dst_name, object);
       if (!st.ok()) (void)dst.Remove(o.dst_name);
       if (recovery_ != nullptr) {
