@@ -28,6 +28,16 @@ std::optional<std::set<uint64_t>> ParseRefs(std::string_view body) {
   return steps;
 }
 
+// Sorts chunks by offset and drops repeats (the same chunk named twice).
+void SortUnique(std::vector<ChunkRef>* chunks) {
+  std::sort(chunks->begin(), chunks->end(), [](const ChunkRef& a, const ChunkRef& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
+  });
+  chunks->erase(std::unique(chunks->begin(), chunks->end(),
+                            [](const ChunkRef& a, const ChunkRef& b) { return a.offset == b.offset && a.length == b.length; }),
+                chunks->end());
+}
+
 }  // namespace
 
 BaseIndex::BaseIndex(uint64_t step, const Manifest& m) : step_(step), objects_(m.objects) {
@@ -121,14 +131,7 @@ Result<std::map<std::string, std::vector<ChunkRef>>> ChunksOfSharedObjects(
       }
     }
   }
-  for (auto& [obj, chunks] : out) {
-    std::sort(chunks.begin(), chunks.end(), [](const ChunkRef& a, const ChunkRef& b) {
-      return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
-    });
-    chunks.erase(std::unique(chunks.begin(), chunks.end(),
-                             [](const ChunkRef& a, const ChunkRef& b) { return a.offset == b.offset && a.length == b.length; }),
-                 chunks.end());
-  }
+  for (auto& [obj, chunks] : out) SortUnique(&chunks);
   return out;
 }
 
@@ -142,12 +145,7 @@ Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToC
     auto it = known.find(o.name);
     if (!o.shared || it == known.end()) continue;
     o.chunks.insert(o.chunks.end(), it->second.begin(), it->second.end());
-    std::sort(o.chunks.begin(), o.chunks.end(), [](const ChunkRef& a, const ChunkRef& b) {
-      return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
-    });
-    o.chunks.erase(std::unique(o.chunks.begin(), o.chunks.end(),
-                               [](const ChunkRef& a, const ChunkRef& b) { return a.offset == b.offset && a.length == b.length; }),
-                   o.chunks.end());
+    SortUnique(&o.chunks);
   }
   return Status::OK();
 }
