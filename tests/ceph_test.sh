@@ -447,6 +447,17 @@ sl restore --store "$UI" --name inc --step 2 --to "$W/ti-r"
 expect_ok "after rm of the base from both tiers, step 2 restores from RADOS alone"
 sl verify --store "$UI" --name inc --step 2
 expect_ok "...and verifies there"
+# RADOS as tier 0: the incremental writer looks its base up there.
+UR=$(turi tr)
+for st in 1 2; do
+  sl save --store "$UR" --name inc --step $st --synthetic 24MiB --items 12 --change 0.08 \
+    --chunk-size 1MiB --object-size 8MiB --json
+done
+check "incremental save with RADOS as tier 0: 22 of 24 MiB referenced in step 1 (exit $RC)" \
+  [ "$RC" -eq 0 -a "$(pyj '(d["referenced_bytes"], d["base_step"])')" = "($((22 << 20)), 1)" ]
+sl rm --store "$UR" --name inc --step 1
+sl verify --store "$UR" --name inc --step 2
+expect_ok "after rm of its base, step 2 verifies on RADOS"
 
 # ---------------------------------------------------------------- rm
 sl rm --store "$U" --name tree --step 1
