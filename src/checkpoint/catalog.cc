@@ -260,8 +260,11 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   // Only then is it asked who still needs its data objects (later steps
   // that share chunks with it, writers about to): a writer that registers
   // after this point finds the commit record gone and does not build on it.
-  ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name));
+  // The other steps are listed before that question: only objects that
+  // existed before it was asked can be removed (not one a drain recreates
+  // meanwhile).
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, id.name));
+  ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name));
   for (const auto& o : listed) {
     if (o.name == commit) continue;
     if (IsDataObject(o.name) && need.Keeps(o, id.step)) continue;

@@ -18,7 +18,9 @@ void Maintenance::Start() {
   }
 }
 
-Maintenance::~Maintenance() {
+Maintenance::~Maintenance() { Stop(); }
+
+void Maintenance::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);  // a waiter between its check and its wait sees the flag
     stop_ = true;

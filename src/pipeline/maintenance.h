@@ -34,6 +34,10 @@ class Maintenance {
   // The pipeline went idle (a save or drain ended): a waiting scrub looks again.
   void Wake();
 
+  // Stops the thread (a scrub or rebuild in progress ends at once) and waits
+  // for it. Idempotent; Wake() stays safe to call afterwards.
+  void Stop();
+
  private:
   void Run();
   void WaitWhileBusy();

@@ -167,7 +167,9 @@ class PipelineImpl final : public Pipeline {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
     }
-    maintenance_.reset();  // background scrub and rebuild stop at once
+    // Background scrub and rebuild stop at once. The object itself stays
+    // until the writer and drainer threads are gone: they Wake() it.
+    if (maintenance_) maintenance_->Stop();
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
     stop_drains_ = true;

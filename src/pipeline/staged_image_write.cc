@@ -83,9 +83,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     return copy_status_.ok() ? Status::Unavailable("snapshot did not complete") : copy_status_;
   };
 
-  ContentHasher hasher;
-
-
+  ContentHasher hasher;  // the direct path's, chunk by chunk as slabs go out
   uint32_t own_objects = 0;                    // begun so far, in order
   std::vector<DataObjectRef> foreign;          // referenced objects of other steps
   std::map<std::string, uint32_t> foreign_of;  // name -> index in `foreign`
@@ -99,7 +97,6 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     packed_open = false;
     return queue.EndObject(packed_size);
   };
-  const uint64_t object_limit = object_bytes_;
 
   size_t next_chunk = 0;  // cursor into order_
   for (uint32_t o = 0; o < objects_.size() && error.ok(); ++o) {
@@ -148,7 +145,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
             referenced_bytes += ref.length;
             continue;
           }
-          if (packed_open && packed_size + ref.length > object_limit) error = end_packed();
+          if (packed_open && packed_size + ref.length > object_bytes_) error = end_packed();
           if (error.ok() && !packed_open) {
             error = queue.BeginObject(writer.DataObjectName(own_objects), 0);
             packed_open = true;
