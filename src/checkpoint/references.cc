@@ -97,18 +97,30 @@ Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::s
   return steps;
 }
 
-Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::string_view name) {
+namespace {
+
+// Calls f(manifest) for every manifest of every committed step of `name`
+// that loads (a damaged step adds nothing).
+template <typename F>
+Status ForEachCommittedManifest(Backend& backend, std::string_view name, F f) {
   ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
-  std::set<std::string> objects;
   for (const auto& o : listed) {
     auto parsed = ParseObjectName(o.name);
     if (!parsed || parsed->rest != "COMMIT" || parsed->name != name) continue;
     auto loaded = LoadCheckpoint(backend, name, parsed->step);
     if (!loaded.ok()) continue;
-    for (const auto& m : loaded->manifests) {
-      for (const auto& d : m.objects) objects.insert(d.name);
-    }
+    for (const auto& m : loaded->manifests) f(m);
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::set<std::string>> ObjectsOfCommittedSteps(Backend& backend, std::string_view name) {
+  std::set<std::string> objects;
+  RETURN_IF_ERROR(ForEachCommittedManifest(backend, name, [&](const Manifest& m) {
+    for (const auto& d : m.objects) objects.insert(d.name);
+  }));
   return objects;
 }
 
@@ -116,21 +128,14 @@ Result<std::map<std::string, std::vector<ChunkRef>>> ChunksOfSharedObjects(
     Backend& backend, std::string_view name, const std::set<std::string>& objects) {
   std::map<std::string, std::vector<ChunkRef>> out;
   if (objects.empty()) return out;
-  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
-  for (const auto& o : listed) {
-    auto parsed = ParseObjectName(o.name);
-    if (!parsed || parsed->rest != "COMMIT" || parsed->name != name) continue;
-    auto loaded = LoadCheckpoint(backend, name, parsed->step);
-    if (!loaded.ok()) continue;
-    for (const auto& m : loaded->manifests) {
-      for (const auto& it : m.items) {
-        for (const auto& c : it.chunks) {
-          const std::string& obj = m.objects[c.object].name;
-          if (objects.count(obj)) out[obj].push_back(c);
-        }
+  RETURN_IF_ERROR(ForEachCommittedManifest(backend, name, [&](const Manifest& m) {
+    for (const auto& it : m.items) {
+      for (const auto& c : it.chunks) {
+        const std::string& obj = m.objects[c.object].name;
+        if (objects.count(obj)) out[obj].push_back(c);
       }
     }
-  }
+  }));
   for (auto& [obj, chunks] : out) SortUnique(&chunks);
   return out;
 }
