@@ -19,7 +19,16 @@
 // Retention: each tier keeps its newest keep_last committed steps of a name;
 // older ones are removed, except that a step is never removed from a tier
 // while no later tier holds a committed copy of it (the last tier's
-// keep_last is final).
+// keep_last is final), unless the later tier's backlog policy superseded it.
+//
+// Backlog: a later tier slower than the checkpoint rate falls behind. Under
+// BacklogPolicy::kCoalesce (the default) only the newest step waiting for a
+// tier drains to it next; older waiting steps are superseded there (never
+// copied), so they leave earlier tiers as those tiers' keep_last allows, and
+// the backlog stays at most one step draining plus one waiting per name.
+// Under kDrainEvery every step drains, oldest first, and earlier tiers keep
+// each step until it has. SaveHandle::backlog() reports each tier's backlog
+// as it stands; a save can be made to wait or fail past a limit.
 //
 // A checkpoint larger than the staging arena is streamed: Snapshot() copies
 // in as the tier-0 writer frees staging, so the stall grows toward the
@@ -47,6 +56,16 @@
 
 namespace sluice {
 
+enum class BacklogPolicy {
+  // Only the newest step waiting for a tier drains to it next; older waiting
+  // steps are superseded there. Same as kDrainEvery while the tier keeps up.
+  kCoalesce,
+  // Every step drains, oldest first (an archive tier: every step on it).
+  kDrainEvery,
+};
+
+const char* BacklogPolicyName(BacklogPolicy policy);
+
 struct TierOptions {
   std::string uri;
   // Cap for background writes into this tier, in bytes per second; 0 means
@@ -57,6 +76,8 @@ struct TierOptions {
   uint32_t max_concurrent_io = 0;
   // Committed steps of each name kept on this tier; 0 keeps all.
   uint32_t keep_last = 0;
+  // What drains into this tier do when it falls behind (tier 0: ignored).
+  BacklogPolicy backlog = BacklogPolicy::kCoalesce;
 };
 
 enum class BusyPolicy {
@@ -95,6 +116,14 @@ struct PipelineOptions {
   // absent later tier never blocks the next save.
   uint32_t max_in_flight = 2;
   BusyPolicy when_busy = BusyPolicy::kWait;
+  // Backlog limit (off when both are 0): Begin() finds some later tier with
+  // at least max_backlog_steps steps, or max_backlog_bytes bytes, committed
+  // on an earlier tier and due to drain to it (draining, waiting or retrying
+  // after a failure; superseded steps do not count), and waits until that
+  // falls below the limit (kWait) or fails with Unavailable (kRefuse).
+  uint32_t max_backlog_steps = 0;
+  uint64_t max_backlog_bytes = 0;
+  BusyPolicy when_backlogged = BusyPolicy::kWait;
   // Drain checkpoints that earlier runs left un-drained (committed on a tier
   // but missing on a later one) in the background once the pipeline opens.
   bool resume_drains = true;
@@ -131,6 +160,7 @@ enum class TierState {
   kCommitted,  // committed: durable and visible on this tier
   kFailed,     // the last attempt failed; it will be retried (see error)
   kSkipped,    // this rank does not write this tier (a later tier of rank != 0)
+  kSuperseded, // backlog policy kCoalesce: a newer step drained to this tier instead
 };
 
 const char* TierStateName(TierState state);
@@ -145,6 +175,17 @@ struct TierProgress {
   Status error;  // why the last attempt failed
 };
 
+// A tier's backlog: steps committed on an earlier tier and due to drain to
+// this one (draining, waiting, or retrying after a failure), with their
+// bytes. For tier 0: saves snapshotted but not yet committed there.
+struct TierBacklog {
+  std::string uri;
+  uint64_t steps = 0;
+  uint64_t bytes = 0;
+  // Steps superseded on this tier (kCoalesce) since the pipeline opened.
+  uint64_t superseded = 0;
+};
+
 class SaveHandle {
  public:
   virtual ~SaveHandle() = default;
@@ -155,6 +196,8 @@ class SaveHandle {
   // Waits until tier `tier` is committed (or the save failed for good: the
   // tier-0 write failed, or the pipeline closed). Failed drains are retried
   // with backoff meanwhile, so this may wait for long if a tier is down.
+  // Unavailable if the step was superseded on that tier (kCoalesce): it
+  // will not be drained there, a newer step was.
   virtual Status WaitTier(size_t tier) = 0;
   // Waits for every tier.
   virtual Status Wait() = 0;
@@ -164,6 +207,8 @@ class SaveHandle {
   // whether this rank published the commit record): set once tier 0 has
   // committed, zero before.
   virtual SaveStats stats() const = 0;
+  // The pipeline's backlog per tier now (its last figures once it closed).
+  virtual std::vector<TierBacklog> backlog() const = 0;
 };
 
 // One rank's save being assembled.
@@ -193,7 +238,8 @@ struct TierCopy {
   std::string uri;
   // "committed", "draining" (a drain is running), "pending" (an earlier tier
   // has it, this one not yet), "failed" (the last drain failed: reason),
-  // "absent" (no earlier tier has it, or retention removed it), "damaged"
+  // "superseded" (backlog policy kCoalesce: a newer step drains or drained
+  // there instead, so this one never will), "absent" (no earlier tier has it, or retention removed it), "damaged"
   // (a commit record is there but the copy does not verify: reason).
   std::string state;
   std::string reason;
@@ -210,10 +256,20 @@ struct TieredCheckpointInfo {
   std::vector<TierCopy> tiers;
 };
 
+// Each tier's backlog as a listing shows it: checkpoints "pending",
+// "draining" or "failed" there, with their own bytes (what a drain copies).
+// `superseded` counts the listing's superseded steps. Tier 0 shows none: a
+// listing holds only committed checkpoints.
+std::vector<TierBacklog> BacklogOf(const std::vector<TieredCheckpointInfo>& listing,
+                                   const std::vector<std::string>& uris);
+
 struct DrainReport {
   uint64_t checkpoints_drained = 0;
   uint64_t bytes = 0;
   uint64_t checkpoints_removed = 0;  // by retention
+  // Steps waiting for a tier that its backlog policy (kCoalesce) skipped for
+  // a newer step: counted per tier, so a step skipped on two tiers counts 2.
+  uint64_t checkpoints_superseded = 0;
   std::vector<std::string> failures;  // one line per checkpoint that did not drain
 };
 
@@ -252,6 +308,10 @@ class Pipeline {
 
   // Every checkpoint found on any tier, with its state on each tier.
   virtual Result<std::vector<TieredCheckpointInfo>> List(std::string_view name) = 0;
+
+  // This pipeline's backlog per tier now (see TierBacklog): what it queued,
+  // not a listing of the stores (BacklogOf counts that from List()).
+  virtual std::vector<TierBacklog> Backlog() const = 0;
 
   // Opens the fastest committed copy. Reads through the returned reader fall
   // back to later tiers chunk by chunk, and repair the faster copy;

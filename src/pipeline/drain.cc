@@ -180,32 +180,52 @@ std::string ReadDrainNote(Backend& src, const std::string& name, uint64_t step,
 }
 
 std::vector<TierPlan> PlanTiers(const std::vector<std::set<uint64_t>>& committed,
-                                const std::vector<uint32_t>& keep_last) {
+                                const std::vector<TierOptions>& tiers,
+                                const std::vector<std::set<uint64_t>>& draining) {
   const size_t n = committed.size();
   std::vector<TierPlan> plans(n);
   std::set<uint64_t> seen;  // committed on this tier or an earlier one
   for (size_t k = 0; k < n; ++k) {
     seen.insert(committed[k].begin(), committed[k].end());
     TierPlan& p = plans[k];
-    uint32_t keep = k < keep_last.size() ? keep_last[k] : 0;
+    const uint32_t keep = k < tiers.size() ? tiers[k].keep_last : 0;
     for (auto it = seen.rbegin(); it != seen.rend(); ++it) {
       if (keep != 0 && p.keep.size() >= keep) break;
       p.keep.insert(*it);
     }
+    if (k == 0) continue;
+    std::set<uint64_t> waiting;
     for (uint64_t s : p.keep) {
-      if (k > 0 && !committed[k].count(s)) p.to_drain.insert(s);
+      if (!committed[k].count(s)) waiting.insert(s);
+    }
+    const bool coalesce = k >= tiers.size() || tiers[k].backlog == BacklogPolicy::kCoalesce;
+    if (!coalesce || waiting.empty()) {
+      p.to_drain = std::move(waiting);
+      continue;
+    }
+    // The newest step this tier holds or waits for; every older waiting one
+    // is superseded by it, except one being drained now.
+    uint64_t newest = *waiting.rbegin();
+    if (!committed[k].empty()) newest = std::max(newest, *committed[k].rbegin());
+    const std::set<uint64_t>* now = k < draining.size() ? &draining[k] : nullptr;
+    for (uint64_t s : waiting) {
+      if (s == newest || (now != nullptr && now->count(s))) {
+        p.to_drain.insert(s);
+      } else {
+        p.superseded.insert(s);
+      }
     }
   }
   for (size_t k = 0; k < n; ++k) {
     TierPlan& p = plans[k];
     for (uint64_t s : committed[k]) {
       if (p.keep.count(s)) continue;
-      // Never the only copy: a step leaves a tier once a later tier has it,
-      // or once no later tier's retention wants it either (the last tier's
-      // keep_last is final).
+      // Never the only copy: a step leaves a tier once every later tier that
+      // wants it has it, or superseded it there (the last tier's keep_last
+      // is final).
       bool later = true;
       for (size_t j = k + 1; j < n; ++j) {
-        if (plans[j].keep.count(s) && !committed[j].count(s)) later = false;
+        if (plans[j].keep.count(s) && !committed[j].count(s) && !plans[j].superseded.count(s)) later = false;
       }
       if (later) p.to_remove.insert(s);
     }

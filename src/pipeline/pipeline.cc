@@ -109,6 +109,7 @@ struct DrainJob {
   std::shared_ptr<HandleImpl> handle;  // null for drains resumed from an earlier run
   uint32_t attempts = 0;
   Clock::time_point not_before;
+  uint64_t bytes = 0;  // what the drain copies (the checkpoint's own bytes), for the backlog
 };
 
 class PipelineImpl final : public Pipeline {
@@ -154,6 +155,11 @@ class PipelineImpl final : public Pipeline {
       return BusyLocked();
     });
     metrics_ = std::make_unique<PipelineMetrics>(stores_.size());
+    superseded_.assign(stores_.size(), 0);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      PublishBacklogLocked();
+    }
     metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
@@ -201,13 +207,25 @@ class PipelineImpl final : public Pipeline {
                                                    uint32_t world, const SaveOptions& save) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (active_ >= opts_.max_in_flight) {
-        if (opts_.when_busy == BusyPolicy::kRefuse) {
-          return Status::Unavailable(Label(id) + ": " + std::to_string(active_) +
-                                     " earlier save(s) are not yet durable on every tier "
-                                     "(max in flight " + std::to_string(opts_.max_in_flight) + ")");
+      for (;;) {
+        if (active_ >= opts_.max_in_flight) {
+          if (opts_.when_busy == BusyPolicy::kRefuse) {
+            return Status::Unavailable(Label(id) + ": " + std::to_string(active_) +
+                                       " earlier save(s) are not yet committed on tier 0 "
+                                       "(max in flight " + std::to_string(opts_.max_in_flight) + ")");
+          }
+          slot_cv_.wait(lock);
+          continue;
         }
-        slot_cv_.wait(lock, [&] { return active_ < opts_.max_in_flight; });
+        // Checked before every save, so a tier that cannot keep up holds
+        // back (or fails) the next save instead of growing without bound.
+        const std::string over = BacklogOverLimitLocked();
+        if (!over.empty()) {
+          if (opts_.when_backlogged == BusyPolicy::kRefuse) return Status::Unavailable(Label(id) + ": " + over);
+          slot_cv_.wait(lock);
+          continue;
+        }
+        break;
       }
       ++active_;
       own_saves_.insert({id.name, id.step});
@@ -232,6 +250,7 @@ class PipelineImpl final : public Pipeline {
     for (const auto& n : names) {
       auto plans = Plan(n);
       for (size_t k = 1; k < stores_.size(); ++k) {
+        report.checkpoints_superseded += plans[k].superseded.size();
         for (uint64_t step : plans[k].to_drain) {
           std::atomic<uint64_t> bytes{0};
           Status st = DrainOnce(n, step, k, &bytes);
@@ -252,6 +271,12 @@ class PipelineImpl final : public Pipeline {
     if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
     return ListTiered(Stores(), opts_.tiers, name);
   }
+
+  std::vector<TierBacklog> Backlog() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return BacklogLocked();
+  }
+  std::shared_ptr<const BacklogBoard> backlog_board() const { return backlog_board_; }
 
   Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
                                                            std::optional<uint64_t> step,
@@ -292,16 +317,105 @@ class PipelineImpl final : public Pipeline {
   void Enqueue(WriteJob job) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      ++tier0_steps_;
+      tier0_bytes_ += job.image->bytes();
       writes_.push_back(std::move(job));
+      PublishBacklogLocked();
     }
     work_cv_.notify_all();
   }
 
  private:
-  std::vector<uint32_t> KeepLast() const {
-    std::vector<uint32_t> k;
-    for (const auto& t : opts_.tiers) k.push_back(t.keep_last);
-    return k;
+  // Each tier's backlog from what this pipeline queued (under mu_).
+  std::vector<TierBacklog> BacklogLocked() const {
+    std::vector<TierBacklog> out(stores_.size());
+    for (size_t k = 0; k < out.size(); ++k) {
+      out[k].uri = opts_.tiers[k].uri;
+      out[k].superseded = k < superseded_.size() ? superseded_[k] : 0;
+    }
+    out[0].steps = tier0_steps_;
+    out[0].bytes = tier0_bytes_;
+    for (const auto& j : drains_) {
+      ++out[j.dst].steps;
+      out[j.dst].bytes += j.bytes;
+    }
+    if (running_) {
+      ++out[running_->dst].steps;
+      out[running_->dst].bytes += running_->bytes;
+    }
+    return out;
+  }
+
+  // Tells handles and a Begin() waiting on the backlog limit (under mu_).
+  void PublishBacklogLocked() {
+    backlog_board_->Set(BacklogLocked());
+    slot_cv_.notify_all();
+  }
+
+  // Why a new save may not start now, empty if it may (under mu_).
+  std::string BacklogOverLimitLocked() const {
+    if (opts_.max_backlog_steps == 0 && opts_.max_backlog_bytes == 0) return "";
+    const auto now = BacklogLocked();
+    for (size_t k = 1; k < now.size(); ++k) {
+      const bool steps = opts_.max_backlog_steps != 0 && now[k].steps >= opts_.max_backlog_steps;
+      const bool bytes = opts_.max_backlog_bytes != 0 && now[k].bytes >= opts_.max_backlog_bytes;
+      if (!steps && !bytes) continue;
+      std::string limit = steps ? std::to_string(opts_.max_backlog_steps) + " steps"
+                                : std::to_string(opts_.max_backlog_bytes) + " bytes";
+      return "tier " + std::to_string(k) + " (" + now[k].uri + ") has a backlog of " +
+             std::to_string(now[k].steps) + " step(s), " + std::to_string(now[k].bytes) +
+             " bytes, not yet drained there (limit " + limit + ")";
+    }
+    return "";
+  }
+
+  // What draining (name, step) copies: its own bytes on tier 0, or
+  // `fallback` if they cannot be read (a multi-rank commit not there yet).
+  uint64_t BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback) {
+    auto loaded = LoadCheckpoint(stores_[0]->backend(), name, step);
+    if (!loaded.ok()) return fallback;
+    uint64_t bytes = 0;
+    for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
+    return bytes;
+  }
+
+  // Marks a queued drain superseded by `newer` (under mu_).
+  void SupersedeLocked(const DrainJob& job, uint64_t newer) {
+    ++superseded_[job.dst];
+    if (!job.handle) return;
+    job.handle->SetState(job.dst, TierState::kSuperseded,
+                         Status::Unavailable(Label({job.name, job.step}) + ": superseded on tier " +
+                                             std::to_string(job.dst) + " (" + opts_.tiers[job.dst].uri +
+                                             ") by step " + std::to_string(newer) +
+                                             ": backlog policy coalesce drains only the newest waiting step"));
+  }
+
+  // Queues a drain; on a coalescing tier it supersedes the older steps of
+  // its name waiting there (not the one draining now), so the backlog shows
+  // only what will drain (under mu_).
+  void QueueDrainLocked(DrainJob job) {
+    if (opts_.tiers[job.dst].backlog == BacklogPolicy::kCoalesce) {
+      for (auto it = drains_.begin(); it != drains_.end();) {
+        if (it->dst == job.dst && it->name == job.name && it->step < job.step) {
+          SupersedeLocked(*it, job.step);
+          it = drains_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    drains_.push_back(std::move(job));
+  }
+
+  // The newest step of `job`'s name queued for its tier, if newer than it
+  // and the tier coalesces (under mu_).
+  std::optional<uint64_t> NewerQueuedLocked(const DrainJob& job) const {
+    if (opts_.tiers[job.dst].backlog != BacklogPolicy::kCoalesce) return std::nullopt;
+    std::optional<uint64_t> newer;
+    for (const auto& j : drains_) {
+      if (j.dst == job.dst && j.name == job.name && j.step > job.step) newer = std::max(newer.value_or(0), j.step);
+    }
+    return newer;
   }
 
   std::vector<Store*> Stores() const {
@@ -310,7 +424,13 @@ class PipelineImpl final : public Pipeline {
     return out;
   }
   std::vector<TierPlan> Plan(const std::string& name, bool* unreachable = nullptr) {
-    return PlanTiersOf(Stores(), KeepLast(), name, unreachable);
+    // The step being drained now stays on its source whatever the policy.
+    std::vector<std::set<uint64_t>> draining(stores_.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_ && running_->name == name) draining[running_->dst].insert(running_->step);
+    }
+    return PlanTiersOf(Stores(), opts_.tiers, name, unreachable, draining);
   }
 
   uint64_t ApplyRetention(const std::string& name) {
@@ -372,6 +492,7 @@ class PipelineImpl final : public Pipeline {
       for (const auto& j : drains_) live.drains.push_back({j.dst, j.attempts > 0});
     }
     live.draining_tier = draining_ > 0 ? draining_dst_.load() : -1;
+    live.backlog = backlog_board_->Get();
     live.staging_bytes = opts_.staging_bytes;
     for (size_t k = 0; k < stores_.size(); ++k) {
       live.tiers.push_back({opts_.tiers[k].uri, opts_.tiers[k].rate_bytes_per_sec, buckets_[k]->waited_seconds()});
@@ -394,7 +515,14 @@ class PipelineImpl final : public Pipeline {
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
                                              job.handle->written(0), metrics_->save_written, hash_pool_.get());
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
+      const uint64_t staged = job.image->bytes();
       job.image.reset();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --tier0_steps_;
+        tier0_bytes_ -= staged;
+        PublishBacklogLocked();
+      }
       // Staging is free again: the next save may start. Drains to later
       // tiers read tier 0, not staging, so a slow or absent later tier never
       // holds up training (retention keeps tier 0's copies meanwhile).
@@ -417,11 +545,13 @@ class PipelineImpl final : public Pipeline {
         ApplyRetention(id.name);
         continue;
       }
+      const uint64_t bytes = BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes));
       {
         std::lock_guard<std::mutex> lock(mu_);
         for (size_t k = 1; k < stores_.size(); ++k) {
-          drains_.push_back(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now()});
+          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes});
         }
+        PublishBacklogLocked();
       }
       drain_cv_.notify_all();
     }
@@ -433,6 +563,12 @@ class PipelineImpl final : public Pipeline {
     for (const auto& n : *names) {
       if (stop_drains_) return;
       auto plans = Plan(n);
+      std::map<uint64_t, uint64_t> bytes;
+      for (size_t k = 1; k < stores_.size(); ++k) {
+        for (uint64_t step : plans[k].to_drain) {
+          if (!bytes.count(step)) bytes[step] = BytesToDrain(n, step, 0);
+        }
+      }
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t k = 1; k < stores_.size(); ++k) {
         for (uint64_t step : plans[k].to_drain) {
@@ -440,9 +576,10 @@ class PipelineImpl final : public Pipeline {
           if (own_saves_.count({n, step})) continue;
           bool queued = false;
           for (const auto& j : drains_) queued = queued || (j.name == n && j.step == step && j.dst == k);
-          if (!queued) drains_.push_back(DrainJob{n, step, k, nullptr, 0, Clock::now()});
+          if (!queued) QueueDrainLocked(DrainJob{n, step, k, nullptr, 0, Clock::now(), bytes[step]});
         }
       }
+      PublishBacklogLocked();
     }
   }
 
@@ -467,18 +604,30 @@ class PipelineImpl final : public Pipeline {
           if (stop_drains_) return;
           auto ready = drains_.end();
           auto earliest = Clock::time_point::max();
-          for (auto it = drains_.begin(); it != drains_.end(); ++it) {
+          bool dropped = false;
+          for (auto it = drains_.begin(); it != drains_.end();) {
+            // Coalesce: a newer step of the name waits for the same tier.
+            if (auto newer = NewerQueuedLocked(*it)) {
+              SupersedeLocked(*it, *newer);
+              it = drains_.erase(it);
+              dropped = true;
+              continue;
+            }
             if (it->not_before <= Clock::now()) {
               ready = it;
               break;
             }
             earliest = std::min(earliest, it->not_before);
+            ++it;
           }
           if (ready != drains_.end()) {
             job = std::move(*ready);
             drains_.erase(ready);
+            running_ = RunningDrain{job.name, job.step, job.dst, job.bytes};
+            PublishBacklogLocked();
             break;
           }
+          if (dropped) PublishBacklogLocked();
           if (earliest == Clock::time_point::max()) {
             drain_cv_.wait(lock);
           } else {
@@ -499,6 +648,11 @@ class PipelineImpl final : public Pipeline {
         }
       } running(this, job.dst);
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        running_.reset();
+        if (st.ok() || !stop_drains_) PublishBacklogLocked();
+      }
       if (st.ok()) {
         if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
         ApplyRetention(job.name);
@@ -509,7 +663,20 @@ class PipelineImpl final : public Pipeline {
         drains_.push_back(std::move(job));  // reported as unfinished by the destructor
         return;
       }
-      if (st.code() == StatusCode::kNotFound && !job.handle) continue;  // gone meanwhile
+      if (st.code() == StatusCode::kNotFound) {
+        // Gone meanwhile: removed, or superseded by a newer step committed
+        // there by another process and then removed by retention.
+        if (!job.handle) continue;
+        auto plans = Plan(job.name);
+        if (plans[job.dst].superseded.count(job.step)) {
+          uint64_t newer = job.step;
+          for (uint64_t s : plans[job.dst].to_drain) newer = std::max(newer, s);
+          std::lock_guard<std::mutex> lock(mu_);
+          SupersedeLocked(job, newer);
+          PublishBacklogLocked();
+          continue;
+        }
+      }
       ++job.attempts;
       metrics_->drain_retries.Add();
       CountError("drain", st);
@@ -524,6 +691,7 @@ class PipelineImpl final : public Pipeline {
       job.not_before = Clock::now() + std::chrono::milliseconds(backoff);
       std::lock_guard<std::mutex> lock(mu_);
       drains_.push_back(std::move(job));
+      PublishBacklogLocked();
     }
   }
 
@@ -537,8 +705,21 @@ class PipelineImpl final : public Pipeline {
   std::unique_ptr<CopyPool> hash_pool_;
   size_t align_ = 1;
 
-  std::mutex mu_;
+  struct RunningDrain {
+    std::string name;
+    uint64_t step = 0;
+    size_t dst = 0;
+    uint64_t bytes = 0;
+  };
+  mutable std::mutex mu_;
   std::condition_variable work_cv_, drain_cv_, slot_cv_;
+  // The backlog's parts (under mu_): saves not yet committed on tier 0, the
+  // drain running now, and steps superseded per tier. drains_ holds the rest.
+  uint64_t tier0_steps_ = 0;
+  uint64_t tier0_bytes_ = 0;
+  std::optional<RunningDrain> running_;
+  std::vector<uint64_t> superseded_;
+  const std::shared_ptr<BacklogBoard> backlog_board_ = std::make_shared<BacklogBoard>();
   std::deque<WriteJob> writes_;
   std::deque<DrainJob> drains_;
   uint32_t active_ = 0;
@@ -567,7 +748,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
   snapshotted_ = true;
   PipelineImpl* p = p_;
-  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable);
+  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable, p->backlog_board());
   std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
   std::shared_ptr<StagedImage> image =
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,

@@ -54,6 +54,20 @@ void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink) {
       sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "queued"}}, queued);
       sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "retrying"}}, retrying);
     }
+    if (k < live.backlog.size()) {
+      const TierBacklog& b = live.backlog[k];
+      sink.Gauge("sluice_tier_backlog_steps",
+                 "Checkpoints due on a tier and not yet committed there (tier 0: snapshotted, not yet "
+                 "written; later tiers: draining, waiting or retrying)",
+                 {{"tier", tier}}, static_cast<double>(b.steps));
+      sink.Gauge("sluice_tier_backlog_bytes", "Bytes of the checkpoints in sluice_tier_backlog_steps",
+                 {{"tier", tier}}, static_cast<double>(b.bytes));
+      if (k > 0) {
+        sink.Counter("sluice_superseded_total",
+                     "Steps a tier's backlog policy (coalesce) skipped for a newer step, since the pipeline opened",
+                     {{"tier", tier}}, static_cast<double>(b.superseded));
+      }
+    }
     sink.Counter("sluice_throttled_seconds_total",
                  "Seconds background writes into a tier waited for its rate cap or concurrency limit",
                  {{"tier", tier}}, t.throttled_seconds);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sluice/metrics.h"
+#include "sluice/pipeline.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -60,6 +61,7 @@ struct PipelineLiveState {
   std::vector<Drain> drains;   // waiting
   int draining_tier = -1;      // the drain running now, if any
   uint64_t staging_bytes = 0;
+  std::vector<TierBacklog> backlog;  // per tier (Pipeline::Backlog)
 };
 void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink);
 

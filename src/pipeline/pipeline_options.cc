@@ -15,6 +15,15 @@ const char* TierStateName(TierState state) {
     case TierState::kCommitted: return "committed";
     case TierState::kFailed: return "failed";
     case TierState::kSkipped: return "skipped";
+    case TierState::kSuperseded: return "superseded";
+  }
+  return "unknown";
+}
+
+const char* BacklogPolicyName(BacklogPolicy policy) {
+  switch (policy) {
+    case BacklogPolicy::kCoalesce: return "coalesce";
+    case BacklogPolicy::kDrainEvery: return "drain-every";
   }
   return "unknown";
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,11 +19,31 @@
 
 namespace sluice {
 
+// The pipeline's backlog figures, published by the pipeline whenever they
+// change and read by its save handles, which may outlive it.
+class BacklogBoard {
+ public:
+  void Set(std::vector<TierBacklog> now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    now_ = std::move(now);
+  }
+  std::vector<TierBacklog> Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return now_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<TierBacklog> now_;
+};
+
 class HandleImpl final : public SaveHandle {
  public:
   // `durable` (optional, per tier): where each tier's commit time is observed.
-  HandleImpl(CheckpointId id, const std::vector<std::string>& uris, std::vector<Histogram*> durable = {})
-      : id_(std::move(id)), durable_(std::move(durable)) {
+  // `backlog` (optional): the pipeline's board.
+  HandleImpl(CheckpointId id, const std::vector<std::string>& uris, std::vector<Histogram*> durable = {},
+             std::shared_ptr<const BacklogBoard> backlog = nullptr)
+      : id_(std::move(id)), durable_(std::move(durable)), backlog_(std::move(backlog)) {
     for (const auto& u : uris) {
       TierProgress p;
       p.uri = u;
@@ -46,6 +67,7 @@ class HandleImpl final : public SaveHandle {
                                      std::to_string(tiers_.size()) + ")");
     }
     cv_.wait(lock, [&] { return Settled(tier) || !final_.ok(); });
+    if (tiers_[tier].state == TierState::kSuperseded) return tiers_[tier].error;
     if (Settled(tier)) return Status::OK();
     return final_;
   }
@@ -63,6 +85,9 @@ class HandleImpl final : public SaveHandle {
   SaveStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
+  }
+  std::vector<TierBacklog> backlog() const override {
+    return backlog_ ? backlog_->Get() : std::vector<TierBacklog>{};
   }
 
   // --- used by the pipeline
@@ -102,7 +127,8 @@ class HandleImpl final : public SaveHandle {
 
  private:
   bool Settled(size_t k) const {
-    return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped;
+    return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped ||
+           tiers_[k].state == TierState::kSuperseded;
   }
   bool DoneLocked() const {
     if (!final_.ok()) return true;
@@ -113,6 +139,7 @@ class HandleImpl final : public SaveHandle {
   }
   const CheckpointId id_;
   const std::vector<Histogram*> durable_;
+  const std::shared_ptr<const BacklogBoard> backlog_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TierProgress> tiers_;

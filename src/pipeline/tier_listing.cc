@@ -1,5 +1,6 @@
 #include "pipeline/tier_listing.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -27,8 +28,9 @@ Result<std::set<std::string>> NamesOnAnyTier(const std::vector<Store*>& stores, 
   return names;
 }
 
-std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<uint32_t>& keep_last,
-                                  const std::string& name, bool* unreachable) {
+std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<TierOptions>& tiers,
+                                  const std::string& name, bool* unreachable,
+                                  const std::vector<std::set<uint64_t>>& draining) {
   std::vector<std::set<uint64_t>> committed(stores.size());
   for (size_t k = 0; k < stores.size(); ++k) {
     auto listed = stores[k]->List(name, false);
@@ -40,15 +42,13 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
       if (i.complete) committed[k].insert(i.step);
     }
   }
-  return PlanTiers(committed, keep_last);
+  return PlanTiers(committed, tiers, draining);
 }
 
 Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& stores,
                                                      const std::vector<TierOptions>& tiers,
                                                      std::string_view name) {
   const size_t n = stores.size();
-  std::vector<uint32_t> keep_last;
-  for (const auto& t : tiers) keep_last.push_back(t.keep_last);
   std::vector<std::map<std::pair<std::string, uint64_t>, CheckpointInfo>> per_tier(n);
   std::vector<Status> tier_error(n);
   std::vector<std::map<std::pair<std::string, uint64_t>, ScrubEntry>> scrubbed(n);
@@ -76,7 +76,7 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
           if (kk.first == key.first && info.complete) committed[k].insert(kk.second);
         }
       }
-      plans[key.first] = PlanTiers(committed, keep_last);
+      plans[key.first] = PlanTiers(committed, tiers);
     }
     TieredCheckpointInfo t;
     int source = -1;
@@ -108,6 +108,9 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
         c.reason = "beyond keep-last " + std::to_string(tiers[k].keep_last);
       } else if (AnyLiveWriter(stores[k]->backend(), key.first, key.second)) {
         c.state = "draining";
+      } else if (plans[key.first][k].superseded.count(key.second)) {
+        c.state = "superseded";
+        c.reason = "a newer step drains there instead (backlog policy coalesce)";
       } else {
         std::string reason = ReadDrainNote(stores[source]->backend(), key.first, key.second, c.uri);
         c.state = reason.empty() ? "pending" : "failed";
@@ -125,6 +128,24 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       }
     }
     out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<TierBacklog> BacklogOf(const std::vector<TieredCheckpointInfo>& listing,
+                                   const std::vector<std::string>& uris) {
+  std::vector<TierBacklog> out(uris.size());
+  for (size_t k = 0; k < uris.size(); ++k) out[k].uri = uris[k];
+  for (const auto& t : listing) {
+    for (size_t k = 0; k < t.tiers.size() && k < out.size(); ++k) {
+      const std::string& state = t.tiers[k].state;
+      if (state == "pending" || state == "draining" || state == "failed") {
+        ++out[k].steps;
+        out[k].bytes += t.info.bytes - std::min(t.info.bytes, t.info.referenced_bytes);
+      } else if (state == "superseded") {
+        ++out[k].superseded;
+      }
+    }
   }
   return out;
 }

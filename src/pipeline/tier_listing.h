@@ -25,12 +25,15 @@ Result<std::set<std::string>> NamesOnAnyTier(const std::vector<Store*>& stores, 
 // Retention and drain plans of `name` from what each tier holds committed; a
 // tier that cannot be listed counts as holding nothing and sets
 // *unreachable (optional).
-std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<uint32_t>& keep_last,
-                                  const std::string& name, bool* unreachable);
+// `draining` as in PlanTiers.
+std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::vector<TierOptions>& tiers,
+                                  const std::string& name, bool* unreachable,
+                                  const std::vector<std::set<uint64_t>>& draining = {});
 
 // Every checkpoint on any tier (of `name`, or all), with its state on each:
 // committed, draining (a live writer holds the step there), pending,
-// failed (with the drain note's reason, or the tier cannot be listed), or
+// failed (with the drain note's reason, or the tier cannot be listed),
+// superseded (the tier's backlog policy skips it for a newer step), or
 // absent (nothing earlier holds it, or retention keeps it off the tier).
 Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& stores,
                                                      const std::vector<TierOptions>& tiers,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "format/layout.h"
 #include "io/token_bucket.h"
 #include "sluice/backend_wrapper.h"
+#include "pipeline/drain.h"
 #include "sluice/pipeline.h"
 
 namespace sluice {
@@ -360,6 +362,7 @@ TEST_F(PipelineTest, RetentionKeepsLastKButNeverTheOnlyCopy) {
   auto o = Options(2);
   o.tiers[0].keep_last = 2;
   o.tiers[1].keep_last = 3;
+  o.tiers[1].backlog = BacklogPolicy::kDrainEvery;  // every step reaches tier 1 (coalescing: below)
   {
     auto p = Open(o);
     for (int s = 1; s <= 5; ++s) {
@@ -426,6 +429,189 @@ TEST_F(PipelineTest, RetentionKeepsLastKButNeverTheOnlyCopy) {
       EXPECT_EQ(c.tiers[1].state, "committed");
     }
   }
+}
+
+TEST(PlanTiersTest, CoalesceDrainsOnlyTheNewestWaitingStep) {
+  std::vector<TierOptions> tiers(2);
+  tiers[0].keep_last = 2;
+  std::vector<std::set<uint64_t>> committed = {{1, 2, 3, 4, 5}, {1}};
+  auto plans = PlanTiers(committed, tiers);
+  EXPECT_EQ(plans[1].to_drain, (std::set<uint64_t>{5}));
+  EXPECT_EQ(plans[1].superseded, (std::set<uint64_t>{2, 3, 4}));
+  // Superseded steps leave tier 0 as its keep-last allows; 4 is still kept.
+  EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{1, 2, 3}));
+
+  // The step being drained now is neither superseded nor removed.
+  plans = PlanTiers(committed, tiers, {{}, {3}});
+  EXPECT_EQ(plans[1].to_drain, (std::set<uint64_t>{3, 5}));
+  EXPECT_EQ(plans[1].superseded, (std::set<uint64_t>{2, 4}));
+  EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{1, 2}));
+
+  // A newer step already there supersedes every waiting one.
+  plans = PlanTiers({{4, 5, 6}, {6}}, tiers);
+  EXPECT_TRUE(plans[1].to_drain.empty());
+  EXPECT_EQ(plans[1].superseded, (std::set<uint64_t>{4, 5}));
+  EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{4}));
+
+  // Drain every step: all wait, and tier 0 keeps each until it is there.
+  tiers[1].backlog = BacklogPolicy::kDrainEvery;
+  plans = PlanTiers(committed, tiers);
+  EXPECT_EQ(plans[1].to_drain, (std::set<uint64_t>{2, 3, 4, 5}));
+  EXPECT_TRUE(plans[1].superseded.empty());
+  EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{1}));
+
+  // Tier 1's keep-last bounds what it wants under either policy.
+  tiers[1].keep_last = 1;
+  plans = PlanTiers(committed, tiers);
+  EXPECT_EQ(plans[1].to_drain, (std::set<uint64_t>{5}));
+  EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{1, 2, 3}));
+}
+
+// Saves 1 MiB steps first..first+count-1 back to back into a pipeline whose
+// tier 1 drains at 2 MiB/s (each drain about 0.5 s), waiting only for tier 0.
+std::vector<std::shared_ptr<SaveHandle>> SaveFasterThanTierOneDrains(
+    Pipeline& p, int count, std::vector<TierBacklog>* backlog_after_last, int first = 1) {
+  std::vector<std::shared_ptr<SaveHandle>> handles;
+  for (int s = first; s < first + count; ++s) {
+    auto pending = p.Begin({"slow", static_cast<uint64_t>(s)}, 0, 1);
+    EXPECT_TRUE(pending.ok()) << pending.status().ToString();
+    if (!pending.ok()) return handles;
+    std::string x = Bytes(1 << 20, s);
+    EXPECT_TRUE((*pending)->AddItem("x", "", x.data(), x.size()).ok());
+    auto h = (*pending)->Snapshot();
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    if (!h.ok()) return handles;
+    EXPECT_TRUE((*h)->WaitTier(0).ok());
+    handles.push_back(*h);
+  }
+  if (backlog_after_last != nullptr && !handles.empty()) *backlog_after_last = handles.back()->backlog();
+  return handles;
+}
+
+TEST_F(PipelineTest, ASlowTierCoalescesToTheNewestStepAndSaysSo) {
+  auto o = Options(2);
+  o.tiers[1].rate_bytes_per_sec = 2ull << 20;
+  std::vector<TierBacklog> backlog;
+  std::vector<std::shared_ptr<SaveHandle>> handles;
+  {
+    auto p = Open(o);
+    handles = SaveFasterThanTierOneDrains(*p, 6, &backlog);
+    ASSERT_EQ(handles.size(), 6u);
+    // At most the drain running and the newest step waiting.
+    ASSERT_EQ(backlog.size(), 2u);
+    EXPECT_EQ(backlog[1].uri, Tier(1));
+    EXPECT_GE(backlog[1].steps, 1u);
+    EXPECT_LE(backlog[1].steps, 2u);
+    EXPECT_LE(backlog[1].bytes, 2ull << 20);
+    // The newest step always drains.
+    ASSERT_TRUE(handles.back()->Wait().ok());
+    EXPECT_EQ(p->Backlog()[1].steps, 0u);
+  }
+  // Step 1 drained at once; 2..5 waited behind it, so only the newest of
+  // them (6) followed: the others were superseded, and said so.
+  uint64_t superseded = 0;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const TierProgress t1 = handles[i]->progress()[1];
+    if (t1.state == TierState::kSuperseded) {
+      ++superseded;
+      Status st = handles[i]->WaitTier(1);
+      EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+      EXPECT_NE(st.message().find("superseded"), std::string::npos) << st.ToString();
+      EXPECT_TRUE(handles[i]->done());
+    } else {
+      EXPECT_EQ(t1.state, TierState::kCommitted) << i;
+    }
+  }
+  EXPECT_GE(superseded, 2u);
+  EXPECT_EQ(handles.back()->backlog()[1].superseded, superseded);
+  EXPECT_EQ(handles[0]->progress()[1].state, TierState::kCommitted);
+
+  // ls: tier 0 kept them all (keep-last all); tier 1 shows them superseded.
+  o.resume_drains = false;
+  auto p = Open(o);
+  auto listed = p->List("slow");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 6u);
+  uint64_t listed_superseded = 0;
+  for (const auto& c : *listed) {
+    EXPECT_EQ(c.tiers[0].state, "committed");
+    if (c.tiers[1].state == "superseded") {
+      ++listed_superseded;
+      EXPECT_FALSE(c.tiers[1].reason.empty());
+    } else {
+      EXPECT_EQ(c.tiers[1].state, "committed") << c.info.step;
+    }
+  }
+  EXPECT_EQ(listed_superseded, superseded);
+  auto from_listing = BacklogOf(*listed, {Tier(0), Tier(1)});
+  EXPECT_EQ(from_listing[1].steps, 0u);
+  EXPECT_EQ(from_listing[1].superseded, superseded);
+  // A drain does not copy superseded steps; with a keep-last on tier 0 they
+  // then leave it, as steps already on tier 1 would.
+  p.reset();
+  o.tiers[0].keep_last = 1;
+  p = Open(o);
+  auto report = p->Drain("");
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->checkpoints_drained, 0u);
+  EXPECT_EQ(report->checkpoints_superseded, superseded);
+  listed = p->List("slow");
+  ASSERT_TRUE(listed.ok());
+  for (const auto& c : *listed) {
+    if (c.info.step == 6) {
+      EXPECT_EQ(c.tiers[0].state, "committed");
+    } else {
+      EXPECT_NE(c.tiers[0].state, "committed") << c.info.step;
+      EXPECT_EQ(c.tiers[1].state, "committed") << c.info.step;  // only those tier 1 holds are left
+    }
+  }
+}
+
+TEST_F(PipelineTest, DrainEveryStepLetsTheBacklogGrowAndDrainsAll) {
+  auto o = Options(2);
+  o.tiers[1].rate_bytes_per_sec = 2ull << 20;
+  o.tiers[1].backlog = BacklogPolicy::kDrainEvery;
+  auto p = Open(o);
+  std::vector<TierBacklog> backlog;
+  auto handles = SaveFasterThanTierOneDrains(*p, 6, &backlog);
+  ASSERT_EQ(handles.size(), 6u);
+  EXPECT_GE(backlog[1].steps, 4u);
+  EXPECT_GE(backlog[1].bytes, 4ull << 20);
+  EXPECT_EQ(backlog[1].superseded, 0u);
+  for (auto& h : handles) ASSERT_TRUE(h->Wait().ok());
+  EXPECT_EQ(p->Backlog()[1].steps, 0u);
+}
+
+TEST_F(PipelineTest, ABacklogPastItsLimitRefusesOrHoldsTheNextSave) {
+  auto o = Options(2);
+  o.tiers[1].rate_bytes_per_sec = 2ull << 20;
+  o.tiers[1].backlog = BacklogPolicy::kDrainEvery;
+  o.max_backlog_steps = 2;
+  o.when_backlogged = BusyPolicy::kRefuse;
+  {
+    auto p = Open(o);
+    auto handles = SaveFasterThanTierOneDrains(*p, 2, nullptr);
+    ASSERT_EQ(handles.size(), 2u);
+    auto third = p->Begin({"slow", 3}, 0, 1);
+    ASSERT_FALSE(third.ok());
+    EXPECT_EQ(third.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(third.status().message().find("backlog of 2 step(s)"), std::string::npos) << third.status().ToString();
+    ASSERT_TRUE(handles[0]->Wait().ok());
+    auto fourth = p->Begin({"slow", 4}, 0, 1);
+    EXPECT_TRUE(fourth.ok()) << fourth.status().ToString();
+  }
+  o.when_backlogged = BusyPolicy::kWait;
+  o.max_backlog_steps = 0;
+  o.max_backlog_bytes = 1 << 20;  // one step's bytes
+  auto p = Open(o);
+  auto handles = SaveFasterThanTierOneDrains(*p, 1, nullptr, 11);
+  ASSERT_EQ(handles.size(), 1u);
+  const auto start = std::chrono::steady_clock::now();
+  auto next = p->Begin({"slow", 12}, 0, 1);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  // It waited for step 1's drain (about 0.5 s at 2 MiB/s).
+  EXPECT_EQ(handles[0]->progress()[1].state, TierState::kCommitted);
+  EXPECT_GT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.2);
 }
 
 TEST_F(PipelineTest, NextPipelineResumesAnUnfinishedDrain) {
