@@ -7,7 +7,8 @@
 # fastest first). Covers: two-tier save and ls states, --async / --detach and
 # `sluice drain`, restore falling back to a later tier and repairing tier 0,
 # a durable tier going away (retention must not drop steps it lacks), kill -9
-# during a drain, --rate-limit, bad input, and a durable tier that is full. File stores in a fresh
+# during a drain, --rate-limit, bad input, a durable tier that is full, and one that falls
+# behind (--backlog-policy, ls --backlog, save --max-backlog). File stores in a fresh
 # temporary directory (removed on exit). Prints one "ok - ..." / "not ok - ..."
 # line per check and last "N passed, M failed". Exits 0 if every check passed,
 # 1 if any failed, 77 (skip) if the binary is missing, 2 on bad usage.
@@ -188,14 +189,14 @@ A4=$W/t4/A
 P4=$W/t4/p      # tier B's parent: removed, later a regular file, then recreated
 B4=$P4/B
 mkdir -p "$B4"
-"$SLUICE" save --tier "$A4" --tier "$B4" --name w --step 1 --synthetic 40MiB --async \
+"$SLUICE" save --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --step 1 --synthetic 40MiB --async \
   --rate-limit 1=5MiB --keep-last 0=1 >"$W/bg4.out" 2>"$W/bg4.err" &
 p4=$!
 BGPIDS+=("$p4")
 sleep 1
 rm -rf "$P4"
 sleep 1.5
-sl ls --tier "$A4" --tier "$B4" --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
 cp "$W/out" "$W/ls4.json"
 running=no
 kill -0 $p4 2>/dev/null && running=yes
@@ -212,11 +213,11 @@ expect_ok "tier 0 keeps the checkpoint: verify --store A exits 0"
 # Keep tier B unavailable: its parent directory is now a regular file.
 rm -rf "$P4"
 : >"$P4"
-sl save --tier "$A4" --tier "$B4" --name w --step 2 --synthetic 5MiB --async --detach --keep-last 0=1
+sl save --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --step 2 --synthetic 5MiB --async --detach --keep-last 0=1
 expect_ok "save --async --detach --keep-last 0=1 of w@2 with tier B unavailable exits 0"
 check "--keep-last 0=1 did not remove w@1 from A while B lacks it (A holds: $(steps_on "$A4" w))" \
   [ "$(steps_on "$A4" w)" = "1 2" ]
-sl drain --tier "$A4" --tier "$B4" --keep-last 0=1
+sl drain --tier "$A4" --tier "$B4" --backlog-policy drain-every --keep-last 0=1
 if [ "$RC" -eq 1 ] && grep -q 'w@1' "$W/err" && grep -q 'w@2' "$W/err"; then
   ok "drain with tier B unavailable exits 1 naming w@1 and w@2"
 else
@@ -224,14 +225,14 @@ else
 fi
 check "that drain's --keep-last 0=1 left both steps on A (A holds: $(steps_on "$A4" w))" \
   [ "$(steps_on "$A4" w)" = "1 2" ]
-sl ls --tier "$A4" --tier "$B4" --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
 check "ls: tier 1 failed (with a reason) or pending for both steps ($(tier_states))" \
   [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"] == "pending" or (c["tiers"][1]["state"] == "failed" and bool(c["tiers"][1].get("reason")))) for c in d]')" = "[(1, True), (2, True)]" ]
 rm -f "$P4"
 mkdir -p "$B4"
-sl drain --tier "$A4" --tier "$B4" --keep-last 0=1
+sl drain --tier "$A4" --tier "$B4" --backlog-policy drain-every --keep-last 0=1
 expect_ok "after recreating B, drain --keep-last 0=1 exits 0"
-sl ls --tier "$A4" --tier "$B4" --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
 check "ls: both steps committed on B ($(tier_states))" \
   [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"]) for c in d]')" = "[(1, 'committed'), (2, 'committed')]" ]
 check "A now holds only the newest step (A holds: $(steps_on "$A4" w))" [ "$(steps_on "$A4" w)" = "2" ]
@@ -247,7 +248,7 @@ for s in 1 2 3; do
   "$SLUICE" save --store "$A5" --name k --step $s --synthetic 20MiB --full >/dev/null 2>&1 && sok=$((sok + 1))
 done
 check "three 20 MiB steps saved to A alone" [ "$sok" -eq 3 ]
-"$SLUICE" drain --tier "$A5" --tier "$B5" --rate-limit 1=10MiB >"$W/d5.out" 2>"$W/d5.err" &
+"$SLUICE" drain --tier "$A5" --tier "$B5" --backlog-policy drain-every --rate-limit 1=10MiB >"$W/d5.out" 2>"$W/d5.err" &
 p5=$!
 BGPIDS+=("$p5")
 sleep 1.5
@@ -266,7 +267,7 @@ for s in $(pyj '" ".join(str(c["step"]) for c in d if c["complete"])' "$W/ls5.js
   "$SLUICE" verify --store "$B5" --name k --step "$s" >/dev/null 2>&1 || vb=$((vb + 1))
 done
 check "every step B lists as committed after the kill verifies" [ "$vb" -eq 0 ]
-sl drain --tier "$A5" --tier "$B5"
+sl drain --tier "$A5" --tier "$B5" --backlog-policy drain-every
 expect_ok "drain again after the kill exits 0"
 vb=0
 for s in 1 2 3; do "$SLUICE" verify --store "$B5" --name k --step $s >/dev/null 2>&1 || vb=$((vb + 1)); done
@@ -329,6 +330,11 @@ usage "drain with a single --tier" drain --tier "$UA"
 usage "drain --rate-limit 7=1MiB (no tier 7)" drain --tier "$UA" --tier "$UB" --rate-limit 7=1MiB
 usage "drain --keep-last 0=0" drain --tier "$UA" --tier "$UB" --keep-last 0=0
 usage "save --detach without --async" save --tier "$UA" --tier "$UB" "${SV[@]}" --detach
+usage "--backlog-policy sometimes" save --tier "$UA" --tier "$UB" "${SV[@]}" --backlog-policy sometimes
+usage "--backlog-policy 5=coalesce (no tier 5)" drain --tier "$UA" --tier "$UB" --backlog-policy 5=coalesce
+usage "--when-backlogged without a limit" save --tier "$UA" --tier "$UB" "${SV[@]}" --when-backlogged wait
+usage "--when-backlogged later" save --tier "$UA" --tier "$UB" "${SV[@]}" --max-backlog 1 --when-backlogged later
+usage "--max-backlog with one tier" save --store "$UA" "${SV[@]}" --max-backlog 1
 for st in 1PiB 1024TiB; do
   sl save --tier "$UA" --tier "$UB" "${SV[@]}" --async --staging $st
   if { [ "$RC" -eq 1 ] || [ "$RC" -eq 2 ]; } && one_sluice_line && grep -q staging "$W/err"; then
@@ -345,20 +351,20 @@ check "no refused save or drain created a tier directory${CREATED:+ (created by:
 FA=$W/full-a FB=$W/full-b
 mkdir -p "$FA" "$FB"
 if mount -t tmpfs -o size=16m sluice-tiers-test "$FB" 2>/dev/null; then
-  sl save --tier "$FA" --tier "$FB" --name full --step 1 --synthetic 40MiB --async --detach
+  sl save --tier "$FA" --tier "$FB" --backlog-policy drain-every --name full --step 1 --synthetic 40MiB --async --detach
   expect_ok "a save whose later tier is too small still commits on tier 0"
-  sl drain --tier "$FA" --tier "$FB" --keep-last 0=1
+  sl drain --tier "$FA" --tier "$FB" --backlog-policy drain-every --keep-last 0=1
   if [ "$RC" -eq 1 ] && grep -qi "space" "$W/err"; then ok "drain into a full tier exits 1 and says the tier is out of space"
   else nok "drain into a full tier: exit $RC (want 1 naming no space), stderr: $(errtext)"; fi
-  sl save --tier "$FA" --tier "$FB" --name full --step 2 --synthetic 1MiB --async --detach --keep-last 0=1
-  sl ls --tier "$FA" --tier "$FB" --keep-last 0=1 --json
+  sl save --tier "$FA" --tier "$FB" --backlog-policy drain-every --name full --step 2 --synthetic 1MiB --async --detach --keep-last 0=1
+  sl ls --tier "$FA" --tier "$FB" --backlog-policy drain-every --keep-last 0=1 --json
   check "ls shows the full tier as failed with a reason naming the lack of space" \
     [ "$(pyj '[c["tiers"][1]["state"] + ":" + str("space" in c["tiers"][1].get("reason", "").lower()) for c in d if c["step"] == 1][0]')" = "failed:True" ]
   sl verify --store "$FA" --name full --step 1
   expect_ok "tier 0 keeps the checkpoint the full tier could not take (retention removed nothing)"
   check "no partial copy is committed on the full tier" [ ! -e "$(stepdir "$FB" full 1)/COMMIT" ]
   umount "$FB"
-  sl drain --tier "$FA" --tier "$FB" --keep-last 0=1
+  sl drain --tier "$FA" --tier "$FB" --backlog-policy drain-every --keep-last 0=1
   expect_ok "once the tier has room, drain finishes"
   sl verify --store "$FB" --name full --step 1
   expect_ok "the drained copy verifies"
@@ -367,6 +373,65 @@ elif [ "${CI:-}" = true ]; then
 else
   echo "ok - full durable tier # SKIP cannot mount a tmpfs (needs root)"
 fi
+
+# ------------------------------------------ 9. a durable tier that falls behind
+# Tier B is unavailable (its parent is a regular file) while four saves land
+# on A: the default backlog policy (coalesce) drains only the newest to B.
+LA=$W/lag-a LP=$W/lag-p LB=$LP/B
+: >"$LP"
+lag_ok=0
+for s in 1 2 3 4; do
+  "$SLUICE" save --tier "$LA" --tier "$LB" --name lag --step $s --synthetic 2MiB --full --async --detach \
+    >/dev/null 2>&1 && lag_ok=$((lag_ok + 1))
+done
+check "four saves --async --detach with tier B unavailable exit 0 ($lag_ok of 4)" [ "$lag_ok" -eq 4 ]
+sl ls --tier "$LA" --tier "$LB" --json
+check "ls: steps 1-3 superseded on tier 1, step 4 pending or failed ($(tier_states))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"]) for c in d]' | sed 's/failed/pending/')" = \
+    "[(1, 'superseded'), (2, 'superseded'), (3, 'superseded'), (4, 'pending')]" ]
+sl ls --tier "$LA" --tier "$LB" --backlog --json
+check "ls --backlog --json: tier 1 has 1 step (2 MiB) due and 3 superseded ($(outtext))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(t["tier"], t["steps"], t["bytes"], t["superseded"]) for t in d]')" = "[(0, 0, 0, 0), (1, 1, 2097152, 3)]" ]
+sl ls --tier "$LA" --tier "$LB" --backlog-policy drain-every --backlog --json
+check "ls --backlog-policy drain-every --backlog: all 4 steps (8 MiB) due on tier 1 ($(outtext))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(t["steps"], t["bytes"], t["superseded"]) for t in d][1]')" = "(4, 8388608, 0)" ]
+sl ls --tier "$LA" --tier "$LB"
+check "plain ls ends with tier 1's backlog line" grep -q "^tier 1 backlog: 1 step(s), 2.00 MiB not yet drained there; 3 superseded" "$W/out"
+sl save --tier "$LA" --tier "$LB" --name lag --step 5 --synthetic 2MiB --full --async --detach --max-backlog 1
+if [ "$RC" -eq 1 ] && one_sluice_line && grep -q "tier 1 (.*) has a backlog of 1 step(s) of lag" "$W/err"; then
+  ok "save --max-backlog 1 with one step due on tier 1 exits 1 with one line naming the tier"
+else
+  nok "save --max-backlog 1: exit $RC (want 1 naming tier 1's backlog), stderr: $(errtext)"
+fi
+check "...and wrote nothing (A holds: $(steps_on "$LA" lag))" [ "$(steps_on "$LA" lag)" = "1 2 3 4" ]
+sl save --tier "$LA" --tier "$LB" --name lag --step 5 --synthetic 2MiB --full --async --detach --max-backlog 2
+expect_ok "save --max-backlog 2 (one step due) exits 0"
+"$SLUICE" save --tier "$LA" --tier "$LB" --name lag --step 6 --synthetic 2MiB --full --async --detach \
+  --max-backlog-bytes 2MiB --when-backlogged wait >"$W/lag6.out" 2>"$W/lag6.err" &
+p6=$!
+BGPIDS+=("$p6")
+sleep 1.5
+running=no
+kill -0 $p6 2>/dev/null && running=yes
+check "save --max-backlog-bytes 2MiB --when-backlogged wait waits while tier B is down (running=$running)" \
+  [ "$running" = yes ] && grep -q "waiting for drains" "$W/lag6.err"
+rm -f "$LP"
+mkdir -p "$LB"
+sl drain --tier "$LA" --tier "$LB" --json
+check "drain copies only the newest due step and counts the superseded ones ($(outtext))" \
+  [ "$RC" -eq 0 -a "$(pyj '(d["drained"], d["superseded"])')" = "(1, 4)" ]
+if wait_gone $p6 15; then wait $p6; rc6=$?; else rc6=timeout; fi
+check "the waiting save goes on once the drain brought the backlog under its limit (exit $rc6)" [ "$rc6" = 0 ]
+sl drain --tier "$LA" --tier "$LB" --keep-last 0=1
+expect_ok "drain --keep-last 0=1 then exits 0"
+check "tier A keeps only the newest step, superseded ones went (A holds: $(steps_on "$LA" lag))" \
+  [ "$(steps_on "$LA" lag)" = "6" ]
+vb=0
+for s in $(steps_on "$LB" lag); do "$SLUICE" verify --store "$LB" --name lag --step $s >/dev/null 2>&1 || vb=$((vb + 1)); done
+check "tier B holds step 6 (and 5 if drained before it), each verifies (B holds: $(steps_on "$LB" lag))" \
+  [ "$vb" -eq 0 ] && steps_on "$LB" lag | grep -qE '^(5 )?6$'
+sl ls --tier "$LA" --tier "$LB" --backlog --json
+check "ls --backlog: nothing due on tier 1 any more" [ "$RC" -eq 0 -a "$(pyj 'd[1]["steps"]')" = 0 ]
 
 # ---------------------------------------------------------------- status
 QA=$W/status-a QB=$W/status-b

@@ -99,7 +99,10 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
           t.info = it->second;
         }
       } else if (!tier_error[k].ok()) {
-        c.state = source >= 0 ? "failed" : "absent";
+        // What the tier holds is unknown, but a superseded step will not be
+        // drained there whatever it holds.
+        const bool superseded = source >= 0 && plans[key.first][k].superseded.count(key.second);
+        c.state = superseded ? "superseded" : source >= 0 ? "failed" : "absent";
         c.reason = "cannot list the tier: " + tier_error[k].ToString();
       } else if (source < 0) {
         c.state = "absent";

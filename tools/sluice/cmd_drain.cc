@@ -28,12 +28,18 @@ void OnStopSignal(int) {
 void PrintPass(const DrainReport& r, double secs, bool json) {
   if (json) {
     PrintJson({{"drained", r.checkpoints_drained}, {"bytes", r.bytes}, {"seconds", secs},
-               {"removed_by_retention", r.checkpoints_removed}, {"failures", r.failures}});
+               {"removed_by_retention", r.checkpoints_removed}, {"superseded", r.checkpoints_superseded},
+               {"failures", r.failures}});
   } else {
-    std::printf("drained %llu checkpoint(s), %s in %.2f s (%s); retention removed %llu\n",
+    std::printf("drained %llu checkpoint(s), %s in %.2f s (%s); retention removed %llu",
                 static_cast<unsigned long long>(r.checkpoints_drained), HumanBytes(r.bytes).c_str(),
                 secs, HumanRate(secs > 0 ? r.bytes / secs : 0).c_str(),
                 static_cast<unsigned long long>(r.checkpoints_removed));
+    if (r.checkpoints_superseded > 0) {
+      std::printf("; %llu superseded by newer steps (--backlog-policy coalesce)",
+                  static_cast<unsigned long long>(r.checkpoints_superseded));
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -77,7 +83,9 @@ CommandSpec DrainSpec() {
       "that tier (from the fastest tier holding it), verifying every chunk on the\n"
       "way, and commits it there; then removes what --keep-last no longer keeps.\n"
       "Resumes drains a killed save or drain left unfinished: partial copies are\n"
-      "rewritten, never committed.";
+      "rewritten, never committed. Under --backlog-policy coalesce (the default) only\n"
+      "the newest step due on a tier is copied there and older due ones are\n"
+      "superseded (counted in the report); drain-every copies them all, oldest first.";
   spec.flags = StoreFlagSpecs(false);
   for (auto& f : TierPolicyFlagSpecs()) spec.flags.push_back(f);
   spec.flags.insert(spec.flags.end(), {
@@ -138,6 +146,7 @@ int CmdDrain(int argc, char** argv) {
     total.checkpoints_drained += report->checkpoints_drained;
     total.bytes += report->bytes;
     total.checkpoints_removed += report->checkpoints_removed;
+    total.checkpoints_superseded = report->checkpoints_superseded;  // each pass counts them again
     total.failures = report->failures;
     if (total.failures.empty() || SecondsSince(t0) * 1000 + backoff_ms > *retry) break;
     for (const auto& f : total.failures) std::fprintf(stderr, "sluice: %s; retrying in %.0f s\n", f.c_str(), backoff_ms / 1000.0);

@@ -9,20 +9,26 @@ namespace sluice::cli {
 CommandSpec LsSpec() {
   CommandSpec spec;
   spec.name = "ls";
-  spec.usage = "ls (--store URI | --tier URI...) [--name NAME] [--all] [--json]";
+  spec.usage = "ls (--store URI | --tier URI...) [--name NAME] [--all | --backlog] [--json]";
   spec.summary =
       "Lists committed checkpoints: name, step, bytes, ranks, items, creation time,\n"
       "and with several --tier the state on each tier: committed, draining, pending\n"
       "(an earlier tier has it, this one not yet), failed (the last drain failed, with\n"
-      "the reason), absent (not held, e.g. beyond its --keep-last), damaged (a commit\n"
+      "the reason), superseded (that tier fell behind and its backlog policy drains a\n"
+      "newer step there instead), absent (not held, e.g. beyond its --keep-last), damaged (a commit\n"
       "record is there but the copy does not verify: sluice scrub repairs it). A step\n"
       "damaged on its only tier is listed as DAMAGED, never hidden. --json adds each\n"
-      "copy's last scrub (last_scrub, last_scrub_result, last_scrub_detail).";
+      "copy's last scrub (last_scrub, last_scrub_result, last_scrub_detail).\n"
+      "With several --tier, each later tier's backlog follows the table (when there\n"
+      "is one): steps committed on an earlier tier and due there, with their bytes.";
   spec.flags = StoreFlagSpecs(false);
   spec.flags.insert(spec.flags.end(), {
       {"name", "NAME", "only checkpoints of this name"},
       {"all", "", "also list incomplete checkpoints (no valid commit record), marked so"},
       {"keep-last", "TIER=K", "as given to save/drain, so steps beyond it show as absent", true},
+      BacklogPolicyFlagSpec(),
+      {"backlog", "", "print only each tier's backlog: steps pending, draining or failed\n"
+                      "                            there, their bytes, and steps superseded there"},
       {"json", "", "print a JSON array, one object per checkpoint"},
   });
   return spec;
@@ -58,6 +64,28 @@ int CmdLs(int argc, char** argv) {
     }
   }
   const bool several = (*pipeline)->tier_count() > 1;
+  std::vector<std::string> uris;
+  for (const auto& t : popts->tiers) uris.push_back(t.uri);
+  const std::vector<TierBacklog> backlog = BacklogOf(*tiered, uris);
+  if (flags.Has("backlog")) {
+    if (flags.Has("all")) return Fail(Status::InvalidArgument("--backlog and --all do not go together"), true);
+    if (flags.Has("json")) {
+      JsonValue out = JsonValue::array();
+      for (size_t k = 0; k < backlog.size(); ++k) {
+        out.push_back({{"tier", k}, {"uri", backlog[k].uri}, {"steps", backlog[k].steps},
+                       {"bytes", backlog[k].bytes}, {"superseded", backlog[k].superseded}});
+      }
+      PrintJson(out);
+      return kExitOk;
+    }
+    std::printf("%-4s %8s %12s %10s  %s\n", "TIER", "BACKLOG", "BYTES", "SUPERSEDED", "URI");
+    for (size_t k = 0; k < backlog.size(); ++k) {
+      std::printf("%-4zu %8llu %12s %10llu  %s\n", k, static_cast<unsigned long long>(backlog[k].steps),
+                  HumanBytes(backlog[k].bytes).c_str(), static_cast<unsigned long long>(backlog[k].superseded),
+                  backlog[k].uri.c_str());
+    }
+    return kExitOk;
+  }
   if (flags.Has("json")) {
     auto info = [](const CheckpointInfo& c) {
       return JsonValue{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
@@ -127,6 +155,12 @@ int CmdLs(int argc, char** argv) {
     std::printf("%-24s %20llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
                 static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), "-", c.ranks, "-",
                 FormatTime(c.created_unix_ms).c_str(), state.c_str());
+  }
+  for (size_t k = 1; k < backlog.size(); ++k) {
+    if (backlog[k].steps == 0 && backlog[k].superseded == 0) continue;
+    std::printf("tier %zu backlog: %llu step(s), %s not yet drained there; %llu superseded (%s)\n", k,
+                static_cast<unsigned long long>(backlog[k].steps), HumanBytes(backlog[k].bytes).c_str(),
+                static_cast<unsigned long long>(backlog[k].superseded), backlog[k].uri.c_str());
   }
   return kExitOk;
 }

@@ -47,6 +47,12 @@ CommandSpec SaveSpec() {
       {"timeout", "DURATION", "how long ranks wait for each other (default 10m)"},
       {"attempt", "ID", "with --world: id of this launch, the same on every rank (default\n"
                         "                            $SLUICE_ATTEMPT, else none)"},
+      {"max-backlog", "N", "before saving, check each later tier's backlog of NAME (steps\n"
+                           "                            committed on an earlier tier and due there, as `ls --backlog`\n"
+                           "                            counts them): at N or more, fail or wait (--when-backlogged)"},
+      {"max-backlog-bytes", "SIZE", "the same for the backlog's bytes"},
+      {"when-backlogged", "fail|wait", "past --max-backlog(-bytes): exit 1 naming the tier (default), or\n"
+                                       "                            wait, checking every second, until a drain brings it under"},
       {"json", "", "print the result as one JSON object"},
   });
   s.details =
@@ -68,11 +74,39 @@ CommandSpec SaveSpec() {
       "a chunk of the newest committed step of NAME on tier 0 (same rank) is not\n"
       "written again but referenced there. Removing that step keeps what later steps\n"
       "reference; restore, verify, scrub and drains follow the references. --full\n"
-      "writes everything.";
+      "writes everything.\n"
+      "\n"
+      "A later tier slower than the checkpoint rate falls behind. --backlog-policy\n"
+      "coalesce (the default) then drains only the newest step waiting for it, and\n"
+      "older waiting steps are superseded there: they stay on earlier tiers only as\n"
+      "those tiers' --keep-last allows. drain-every copies every step, oldest first,\n"
+      "and earlier tiers keep each until it has been copied. `sluice ls --backlog`\n"
+      "shows each tier's backlog; --max-backlog stops a save from adding to it.";
   return s;
 }
 
 namespace {
+
+// The first later tier whose backlog of `name` is at or over a limit, as a
+// sentence; empty if none is.
+Result<std::string> BacklogOverLimit(Pipeline& pipeline, const std::string& name, uint64_t max_steps,
+                                     uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(auto listed, pipeline.List(name));
+  std::vector<std::string> uris;
+  for (size_t k = 0; k < pipeline.tier_count(); ++k) uris.push_back(pipeline.tier(k).backend().uri());
+  const auto backlog = BacklogOf(listed, uris);
+  for (size_t k = 1; k < backlog.size(); ++k) {
+    const bool steps = max_steps != 0 && backlog[k].steps >= max_steps;
+    const bool bytes = max_bytes != 0 && backlog[k].bytes >= max_bytes;
+    if (!steps && !bytes) continue;
+    return "tier " + std::to_string(k) + " (" + backlog[k].uri + ") has a backlog of " +
+           std::to_string(backlog[k].steps) + " step(s) of " + name + ", " + HumanBytes(backlog[k].bytes) +
+           ", not yet drained there (" +
+           (steps ? "--max-backlog " + std::to_string(max_steps) : "--max-backlog-bytes " + HumanBytes(max_bytes)) +
+           ")";
+  }
+  return std::string();
+}
 
 // Counts bytes into the progress line as the writer pulls them, so that one
 // big file shows progress too.
@@ -118,6 +152,21 @@ int CmdSave(int argc, char** argv) {
   if (!popts.ok()) return Fail(popts.status(), true);
   const bool async = flags.Has("async"), detach = flags.Has("detach");
   if (detach && !async) return Fail(Status::InvalidArgument("--detach needs --async"), true);
+  auto max_backlog = flags.GetU64("max-backlog", 0);
+  if (!max_backlog.ok()) return Fail(max_backlog.status().WithContext("--max-backlog"), true);
+  auto max_backlog_bytes = flags.GetSize("max-backlog-bytes", 0);
+  if (!max_backlog_bytes.ok()) return Fail(max_backlog_bytes.status().WithContext("--max-backlog-bytes"), true);
+  const std::string when_backlogged = flags.Get("when-backlogged").value_or("fail");
+  if (when_backlogged != "fail" && when_backlogged != "wait") {
+    return Fail(Status::InvalidArgument("--when-backlogged must be fail or wait, not '" + when_backlogged + "'"), true);
+  }
+  const bool backlog_limited = *max_backlog > 0 || *max_backlog_bytes > 0;
+  if (flags.Has("when-backlogged") && !backlog_limited) {
+    return Fail(Status::InvalidArgument("--when-backlogged needs --max-backlog or --max-backlog-bytes"), true);
+  }
+  if (backlog_limited && popts->tiers.size() < 2) {
+    return Fail(Status::InvalidArgument("--max-backlog needs several --tier (a backlog is what later tiers lack)"), true);
+  }
 
   std::vector<TreeFile> files;
   std::vector<uint64_t> synthetic_sizes;
@@ -174,6 +223,15 @@ int CmdSave(int argc, char** argv) {
   if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
   auto pipeline = Pipeline::Open(po);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  for (bool told = false; backlog_limited;) {
+    auto over = BacklogOverLimit(**pipeline, *name, *max_backlog, *max_backlog_bytes);
+    if (!over.ok()) return Fail(over.status().WithContext("--max-backlog"));
+    if (over->empty()) break;
+    if (when_backlogged == "fail") return Fail(Status::Unavailable(*over));
+    if (!told) std::fprintf(stderr, "sluice: %s: waiting for drains (`sluice drain`) to bring it under\n", over->c_str());
+    told = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   CheckpointId id{*name, **step};
   SaveOptions save;
   save.incremental = !flags.Has("full");

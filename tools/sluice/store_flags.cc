@@ -34,7 +34,16 @@ std::vector<FlagSpec> TierPolicyFlagSpecs() {
       {"keep-last", "TIER=K",
        "keep the newest K committed steps of each name on that tier; older ones go\n"
        "                            once a later tier holds them; repeatable (default: all)", true},
+      BacklogPolicyFlagSpec(),
   };
+}
+
+FlagSpec BacklogPolicyFlagSpec() {
+  return {"backlog-policy", "[TIER=]POLICY",
+          "what drains into a later tier do when it falls behind: coalesce\n"
+          "                            (default: only the newest waiting step drains there, older\n"
+          "                            waiting ones are superseded) or drain-every (every step,\n"
+          "                            oldest first); without TIER= for every later tier", true};
 }
 
 Result<std::vector<std::string>> TierUrisFromFlags(const Flags& flags) {
@@ -90,6 +99,20 @@ Result<PipelineOptions> PipelineOptionsFromFlags(const Flags& flags, bool create
       return Status::InvalidArgument("--keep-last '" + text + "': K must be a positive integer");
     }
     o.tiers[a.first].keep_last = static_cast<uint32_t>(std::stoul(v));
+  }
+  for (const auto& text : flags.GetAll("backlog-policy")) {
+    auto policy_of = [&](const std::string& v) -> Result<BacklogPolicy> {
+      if (v == "coalesce") return BacklogPolicy::kCoalesce;
+      if (v == "drain-every") return BacklogPolicy::kDrainEvery;
+      return Status::InvalidArgument("--backlog-policy '" + text + "': POLICY must be coalesce or drain-every");
+    };
+    if (text.find('=') == std::string::npos) {
+      ASSIGN_OR_RETURN(BacklogPolicy policy, policy_of(text));
+      for (auto& t : o.tiers) t.backlog = policy;
+      continue;
+    }
+    ASSIGN_OR_RETURN(auto a, TierAssignment("backlog-policy", text, uris));
+    ASSIGN_OR_RETURN(o.tiers[a.first].backlog, policy_of(a.second));
   }
   ASSIGN_OR_RETURN(o.store, StoreOptionsFromFlags(flags));
   o.store.create_if_missing = create;

@@ -15,9 +15,12 @@ namespace sluice::cli {
 
 // --store / --tier plus, for writers, --chunk-size, --io-size, --object-size.
 std::vector<FlagSpec> StoreFlagSpecs(bool writer);
-// --rate-limit TIER=RATE and --keep-last TIER=K (repeatable), for commands
+// --rate-limit TIER=RATE, --keep-last TIER=K and --backlog-policy
+// [TIER=]POLICY (repeatable), for commands
 // that write into tiers in the background (save, drain).
 std::vector<FlagSpec> TierPolicyFlagSpecs();
+// --backlog-policy [TIER=]POLICY alone (ls takes it to show superseded steps).
+FlagSpec BacklogPolicyFlagSpec();
 
 // The tiers, fastest first: the --tier values, or the lone --store.
 // InvalidArgument if neither or both are given.
