@@ -111,6 +111,19 @@ py::dict ProgressDict(const TierProgress& p) {
   return d;
 }
 
+py::list BacklogList(const std::vector<TierBacklog>& backlog) {
+  py::list out;
+  for (const auto& b : backlog) {
+    py::dict d;
+    d["uri"] = b.uri;
+    d["steps"] = b.steps;
+    d["bytes"] = b.bytes;
+    d["superseded"] = b.superseded;
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict InfoDict(const CheckpointInfo& info) {
   py::dict d;
   d["name"] = info.name;
@@ -155,6 +168,7 @@ class PySaveHandle {
   }
   std::string name() const { return handle_->id().name; }
   uint64_t step() const { return handle_->id().step; }
+  py::list Backlog() const { return BacklogList(handle_->backlog()); }
   py::dict Stats() const {
     const SaveStats s = handle_->stats();
     py::dict d;
@@ -397,6 +411,7 @@ class PyPipeline {
   }
 
   size_t tier_count() { return Get()->tier_count(); }
+  py::list Backlog() { return BacklogList(Get()->Backlog()); }
 
   void PinForCuda(int device) {
     Get();
@@ -529,6 +544,7 @@ class PyPipeline {
     d["checkpoints_drained"] = r.checkpoints_drained;
     d["bytes"] = r.bytes;
     d["checkpoints_removed"] = r.checkpoints_removed;
+    d["checkpoints_superseded"] = r.checkpoints_superseded;
     d["failures"] = r.failures;
     return d;
   }
@@ -557,6 +573,14 @@ class PyPipeline {
   std::shared_ptr<StagingPin> pin_;
 };
 
+// The backlog options of a pipeline, as Python gives them.
+struct BacklogArgs {
+  std::vector<std::string> policy;  // per tier, or empty: the default
+  uint32_t max_steps = 0;
+  uint64_t max_bytes = 0;
+  std::string when = "wait";
+};
+
 PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t staging_bytes,
                             uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
                             uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,
@@ -564,7 +588,13 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
                             const std::vector<uint64_t>& rate_bytes_per_sec,
                             const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
                             uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
-                            const std::shared_ptr<StagingPin>& pin) {
+                            const BacklogArgs& backlog, const std::shared_ptr<StagingPin>& pin) {
+  if (!backlog.policy.empty() && backlog.policy.size() != tiers.size()) {
+    throw py::value_error("backlog_policy needs one policy per tier (or one string for all)");
+  }
+  if (backlog.when != "wait" && backlog.when != "fail") {
+    throw py::value_error("when_backlogged must be 'wait' or 'fail', not '" + backlog.when + "'");
+  }
   if (!rate_bytes_per_sec.empty() && rate_bytes_per_sec.size() != tiers.size()) {
     throw py::value_error("rate_bytes_per_sec needs one figure per tier");
   }
@@ -577,8 +607,21 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
     t.uri = tiers[k];
     if (!rate_bytes_per_sec.empty()) t.rate_bytes_per_sec = rate_bytes_per_sec[k];
     if (!keep_last.empty()) t.keep_last = keep_last[k];
+    if (!backlog.policy.empty()) {
+      const std::string& policy = backlog.policy[k];
+      if (policy == "coalesce") {
+        t.backlog = BacklogPolicy::kCoalesce;
+      } else if (policy == "drain-every") {
+        t.backlog = BacklogPolicy::kDrainEvery;
+      } else {
+        throw py::value_error("backlog_policy must be 'coalesce' or 'drain-every', not '" + policy + "'");
+      }
+    }
     o.tiers.push_back(t);
   }
+  o.max_backlog_steps = backlog.max_steps;
+  o.max_backlog_bytes = backlog.max_bytes;
+  o.when_backlogged = backlog.when == "fail" ? BusyPolicy::kRefuse : BusyPolicy::kWait;
   o.staging_bytes = staging_bytes;
   o.staging_at_open = staging_at_open;
   o.scrub_rate_bytes_per_sec = scrub_rate_bytes_per_sec;
@@ -670,7 +713,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
       .def("wait", &PySaveHandle::Wait)
       .def("progress", &PySaveHandle::Progress)
-      .def("stats", &PySaveHandle::Stats);
+      .def("stats", &PySaveHandle::Stats)
+      .def("backlog", &PySaveHandle::Backlog);
 
   py::class_<PyPendingCheckpoint>(m, "PendingCheckpoint")
       .def("add_address", &PyPendingCheckpoint::AddAddress, py::arg("key"), py::arg("metadata"),
@@ -699,13 +743,24 @@ PYBIND11_MODULE(_sluice, m) {
                        bool create_if_missing, bool huge_pages, bool staging_at_open,
                        const std::vector<uint64_t>& rate_bytes_per_sec,
                        const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
-                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last) {
+                       uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
+                       const py::object& backlog_policy, uint32_t max_backlog_steps,
+                       uint64_t max_backlog_bytes, const std::string& when_backlogged) {
+             BacklogArgs backlog;
+             if (py::isinstance<py::str>(backlog_policy)) {
+               backlog.policy.assign(tiers.size(), backlog_policy.cast<std::string>());
+             } else if (!backlog_policy.is_none()) {
+               backlog.policy = backlog_policy.cast<std::vector<std::string>>();
+             }
+             backlog.max_steps = max_backlog_steps;
+             backlog.max_bytes = max_backlog_bytes;
+             backlog.when = when_backlogged;
              auto pin = std::make_shared<StagingPin>();
              return std::make_unique<PyPipeline>(
                  MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
                              object_bytes, rank_timeout_ms, create_if_missing, huge_pages,
                              staging_at_open, rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec,
-                             rebuild_rate_bytes_per_sec, rebuild_keep_last, pin),
+                             rebuild_rate_bytes_per_sec, rebuild_keep_last, backlog, pin),
                  pin);
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
@@ -721,7 +776,9 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("keep_last") = std::vector<uint32_t>{},
            py::arg("scrub_rate_bytes_per_sec") = uint64_t{0},
            py::arg("rebuild_rate_bytes_per_sec") = uint64_t{0},
-           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last)
+           py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last,
+           py::arg("backlog_policy") = py::none(), py::arg("max_backlog_steps") = uint32_t{0},
+           py::arg("max_backlog_bytes") = uint64_t{0}, py::arg("when_backlogged") = "wait")
       .def_property_readonly("staging_pin", &PyPipeline::StagingPinState)
       .def("pin_for_cuda", &PyPipeline::PinForCuda, py::arg("device"),
            "Page-locks the staging arena for DMA from CUDA `device` (once; a no-op after). "
@@ -735,6 +792,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("latest_good_step", &PyPipeline::LatestGoodStep, py::arg("name"))
       .def("list", &PyPipeline::List, py::arg("name") = "")
       .def("drain", &PyPipeline::Drain, py::arg("name") = "")
+      .def("backlog", &PyPipeline::Backlog)
       .def("remove", &PyPipeline::Remove, py::arg("name"), py::arg("step") = py::none())
       .def("close", &PyPipeline::Close);
 }

@@ -23,13 +23,15 @@ import atexit
 import os
 import threading
 
-from . import _sluice
+from . import _backlog, _sluice
 from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
                       IOError, NoSpaceError, NotFoundError, NotSupportedError, UnavailableError)
+from ._backlog import BacklogWarning
 from ._state_dict import SaveHandle, load_with, save_with
 
 __all__ = [
     "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
+    "BacklogWarning",
     "metrics", "metrics_text",
     "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "IOError",
     "NoSpaceError", "NotFoundError", "NotSupportedError", "UnavailableError",
@@ -64,7 +66,14 @@ _options = {
     "huge_pages": True,
     "rate_bytes_per_sec": [],
     "keep_last": [],
+    "backlog_policy": "coalesce",
+    "max_backlog_steps": 0,
+    "max_backlog_bytes": 0,
+    "when_backlogged": "wait",
 }
+# Python-side options (not the pipeline's): when a save warns that a tier
+# falls behind (see _backlog.py).
+_warn_options = {"backlog_warn_steps": 2, "backlog_warn_bytes": 0}
 _pipelines = {}
 _lock = threading.Lock()
 
@@ -79,13 +88,28 @@ def configure(**options):
     ones; rebuild_rate_bytes_per_sec > 0 makes a pipeline that opens onto an
     empty tier 0, while a later tier holds checkpoints, copy the newest
     rebuild_keep_last steps of each name back at that cap. Pipelines already
-    open keep theirs; close() them to reopen with the new options."""
-    unknown = set(options) - set(_options)
+    open keep theirs; close() them to reopen with the new options.
+
+    A later tier slower than the checkpoint rate falls behind. backlog_policy
+    ("coalesce", the default, or "drain-every"; one string, or a list with one
+    per tier) says what then drains: coalesce drains only the newest step
+    waiting for the tier, and older waiting ones are superseded there (they
+    stay on faster tiers only while those tiers' keep_last keeps them);
+    drain-every copies every step, oldest first. max_backlog_steps and
+    max_backlog_bytes (0: no limit) make a save wait (when_backlogged="wait")
+    or raise UnavailableError ("fail") while some later tier has that many
+    steps or bytes due. A save warns once per tier (BacklogWarning) when the
+    tier has backlog_warn_steps steps (default 2) or backlog_warn_bytes bytes
+    (0: not checked) due, or has superseded a step."""
+    known = set(_options) | set(_warn_options)
+    unknown = set(options) - known
     if unknown:
         raise TypeError(f"sluice.configure: unknown option(s) {sorted(unknown)}; "
-                        f"known: {sorted(_options)}")
+                        f"known: {sorted(known)}")
     with _lock:
-        _options.update(options)
+        for key, value in options.items():
+            (_warn_options if key in _warn_options else _options)[key] = value
+        _backlog.set_thresholds(_warn_options["backlog_warn_steps"], _warn_options["backlog_warn_bytes"])
 
 
 def _tiers(store):
@@ -142,7 +166,11 @@ def save(store, name, step, state_dict, async_=True, incremental=True):
     Incremental (the default): chunks unchanged since the newest committed
     step of `name` (frozen weights, a LoRA base, embedding rows that did not
     move) are referenced there instead of written again; handle.stats()
-    says how many bytes. incremental=False writes every chunk."""
+    says how many bytes. incremental=False writes every chunk.
+
+    When a later tier falls behind the save rate, the save warns once
+    (BacklogWarning; see configure() for the policy and limits), and
+    handle.backlog() reports each tier's backlog."""
     return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental)
 
 

@@ -26,7 +26,7 @@ import re
 
 import torch
 
-from . import _sluice
+from . import _backlog, _sluice
 
 STRUCTURE_KEY = "structure"
 FORMAT_NAME = "sluice.torch.state_dict"
@@ -269,6 +269,14 @@ class SaveHandle:
         instead of writing them (base_step None when there were none)."""
         return self._handle.stats()
 
+    def backlog(self):
+        """Per tier, the pipeline's backlog now: uri, steps (committed on a
+        faster tier and due on this one: draining, waiting, or retrying after
+        a failure; for tier 0, snapshotted and not yet written), their bytes,
+        and superseded (steps the tier's backlog policy skipped for a newer
+        one since the pipeline opened)."""
+        return self._handle.backlog()
+
     @property
     def durable_seconds(self):
         """Seconds from the start of save() to the commit on the fastest tier
@@ -291,6 +299,7 @@ def save_with(pipeline, name, step, state_dict, async_=True, incremental=True):
     structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()
     staging.add_buffer(STRUCTURE_KEY, structure_meta, plan.structure)
     handle = staging.snapshot()
+    _backlog.warn_if_behind(pipeline, handle.backlog(), stacklevel=4)  # at the caller of sluice.save
     if not async_:
         handle.wait()
     return handle

@@ -48,7 +48,7 @@ from torch.distributed.checkpoint import planner as _planner
 from torch.distributed.checkpoint.staging import AsyncStager as _AsyncStager
 from torch.distributed.checkpoint.storage import WriteResult as _WriteResult
 
-from . import _sluice, _state_dict, pipeline
+from . import _backlog, _sluice, _state_dict, pipeline
 
 METADATA_KEY = "dcp.metadata"
 _RANK_METADATA_PREFIX = "dcp.metadata.rank"
@@ -325,6 +325,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             pending.abandon()  # a peer failed: its writer lock and staging slot go now
             raise
         self.handle = pending.snapshot()
+        _backlog.warn_if_behind(pipeline(self.store), self.handle.backlog())
         # Committed on tier 0: on rank 0 it published the commit record, on
         # the others the commit record lists their manifest.
         self.handle.wait(tier=0)
@@ -459,6 +460,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             pending.abandon()
             raise
         handle = pending.snapshot()
+        _backlog.warn_if_behind(pipeline(self.store), handle.backlog())
         self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata, world)
         self.handle = handle
         return state_dict

@@ -517,10 +517,19 @@ class PipelineImpl final : public Pipeline {
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       const uint64_t staged = job.image->bytes();
       job.image.reset();
+      const bool drains = stats.ok() && job.rank == 0 && stores_.size() > 1;
+      const uint64_t bytes =
+          drains ? BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes)) : 0;
       {
+        // The step leaves tier 0's backlog and joins the later tiers' in one
+        // step, before the handle says committed: a Begin() checking the
+        // backlog limit, or a caller back from WaitTier(0), sees it.
         std::lock_guard<std::mutex> lock(mu_);
         --tier0_steps_;
         tier0_bytes_ -= staged;
+        for (size_t k = 1; drains && k < stores_.size(); ++k) {
+          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes});
+        }
         PublishBacklogLocked();
       }
       // Staging is free again: the next save may start. Drains to later
@@ -544,14 +553,6 @@ class PipelineImpl final : public Pipeline {
       if (stores_.size() == 1) {
         ApplyRetention(id.name);
         continue;
-      }
-      const uint64_t bytes = BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (size_t k = 1; k < stores_.size(); ++k) {
-          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes});
-        }
-        PublishBacklogLocked();
       }
       drain_cv_.notify_all();
     }
