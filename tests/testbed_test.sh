@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# testbed_test.sh: sluice across hosts of scripts/testbed (network
+# namespaces on one bridge, Ceph across the storage hosts).
+#
+#   tests/testbed_test.sh path/to/sluice
+#
+# Brings the testbed up from nothing (4 compute hosts, 3 storage hosts with 2
+# OSDs each), timed, and checks: the hosts reach each other and nothing of the
+# testbed is in this machine's own namespace; every PG has its replicas on
+# three hosts; a job of 4 ranks on 4 hosts commits on RADOS; per-host jobs
+# save to [the host's own NVMe directory, RADOS]; a compute host is lost and a
+# replacement restores its checkpoints from Ceph bit-exact while survivors
+# restore from their own tier 0; `ls` on any host tells the truth; a tc cap
+# on a host's link holds its saves to the cap; a storage host lost mid-drain
+# (two OSDs and a mon) costs neither the drain nor the save that follows.
+# Then tears down and checks that no namespace, mount, process or file is
+# left. Prints "ok"/"not ok" lines and "N passed, M failed"; exits 0 if all
+# passed, 1 if not, 77 (skip) without root or the Ceph packages (1 under
+# CI=true), 2 on bad usage.
+set -u
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 path/to/sluice" >&2
+  exit 2
+fi
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+TESTBED=$HERE/scripts/testbed
+unavailable() {
+  if [ "${CI:-}" = true ]; then
+    echo "not ok - testbed_test.sh cannot run under CI=true: $*"
+    exit 1
+  fi
+  echo "ok - testbed_test.sh # SKIP $*"
+  exit 77
+}
+[ -x "$1" ] || unavailable "no sluice binary at $1"
+SLUICE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+[ "$(id -u)" = 0 ] || unavailable "needs root (network namespaces)"
+for p in ip tc ceph-mon ceph-osd ceph-mgr ceph rados ceph-authtool monmaptool uuidgen python3; do
+  command -v "$p" >/dev/null || unavailable "$p not installed (scripts/install-deps.sh)"
+done
+if "$SLUICE" ls --store 'rados://probe/x' 2>&1 | grep -q 'without RADOS support'; then
+  unavailable "sluice was built without RADOS support"
+fi
+
+# Our own testbed, apart from any other one on the machine.
+export SLUICE_TESTBED=sltbt$$
+export SLUICE_TESTBED_DIR=/tmp/sluice-testbed-test.$$
+W=$(mktemp -d /tmp/sluice-testbed-w.XXXXXX) || exit 2
+cleanup() {
+  "$TESTBED" down >/dev/null 2>&1
+  rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+. "$HERE/tests/lib.sh"
+T0=$(date +%s)
+
+tb() { "$TESTBED" "$@"; }
+# on HOST ARGS...: sluice on HOST; stdout in $W/out, stderr in $W/err, RC.
+on() { local h=$1; shift; tb exec "$h" "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
+nvme() { echo "$SLUICE_TESTBED_DIR/hosts/$1/nvme"; }
+digest() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1; }
+
+# ------------------------------------------------------------------- up
+t=$(date +%s.%N)
+tb up --compute 4 --storage 3 --osds-per-host 2 >"$W/up.out" 2>"$W/up.err"
+rc=$?
+up_s=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t" "$(date +%s.%N)")
+if [ $rc -ne 0 ]; then
+  nok "testbed up: exit $rc: $(tail -5 "$W/up.err" | tr '\n' '|')"
+  echo "$PASS passed, $FAIL failed"
+  exit 1
+fi
+check "testbed up with 4 compute and 3 storage hosts (6 OSDs) in ${up_s} s (want < 90 s)" \
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 90 else 1)" "$up_s"
+eval "$(tb env)"
+URI=$SLUICE_TESTBED_RADOS_URI
+check "status lists 7 hosts and HEALTH_OK" \
+  bash -c "'$TESTBED' status 2>&1 | grep -c '^[cs][0-9] ' | grep -qx 7 && '$TESTBED' status 2>&1 | grep -q HEALTH_OK"
+
+# ------------------------------------------------- network and placement
+reach=0
+for h in c1 c2 c3 c4; do
+  tb exec "$h" python3 -c 'import socket; socket.create_connection(("10.99.0.101", 3300), 3).close()' \
+    2>/dev/null && reach=$((reach + 1))
+done
+check "every compute host reaches s1's mon over the bridge ($reach of 4)" [ "$reach" -eq 4 ]
+check "nothing of the testbed is in this machine's namespace (no 10.99.0.x address, no bridge, no veth)" \
+  bash -c "! ip -o addr | grep -q ' 10\.99\.0\.' && ! ip -o link | grep -qE ' v-[cs][0-9]+@'"
+tb exec s1 ceph osd tree -f json >"$W/tree.json" 2>/dev/null
+tb exec s1 ceph pg ls-by-pool "$SLUICE_TESTBED_POOL" -f json >"$W/pgs.json" 2>/dev/null
+spread=$(python3 - "$W/tree.json" "$W/pgs.json" <<'EOF'
+import json, sys
+tree, pgs = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+host_of = {}
+for n in tree["nodes"]:
+    if n["type"] == "host":
+        for c in n["children"]:
+            host_of[c] = n["name"]
+stats = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
+ok = sum(1 for p in stats if len({host_of.get(o) for o in p["acting"]}) == 3)
+print(f"{ok}/{len(stats)}/{len(set(host_of.values()))}")
+EOF
+)
+check "CRUSH failure domain is the host: each PG on 3 distinct storage hosts (ok/pgs/hosts: $spread)" \
+  [ "$spread" = "64/64/3" ]
+
+# ----------------------------------------- a job of 4 ranks on 4 hosts
+for r in 0 1 2 3; do
+  mkdir -p "$W/rank$r"
+  head -c $((3 << 20)) /dev/urandom >"$W/rank$r/shard-$r.bin"
+done
+pids=()
+for r in 0 1 2 3; do
+  tb exec "c$((r + 1))" "$SLUICE" save --store "$URI" --name job --step 10 --from "$W/rank$r" \
+    --rank $r --world 4 --attempt "launch-1" --timeout 60s >"$W/rank$r.out" 2>&1 &
+  pids+=($!)
+done
+fails=0
+for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+check "4 ranks on c1..c4 save job@10 to RADOS together ($fails failed)" [ "$fails" -eq 0 ]
+on c3 ls --store "$URI" --name job --json
+check "ls on c3: job@10 committed with 4 ranks" [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["complete"], c["ranks"]) for c in d]')" = "[(10, True, 4)]" ]
+
+# ---------------------------- per-host jobs on [own NVMe directory, RADOS]
+for h in c1 c2 c3; do
+  mkdir -p "$W/state-$h"
+  head -c $((4 << 20)) /dev/urandom >"$W/state-$h/model.bin"
+  head -c 100000 /dev/urandom >"$W/state-$h/optim.bin"
+  on "$h" save --tier "$(nvme "$h")" --tier "$URI" --name "run-$h" --step 1 --from "$W/state-$h"
+  expect_ok "$h saves run-$h@1 to [its NVMe directory, RADOS]"
+done
+
+# ----------------------------------------------------- a compute host lost
+tb lose c2 >/dev/null 2>&1
+check "c2 lost: its namespace and its directory are gone" \
+  bash -c "! ip netns list | awk '{print \$1}' | grep -qx '$SLUICE_TESTBED-c2' && [ ! -e '$(nvme c2)' ]"
+on c3 ls --tier "$(nvme c3)" --tier "$URI" --name run-c2 --json
+check "ls on c3 tells the truth about c2's job: absent on c3's tier 0, committed on RADOS ($(pyj '[c["tiers"] for c in d]'))" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][0]["state"], c["tiers"][1]["state"]) for c in d]')" = "[(1, 'absent', 'committed')]" ]
+tb replace c2 >/dev/null 2>&1
+on c2 restore --tier "$(nvme c2)" --tier "$URI" --name run-c2 --to "$W/restored-c2"
+expect_ok "the replacement c2 restores run-c2@1 (its tier 0 is empty: from Ceph)"
+check "...bit-exact" [ "$(digest "$W/restored-c2")" = "$(digest "$W/state-c2")" ]
+on c2 restore --store "$URI" --name job --step 10 --rank 1 --to "$W/restored-rank1"
+expect_ok "the replacement c2 restores the lost host's rank 1 of job@10 from Ceph"
+check "...bit-exact" [ "$(digest "$W/restored-rank1")" = "$(digest "$W/rank1")" ]
+for h in c1 c3; do
+  on "$h" ls --tier "$(nvme "$h")" --tier "$URI" --name "run-$h" --json
+  local_state=$(pyj 'd[0]["tiers"][0]["state"]')
+  on "$h" restore --tier "$(nvme "$h")" --tier "$URI" --name "run-$h" --to "$W/restored-$h"
+  check "survivor $h restores run-$h@1 from its own tier 0 (there: $local_state), bit-exact" \
+    [ "$RC" -eq 0 -a "$local_state" = committed -a "$(digest "$W/restored-$h")" = "$(digest "$W/state-$h")" ]
+done
+
+# ------------------------------------------------------- a capped link
+mkdir -p "$W/big"
+head -c $((16 << 20)) /dev/urandom >"$W/big/x.bin"
+timed_save() {  # timed_save HOST STEP: seconds a full save of $W/big to RADOS took
+  local t
+  t=$(date +%s.%N)
+  tb exec "$1" "$SLUICE" save --store "$URI" --name capped --step "$2" --from "$W/big" --full >/dev/null 2>&1 || echo fail
+  python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t" "$(date +%s.%N)"
+}
+free_s=$(timed_save c4 1)
+tb cap c4 64mbit
+capped_s=$(timed_save c4 2)
+tb uncap c4
+# 16 MiB at 64 Mbit/s (8 MB/s) takes at least 2.1 s.
+check "tc caps c4's link: a 16 MiB save took $capped_s s capped at 64mbit, $free_s s uncapped (want >= 1.9 s capped)" \
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1.9 and float(sys.argv[2]) < float(sys.argv[1]) else 1)" "$capped_s" "$free_s"
+
+# ------------------------------------- a storage host lost mid-drain
+mkdir -p "$W/drain"
+head -c $((24 << 20)) /dev/urandom >"$W/drain/w.bin"
+tb exec c3 "$SLUICE" save --tier "$(nvme c3)" --tier "$URI" --name lossy --step 1 --from "$W/drain" \
+  --rate-limit 1=8MiB >"$W/lossy.out" 2>"$W/lossy.err" &
+ps=$!
+sleep 1.5
+tb lose s3 >/dev/null 2>&1
+wait "$ps"
+rc=$?
+check "a drain to RADOS survives losing storage host s3 (2 OSDs, 1 mon) midway (exit $rc: $(tail -2 "$W/lossy.err" | tr '\n' '|'))" [ "$rc" -eq 0 ]
+on c1 ls --tier "$(nvme c1)" --tier "$URI" --name lossy --json
+check "ls on c1: lossy@1 committed on RADOS ($(pyj '[c["tiers"][1]["state"] for c in d]'))" \
+  [ "$RC" -eq 0 -a "$(pyj 'd[0]["tiers"][1]["state"]')" = committed ]
+on c1 restore --store "$URI" --name lossy --to "$W/restored-lossy"
+check "c1 restores it from the degraded cluster, bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-lossy")" = "$(digest "$W/drain")" ]
+on c4 save --store "$URI" --name after-loss --step 1 --from "$W/rank0"
+expect_ok "a save to RADOS with one mon and two OSDs gone completes (quorum kept)"
+
+# ------------------------------------------------------------ teardown
+t=$(date +%s)
+tb down >/dev/null 2>&1
+rc=$?
+left_ns=$(ip netns list | awk '{print $1}' | grep "^$SLUICE_TESTBED-" | tr '\n' ' ')
+left_mounts=$(grep -c "$SLUICE_TESTBED_DIR" /proc/mounts)
+left_procs=$(python3 - "$SLUICE_TESTBED_DIR" <<'EOF'
+import glob, os, sys
+me = {os.getpid(), os.getppid()}
+n = 0
+for f in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        pid = int(f.split("/")[2])
+        if pid not in me and sys.argv[1].encode() in open(f, "rb").read():
+            n += 1
+    except OSError:
+        pass
+print(n)
+EOF
+)
+check "down (exit $rc, $(($(date +%s) - t)) s) leaves no namespace ($left_ns), mount ($left_mounts), process ($left_procs) or directory" \
+  [ "$rc" -eq 0 -a -z "$left_ns" -a "$left_mounts" = 0 -a "$left_procs" = 0 -a ! -e "$SLUICE_TESTBED_DIR" ]
+
+echo "# testbed_test.sh took $(($(date +%s) - T0)) s"
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
