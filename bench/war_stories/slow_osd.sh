@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# War story 1, latency amplification: one slow Ceph OSD and a training loop.
+#
+#   bench/war_stories/slow_osd.sh [OUT_DIR] [ROUNDS]     (as root; default /tmp/sluice-war-slow-osd, 2)
+#
+# On scripts/testbed (brought up with 1 compute and 3 storage hosts, 2 OSDs
+# each, unless one is up; taken down again if this started it), a training
+# loop stand-in (train_steps.py: 200 ms steps, a 64 MiB state, a checkpoint
+# every 5 steps) runs on compute host c1 with
+#   (a) synchronous saves to RADOS (what writing straight to Ceph costs), and
+#   (b) sluice async saves to [c1's NVMe directory, RADOS],
+# each with the cluster healthy and with one OSD slowed: half of its ops
+# delayed by 200 ms (osd_debug_inject_dispatch_delay_probability 0.5,
+# _duration 0.2). Rounds alternate healthy/slow and sync/async. Beside them:
+# `rados bench` 4 MiB writes and a 256 MiB `sluice save` straight to RADOS,
+# healthy and slow. Writes OUT_DIR/report.md (medians over rounds) and
+# OUT_DIR/step_times.svg (gnuplot), and the raw JSON of every run.
+# Knobs: STATE_MIB, STEPS, EVERY, STEP_MS, SLOW_OSD (default 0), PYTHON.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${1:-/tmp/sluice-war-slow-osd}
+ROUNDS=${2:-2}
+PY=${PYTHON:-$HERE/.venv/bin/python}
+STATE_MIB=${STATE_MIB:-64}
+STEPS=${STEPS:-20}
+EVERY=${EVERY:-5}
+STEP_MS=${STEP_MS:-200}
+SLOW_OSD=${SLOW_OSD:-0}
+TB=$HERE/scripts/testbed
+SLUICE=$HERE/build/sluice
+[ -x "$SLUICE" ] || { echo "slow_osd.sh: build sluice first (build/sluice)" >&2; exit 2; }
+command -v gnuplot >/dev/null || { echo "slow_osd.sh: gnuplot is required (apt-get install gnuplot-nox)" >&2; exit 2; }
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.txt
+
+started=0
+if ! "$TB" status >/dev/null 2>&1; then
+  "$TB" up --compute 1 --storage 3 --osds-per-host 2 >/dev/null
+  started=1
+fi
+eval "$("$TB" env)"
+set_delay() {
+  "$TB" exec s1 ceph tell "osd.$SLOW_OSD" config set osd_debug_inject_dispatch_delay_probability "$1" >/dev/null
+  "$TB" exec s1 ceph tell "osd.$SLOW_OSD" config set osd_debug_inject_dispatch_delay_duration "$2" >/dev/null
+}
+finish() {
+  set_delay 0 0 2>/dev/null || true
+  [ "$started" = 1 ] && "$TB" down >/dev/null 2>&1
+  true
+}
+trap finish EXIT
+NVME=$("$TB" nvme c1)
+
+train() {  # train MODE HEALTH ROUND
+  local tiers=(--tier "$SLUICE_TESTBED_RADOS_URI")
+  [ "$1" = async ] && tiers=(--tier "$NVME" "${tiers[@]}")
+  "$TB" exec c1 env PYTHONPATH="$HERE/build/python" "$PY" "$HERE/bench/war_stories/train_steps.py" \
+    "${tiers[@]}" --name "war-$1-$2-$3-$$" --mode "$1" --state-mib "$STATE_MIB" --steps "$STEPS" \
+    --every "$EVERY" --step-ms "$STEP_MS" >"$OUT/train-$1-$2-$3.json"
+}
+rados_bench() {  # rados_bench HEALTH ROUND: MiB/s of a 5 s 4 MiB write bench
+  "$TB" exec c1 rados -p "$SLUICE_TESTBED_POOL" bench 5 write -b 4M -t 16 --no-cleanup --run-name "war$1$2" \
+    >"$OUT/rados-$1-$2.txt" 2>&1 || true
+  "$TB" exec c1 rados -p "$SLUICE_TESTBED_POOL" cleanup --run-name "war$1$2" >/dev/null 2>&1 || true
+}
+sluice_write() {  # sluice_write HEALTH ROUND: a 256 MiB save straight to RADOS
+  "$TB" exec c1 "$SLUICE" save --store "$SLUICE_TESTBED_RADOS_URI" --name "war-write-$1-$2-$$" --step 1 \
+    --synthetic 256MiB --items 32 --object-size 8MiB --json >"$OUT/write-$1-$2.json" 2>/dev/null || true
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+  for health in healthy slow; do
+    if [ "$health" = slow ]; then set_delay 0.5 0.2; else set_delay 0 0; fi
+    # Alternate which mode goes first, so neither always runs on a warmer cluster.
+    if [ $((r % 2)) = 1 ]; then modes="sync async"; else modes="async sync"; fi
+    for mode in $modes; do
+      echo "slow_osd.sh: round $r, $health, $mode" >&2
+      train "$mode" "$health" "$r"
+    done
+    rados_bench "$health" "$r"
+    sluice_write "$health" "$r"
+  done
+done
+set_delay 0 0
+
+"$PY" - "$OUT" "$ROUNDS" "$STEP_MS" <<'PYEOF'
+import glob, json, os, re, statistics, sys
+out, rounds, step_ms = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+
+def pct(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+rows = {}
+for mode in ("sync", "async"):
+    for health in ("healthy", "slow"):
+        p50s, p99s, maxs, lags, sup, stalls = [], [], [], [], [], []
+        for r in range(1, rounds + 1):
+            f = os.path.join(out, f"train-{mode}-{health}-{r}.json")
+            if not os.path.exists(f):
+                continue
+            d = json.load(open(f))
+            t = d["step_times"]
+            p50s.append(pct(t, 50)); p99s.append(pct(t, 99)); maxs.append(max(t))
+            stalls += [s["stall"] for s in d["saves"]]
+            last = [s for s in d["saves"] if s["tiers"][-1]["state"] == "committed"]
+            # Durability lag at the end of the loop: how old the newest step
+            # committed on RADOS was (seconds of loop time).
+            lags.append(d["loop_seconds"] - last[-1]["at"] if last else d["loop_seconds"])
+            sup.append(sum(1 for s in d["saves"] if s["tiers"][-1]["state"] == "superseded"))
+        rows[(mode, health)] = dict(p50=med(p50s), p99=med(p99s), max=med(maxs), lag=med(lags),
+                                    superseded=med(sup), stall=med(stalls))
+
+def rados_mibs(health):
+    v = []
+    for f in glob.glob(os.path.join(out, f"rados-{health}-*.txt")):
+        m = re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", open(f).read())
+        if m:
+            v.append(float(m.group(1)))
+    return med(v)
+
+def sluice_mibs(health):
+    v = []
+    for f in glob.glob(os.path.join(out, f"write-{health}-*.json")):
+        try:
+            d = json.load(open(f))
+            v.append(d["bytes"] / (1 << 20) / d["seconds"])
+        except Exception:
+            pass
+    return med(v)
+
+def fmt(x, unit=""):
+    return "n/a" if x is None else f"{x:.3f}{unit}"
+
+lines = ["# War story: one slow OSD under a training loop", "",
+         f"Medians over {rounds} round(s); {step_ms:.0f} ms steps; checkpoint p50/p99/max step time in seconds.",
+         "Slow: half of one OSD's ops delayed 200 ms. Lag: age of the newest step durable on RADOS when the loop ended.", "",
+         "| saves | cluster | step p50 | step p99 | step max | save stall | RADOS lag at end | superseded |",
+         "|---|---|---|---|---|---|---|---|"]
+for (mode, health), v in rows.items():
+    name = "synchronous to RADOS" if mode == "sync" else "sluice async [local, RADOS]"
+    lines.append(f"| {name} | {health} | {fmt(v['p50'])} | {fmt(v['p99'])} | {fmt(v['max'])} | {fmt(v['stall'])} | "
+                 f"{fmt(v['lag'], ' s')} | {fmt(v['superseded'])} |")
+h, s = rows.get(("async", "healthy")), rows.get(("async", "slow"))
+if h and s and h["p99"] and s["p99"]:
+    lines += ["", f"sluice async p99 step time, slow / healthy: **{s['p99'] / h['p99']:.3f}x** (target <= 1.05x)"]
+hs, ss = rows.get(("sync", "healthy")), rows.get(("sync", "slow"))
+if hs and ss and hs["p99"] and ss["p99"]:
+    lines.append(f"synchronous p99 step time, slow / healthy: {ss['p99'] / hs['p99']:.3f}x")
+lines += ["", "| writer | healthy MiB/s | slow MiB/s | slow / healthy |", "|---|---|---|---|"]
+for name, f in (("rados bench write, 4 MiB, 16 in flight", rados_mibs), ("sluice save, 256 MiB to RADOS (no hedging)", sluice_mibs)):
+    a, b = f("healthy"), f("slow")
+    ratio = f"{b / a:.3f}x" if a and b else "n/a"
+    lines.append(f"| {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
+open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
+
+# Step times of round 1, one series per configuration.
+with open(os.path.join(out, "steps.dat"), "w") as f:
+    for (mode, health) in rows:
+        p = os.path.join(out, f"train-{mode}-{health}-1.json")
+        if not os.path.exists(p):
+            continue
+        f.write(f'"{mode} {health}"\n')
+        for i, t in enumerate(json.load(open(p))["step_times"], 1):
+            f.write(f"{i} {t}\n")
+        f.write("\n\n")
+print("\n".join(lines))
+PYEOF
+gnuplot <<GNUPLOT
+set terminal svg size 900,500 dynamic
+set output "$OUT/step_times.svg"
+set title "Training step time, one slow OSD (round 1)"
+set xlabel "step"
+set ylabel "step time (s)"
+set logscale y
+set key outside right
+plot for [i=0:3] "$OUT/steps.dat" index i using 1:2 with linespoints title columnheader(1)
+GNUPLOT
+echo "slow_osd.sh: $OUT/report.md, $OUT/step_times.svg" >&2
