@@ -107,9 +107,10 @@ def configure(**options):
         raise TypeError(f"sluice.configure: unknown option(s) {sorted(unknown)}; "
                         f"known: {sorted(known)}")
     with _lock:
-        for key, value in options.items():
-            (_warn_options if key in _warn_options else _options)[key] = value
-        _backlog.set_thresholds(_warn_options["backlog_warn_steps"], _warn_options["backlog_warn_bytes"])
+        warn = {**_warn_options, **{k: v for k, v in options.items() if k in _warn_options}}
+        _backlog.set_thresholds(warn["backlog_warn_steps"], warn["backlog_warn_bytes"])  # checks them first
+        _warn_options.update(warn)
+        _options.update({k: v for k, v in options.items() if k not in _warn_options})
 
 
 def _tiers(store):

@@ -25,8 +25,11 @@ def set_thresholds(steps, bytes_):
         _thresholds["bytes"] = bytes_
 
 
-def _gib(n):
-    return f"{n / (1 << 30):.2f} GiB"
+def _human(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.2f} {unit}"
+    return f"{n} B"
 
 
 def warn_if_behind(pipeline, backlog, stacklevel=3):
@@ -46,7 +49,7 @@ def warn_if_behind(pipeline, backlog, stacklevel=3):
                           if b["superseded"] else "")
             warnings.warn(
                 f"sluice: tier {tier} ({b['uri']}) falls behind the checkpoint rate: {b['steps']} step(s), "
-                f"{_gib(b['bytes'])}, are committed on a faster tier and not yet drained there{superseded}. "
+                f"{_human(b['bytes'])}, are committed on a faster tier and not yet drained there{superseded}. "
                 f"Raise its rate limit, save less often, or set max_backlog_steps to hold saves back "
                 f"(this warning is given once per tier)",
                 BacklogWarning, stacklevel=stacklevel)

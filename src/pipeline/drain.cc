@@ -203,10 +203,20 @@ std::vector<TierPlan> PlanTiers(const std::vector<std::set<uint64_t>>& committed
       p.to_drain = std::move(waiting);
       continue;
     }
-    // The newest step this tier holds or waits for; every older waiting one
-    // is superseded by it, except one being drained now.
+    // The newest step this tier waits for, or holds as an earlier tier
+    // does; every older waiting one is superseded by it, except one being
+    // drained now. A step only this tier holds (from an earlier run, before
+    // a rollback) supersedes nothing: the new run's steps still go there.
     uint64_t newest = *waiting.rbegin();
-    if (!committed[k].empty()) newest = std::max(newest, *committed[k].rbegin());
+    for (auto it = committed[k].rbegin(); it != committed[k].rend(); ++it) {
+      if (*it <= newest) break;
+      bool earlier = false;
+      for (size_t j = 0; j < k && !earlier; ++j) earlier = committed[j].count(*it) > 0;
+      if (earlier) {
+        newest = *it;
+        break;
+      }
+    }
     const std::set<uint64_t>* now = k < draining.size() ? &draining[k] : nullptr;
     for (uint64_t s : waiting) {
       if (s == newest || (now != nullptr && now->count(s))) {

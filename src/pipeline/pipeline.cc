@@ -163,6 +163,7 @@ class PipelineImpl final : public Pipeline {
     metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
+    retention_thread_ = std::thread([this] { RetentionLoop(); });
     maintenance_->Start();
     return Status::OK();
   }
@@ -184,6 +185,12 @@ class PipelineImpl final : public Pipeline {
     }
     drain_cv_.notify_all();
     if (drainer_thread_.joinable()) drainer_thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      retention_stop_ = true;
+    }
+    retention_cv_.notify_all();
+    if (retention_thread_.joinable()) retention_thread_.join();
     std::deque<DrainJob> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -221,7 +228,9 @@ class PipelineImpl final : public Pipeline {
         // back (or fails) the next save instead of growing without bound.
         const std::string over = BacklogOverLimitLocked();
         if (!over.empty()) {
-          if (opts_.when_backlogged == BusyPolicy::kRefuse) return Status::Unavailable(Label(id) + ": " + over);
+          if (opts_.when_backlogged == BusyPolicy::kRefuse || closing_) {
+            return Status::Unavailable(Label(id) + ": " + over);
+          }
           slot_cv_.wait(lock);
           continue;
         }
@@ -382,6 +391,7 @@ class PipelineImpl final : public Pipeline {
   // Marks a queued drain superseded by `newer` (under mu_).
   void SupersedeLocked(const DrainJob& job, uint64_t newer) {
     ++superseded_[job.dst];
+    RetentionDueLocked(job.name);
     if (!job.handle) return;
     job.handle->SetState(job.dst, TierState::kSuperseded,
                          Status::Unavailable(Label({job.name, job.step}) + ": superseded on tier " +
@@ -405,6 +415,28 @@ class PipelineImpl final : public Pipeline {
       }
     }
     drains_.push_back(std::move(job));
+  }
+
+  // Superseded steps leave earlier tiers as their keep_last allows: on the
+  // retention thread, so neither a long drain nor a slow listing of a later
+  // tier holds them there or holds up a save (under mu_).
+  void RetentionDueLocked(const std::string& name) {
+    retention_due_.insert(name);
+    retention_cv_.notify_all();
+  }
+
+  void RetentionLoop() {
+    for (;;) {
+      std::string name;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        retention_cv_.wait(lock, [&] { return retention_stop_ || !retention_due_.empty(); });
+        if (retention_stop_) return;
+        name = *retention_due_.begin();
+        retention_due_.erase(retention_due_.begin());
+      }
+      ApplyRetention(name);
+    }
   }
 
   // The newest step of `job`'s name queued for its tier, if newer than it
@@ -672,6 +704,7 @@ class PipelineImpl final : public Pipeline {
         if (plans[job.dst].superseded.count(job.step)) {
           uint64_t newer = job.step;
           for (uint64_t s : plans[job.dst].to_drain) newer = std::max(newer, s);
+          for (uint64_t s : plans[job.dst].keep) newer = std::max(newer, s);
           std::lock_guard<std::mutex> lock(mu_);
           SupersedeLocked(job, newer);
           PublishBacklogLocked();
@@ -729,7 +762,10 @@ class PipelineImpl final : public Pipeline {
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
   std::mutex retention_mu_;
-  std::thread writer_thread_, drainer_thread_;
+  std::thread writer_thread_, drainer_thread_, retention_thread_;
+  std::condition_variable retention_cv_;
+  std::set<std::string> retention_due_;  // names whose retention is due (under mu_)
+  bool retention_stop_ = false;
   std::atomic<int> draining_{0};
   std::atomic<int> draining_dst_{0};
   std::unique_ptr<PipelineMetrics> metrics_;

@@ -71,9 +71,16 @@ class HandleImpl final : public SaveHandle {
     if (Settled(tier)) return Status::OK();
     return final_;
   }
+  // Every tier settles first (a superseded tier does not cut short the wait
+  // for a later one); then the first error, if any.
   Status Wait() override {
-    for (size_t k = 0; k < tiers_.size(); ++k) RETURN_IF_ERROR(WaitTier(k));
-    return Status::OK();
+    Status first;
+    for (size_t k = 0; k < tiers_.size(); ++k) {
+      Status st = WaitTier(k);
+      if (!st.ok() && first.ok()) first = st;
+      if (!st.ok() && !Superseded(k)) return st;  // failed for good: nothing more to wait for
+    }
+    return first;
   }
   std::vector<TierProgress> progress() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,6 +133,10 @@ class HandleImpl final : public SaveHandle {
   }
 
  private:
+  bool Superseded(size_t k) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tiers_[k].state == TierState::kSuperseded;
+  }
   bool Settled(size_t k) const {
     return tiers_[k].state == TierState::kCommitted || tiers_[k].state == TierState::kSkipped ||
            tiers_[k].state == TierState::kSuperseded;

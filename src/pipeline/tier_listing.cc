@@ -42,7 +42,18 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
       if (i.complete) committed[k].insert(i.step);
     }
   }
-  return PlanTiers(committed, tiers, draining);
+  auto plans = PlanTiers(committed, tiers, draining);
+  // A step another process is draining into a tier right now (its writer
+  // lock is there) is not superseded: its source stays.
+  std::vector<std::set<uint64_t>> held = draining;
+  held.resize(stores.size());
+  bool more = false;
+  for (size_t k = 1; k < stores.size(); ++k) {
+    for (uint64_t s : plans[k].superseded) {
+      if (AnyLiveWriter(stores[k]->backend(), name, s)) more = held[k].insert(s).second || more;
+    }
+  }
+  return more ? PlanTiers(committed, tiers, held) : plans;
 }
 
 Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& stores,

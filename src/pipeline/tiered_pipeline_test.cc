@@ -453,6 +453,12 @@ TEST(PlanTiersTest, CoalesceDrainsOnlyTheNewestWaitingStep) {
   EXPECT_EQ(plans[1].superseded, (std::set<uint64_t>{4, 5}));
   EXPECT_EQ(plans[0].to_remove, (std::set<uint64_t>{4}));
 
+  // A step only tier 1 holds (an earlier run's, before a rollback)
+  // supersedes nothing of the new run.
+  plans = PlanTiers({{110, 120}, {150}}, tiers);
+  EXPECT_EQ(plans[1].to_drain, (std::set<uint64_t>{120}));
+  EXPECT_EQ(plans[1].superseded, (std::set<uint64_t>{110}));
+
   // Drain every step: all wait, and tier 0 keeps each until it is there.
   tiers[1].backlog = BacklogPolicy::kDrainEvery;
   plans = PlanTiers(committed, tiers);
@@ -565,6 +571,33 @@ TEST_F(PipelineTest, ASlowTierCoalescesToTheNewestStepAndSaysSo) {
       EXPECT_EQ(c.tiers[1].state, "committed") << c.info.step;  // only those tier 1 holds are left
     }
   }
+}
+
+TEST_F(PipelineTest, SupersededStepsLeaveTierZeroWhileALongDrainRuns) {
+  auto o = Options(2);
+  o.store.io_bytes = 1 << 20;  // the cap's burst: one I/O
+  o.tiers[0].keep_last = 1;
+  o.tiers[1].rate_bytes_per_sec = 256 << 10;  // step 1's 1 MiB drain: ~3 s
+  auto p = Open(o);
+  auto handles = SaveFasterThanTierOneDrains(*p, 5, nullptr);
+  ASSERT_EQ(handles.size(), 5u);
+  auto steps_on_tier0 = [&] {
+    std::vector<uint64_t> out;
+    auto listed = p->tier(0).List("slow", false);
+    if (listed.ok()) {
+      for (const auto& i : *listed) out.push_back(i.step);
+    }
+    return out;
+  };
+  // Step 1 is draining, 5 waits; 2-4 were superseded and go from tier 0 at
+  // once, not when the drain ends.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (steps_on_tier0() != std::vector<uint64_t>{1, 5} && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(steps_on_tier0(), (std::vector<uint64_t>{1, 5}));
+  EXPECT_EQ(handles[0]->progress()[1].state, TierState::kWriting);
+  ASSERT_TRUE(handles.back()->Wait().ok());
 }
 
 TEST_F(PipelineTest, DrainEveryStepLetsTheBacklogGrowAndDrainsAll) {
