@@ -21,10 +21,11 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON >/dev/nul
 cmake --build build-asan -j"$jobs"
 echo "== tests under ASan + UBSan"
 # The kill -9 trials are about the on-disk protocol, already run above; under
-# the sanitizers they would only be slower. ceph_test (a real Ceph cluster,
-# ~1 min) ran above too; here it would exercise librados more than sluice.
+# the sanitizers they would only be slower. ceph_test and testbed_test (real
+# Ceph clusters, ~2 and ~1 min) ran above too; here they would exercise
+# librados and Ceph more than sluice.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   CRASH_TRIALS=5 CRASH_QUICK_TRIALS=10 CRASH_DRAIN_TRIALS=10 CRASH_GC_KILLS=10 INCREMENTAL_KILL_TRIALS=5 METRICS_TEST_CHECKPOINTS=100 ctest --output-on-failure --timeout 900 -E '^ceph_test$')
+   CRASH_TRIALS=5 CRASH_QUICK_TRIALS=10 CRASH_DRAIN_TRIALS=10 CRASH_GC_KILLS=10 INCREMENTAL_KILL_TRIALS=5 METRICS_TEST_CHECKPOINTS=100 ctest --output-on-failure --timeout 900 -E '^(ceph_test|testbed_test)$')
 
 echo "== fuzzers"
 fuzz/run.sh "${FUZZ_SECONDS:-30}"
