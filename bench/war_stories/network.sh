@@ -12,7 +12,9 @@
 # $ITERS times) runs three ways, rounds alternating the order:
 #   none      no drain;
 #   uncapped  `sluice drain` from c1's NVMe directory to RADOS, no cap;
-#   capped    the same drain at --rate-limit half the link.
+#   capped    the same drain at --rate-limit half the link;
+#   capped+qos  the same, with the link prioritizing training traffic over
+#             traffic to the storage hosts (scripts/testbed cap --prioritize).
 # The drain has $STEPS checkpoints of $STATE each to copy (more than the
 # window takes), and is stopped once the all-reduce loop ends. Writes
 # OUT_DIR/report.md (median all-reduce time per way, medians over rounds, and
@@ -45,7 +47,7 @@ fi
 eval "$("$TB" env)"
 DRAIN_PID=""
 finish() {
-  [ -n "$DRAIN_PID" ] && kill "$DRAIN_PID" 2>/dev/null
+  [ -n "$DRAIN_PID" ] && kill -9 "$DRAIN_PID" 2>/dev/null
   "$TB" uncap c1 2>/dev/null || true
   [ "$started" = 1 ] && "$TB" down >/dev/null 2>&1
   true
@@ -66,12 +68,16 @@ sample_writes() {
 
 run() {  # run WAY ROUND
   local way=$1 r=$2 name="net-$1-$2-$$" s
+  # The cluster settles after the previous way's drain (OSD background work,
+  # Ceph's rate figures are averaged over the last seconds).
+  sleep "${SETTLE:-8}"
   if [ "$way" != none ]; then
     for ((s = 1; s <= STEPS; s++)); do
       "$TB" exec c1 "$SLUICE" save --store "$NVME" --name "$name" --step $s --synthetic "$STATE" --full >/dev/null
     done
     local cap=()
-    [ "$way" = capped ] && cap=(--rate-limit "1=$HALF")
+    [ "$way" != uncapped ] && cap=(--rate-limit "1=$HALF")
+    if [ "$way" = capped+qos ]; then "$TB" cap c1 "$LINK" --prioritize; else "$TB" cap c1 "$LINK"; fi
     "$TB" exec c1 "$SLUICE" drain --tier "$NVME" --tier "$SLUICE_TESTBED_RADOS_URI" --name "$name" \
       --backlog-policy drain-every "${cap[@]}" >/dev/null 2>&1 &
     DRAIN_PID=$!
@@ -83,11 +89,11 @@ run() {  # run WAY ROUND
   local sampler=$!
   local at
   at=$(python3 -c 'import time; print(time.time() + 3)')
-  "$TB" exec c2 env PYTHONPATH="$HERE/build/python" "$PY" "$HERE/bench/war_stories/allreduce_loop.py" \
+  "$TB" exec c2 env GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$HERE/build/python" "$PY" "$HERE/bench/war_stories/allreduce_loop.py" \
     --rank 1 --master 10.99.0.11 --mib "$MIB" --iters "$ITERS" --compute-ms "$COMPUTE_MS" --start-at "$at" \
     >/dev/null 2>"$OUT/rank1-$way-$r.err" &
   local r1=$!
-  "$TB" exec c1 env PYTHONPATH="$HERE/build/python" "$PY" "$HERE/bench/war_stories/allreduce_loop.py" \
+  "$TB" exec c1 env GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$HERE/build/python" "$PY" "$HERE/bench/war_stories/allreduce_loop.py" \
     --rank 0 --master 10.99.0.11 --mib "$MIB" --iters "$ITERS" --compute-ms "$COMPUTE_MS" --start-at "$at" \
     >"$OUT/allreduce-$way-$r.json" 2>"$OUT/rank0-$way-$r.err"
   wait "$r1"
@@ -96,17 +102,19 @@ run() {  # run WAY ROUND
   rm -f "$done_flag"
   if [ -n "$DRAIN_PID" ]; then
     kill -0 "$DRAIN_PID" 2>/dev/null || echo "network.sh: the $way drain ended before the loop did" >&2
-    kill "$DRAIN_PID" 2>/dev/null || true
+    # kill -9 is safe for a drain (an unfinished copy is never committed),
+    # and nothing of it may run into the next way's window.
+    kill -9 "$DRAIN_PID" 2>/dev/null || true
     wait "$DRAIN_PID" 2>/dev/null || true
     DRAIN_PID=""
   fi
 }
 
-ways=(none uncapped capped)
+ways=(none uncapped capped capped+qos)
 for ((r = 1; r <= ROUNDS; r++)); do
   # Rotate the order so no way always runs first.
-  for ((i = 0; i < 3; i++)); do
-    way=${ways[$(((i + r - 1) % 3))]}
+  for ((i = 0; i < 4; i++)); do
+    way=${ways[$(((i + r - 1) % 4))]}
     echo "network.sh: round $r, $way" >&2
     run "$way" "$r"
   done
@@ -119,7 +127,7 @@ def pct(xs, p):
     xs = sorted(xs); k = (len(xs) - 1) * p / 100; lo = int(k); hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 res = {}
-for way in ("none", "uncapped", "capped"):
+for way in ("none", "uncapped", "capped", "capped+qos"):
     p50, p99, mean, wr = [], [], [], []
     for r in range(1, rounds + 1):
         f = os.path.join(out, f"allreduce-{way}-{r}.json")
@@ -139,16 +147,20 @@ lines = ["# War story: checkpoint drains on a link shared with training traffic"
          f"compute; the drain from c1 to RADOS. Medians over {rounds} round(s).", "",
          "| drain | all-reduce p50 (s) | p99 (s) | mean (s) | mean vs no drain | Ceph client writes (MiB/s) |",
          "|---|---|---|---|---|---|"]
-names = {"none": "none", "uncapped": "uncapped", "capped": f"--rate-limit {half / (1 << 20):.1f} MiB/s (half the link)"}
+names = {"none": "none", "uncapped": "uncapped", "capped": f"--rate-limit {half / (1 << 20):.1f} MiB/s (half the link)",
+         "capped+qos": f"--rate-limit {half / (1 << 20):.1f} MiB/s, storage traffic low priority (htb)"}
 for way, v in res.items():
     ratio = f"{v['mean'] / base['mean']:.3f}x" if base else "n/a"
     lines.append(f"| {names[way]} | {v['p50']:.4f} | {v['p99']:.4f} | {v['mean']:.4f} | {ratio} | {v['writes']:.1f} |")
 if base and "capped" in res:
     lines += ["", f"All-reduce time with the drain capped at half the link: **{res['capped']['mean'] / base['mean']:.3f}x** "
               f"no drain (target <= 1.10x); uncapped: {res['uncapped']['mean'] / base['mean']:.3f}x."]
+    if "capped+qos" in res:
+        lines.append(f"The same cap with storage traffic at low priority on the link: "
+                     f"**{res['capped+qos']['mean'] / base['mean']:.3f}x**.")
 open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
 with open(os.path.join(out, "allreduce.dat"), "w") as f:
-    for way in ("none", "uncapped", "capped"):
+    for way in ("none", "uncapped", "capped", "capped+qos"):
         p = os.path.join(out, f"allreduce-{way}-1.json")
         if not os.path.exists(p) or os.path.getsize(p) == 0:
             continue
@@ -166,6 +178,6 @@ set title "All-reduce time on a ${LINK} link shared with a checkpoint drain (rou
 set xlabel "time in the loop (s)"
 set ylabel "all-reduce time (s)"
 set key outside right
-plot for [i=0:2] "$OUT/allreduce.dat" index i using 1:2 with linespoints title columnheader(1)
+plot for [i=0:3] "$OUT/allreduce.dat" index i using 1:2 with linespoints title columnheader(1)
 GNUPLOT
 echo "network.sh: $OUT/report.md, $OUT/allreduce.svg" >&2
