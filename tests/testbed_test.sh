@@ -11,7 +11,9 @@
 # save to [the host's own NVMe directory, RADOS]; a compute host is lost and a
 # replacement restores its checkpoints from Ceph bit-exact while survivors
 # restore from their own tier 0; `ls` on any host tells the truth; a tc cap
-# on a host's link holds its saves to the cap; a storage host lost mid-drain
+# on a host's link holds its saves to the cap; a host's link cut mid-drain
+# (the drain retries, tier 0 keeps the copy, ls says failed, the save ends
+# once the link is back); a storage host lost mid-drain
 # (two OSDs and a mon) costs neither the drain nor the save that follows.
 # Then tears down and checks that no namespace, mount, process or file is
 # left. Prints "ok"/"not ok" lines and "N passed, M failed"; exits 0 if all
@@ -60,6 +62,12 @@ tb() { "$TESTBED" "$@"; }
 # on HOST ARGS...: sluice on HOST; stdout in $W/out, stderr in $W/err, RC.
 on() { local h=$1; shift; tb exec "$h" "$SLUICE" "$@" >"$W/out" 2>"$W/err"; RC=$?; }
 nvme() { echo "$SLUICE_TESTBED_DIR/hosts/$1/nvme"; }
+# wait_pid_s PID SECONDS: true once PID exited within SECONDS.
+wait_pid_s() {
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.2; done
+  return 1
+}
 digest() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1; }
 
 # ------------------------------------------------------------------- up
@@ -170,6 +178,32 @@ tb uncap c4
 # 16 MiB at 64 Mbit/s (8 MB/s) takes at least 2.1 s.
 check "tc caps c4's link: a 16 MiB save took $capped_s s capped at 64mbit, $free_s s uncapped (want >= 1.9 s capped)" \
   python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1.9 and float(sys.argv[2]) < float(sys.argv[1]) else 1)" "$capped_s" "$free_s"
+
+# ------------------------------- the storage network cut mid-drain
+# c3's link goes down while its save drains to RADOS: the drain fails and
+# is retried with backoff, tier 0 keeps the committed copy, ls says failed
+# with the reason; once the link is back the same save finishes.
+URI_SHORT="$URI&op_timeout_s=4&connect_timeout_s=4"
+mkdir -p "$W/cut"
+head -c $((16 << 20)) /dev/urandom >"$W/cut/c.bin"
+tb exec c3 "$SLUICE" save --tier "$(nvme c3)" --tier "$URI_SHORT" --name cut --step 1 --from "$W/cut" \
+  --rate-limit 1=4MiB >"$W/cut.out" 2>"$W/cut.err" &
+pc=$!
+sleep 1
+tb cut c3
+sleep 9
+on c3 ls --tier "$(nvme c3)" --tier "$URI_SHORT" --name cut --json
+check "link cut: ls on c3 shows cut@1 committed on tier 0 and failed on RADOS with a reason ($(pyj '[c["tiers"] for c in d]' | cut -c1-200))" \
+  [ "$RC" -eq 0 -a "$(pyj '(d[0]["tiers"][0]["state"], d[0]["tiers"][1]["state"], bool(d[0]["tiers"][1].get("reason")))')" = "('committed', 'failed', True)" ]
+check "the save said each failed attempt and that it retries ($(grep -c retrying "$W/cut.err") lines)" grep -q "retrying in" "$W/cut.err"
+running=no
+kill -0 "$pc" 2>/dev/null && running=yes
+check "the save is still waiting for RADOS, not given up (running=$running)" [ "$running" = yes ]
+tb heal c3
+if wait_pid_s "$pc" 60; then wait "$pc"; rc=$?; else rc=timeout; kill -9 "$pc" 2>/dev/null; fi
+check "link back: the same save finishes its drain (exit $rc)" [ "$rc" = 0 ]
+on c1 restore --store "$URI" --name cut --to "$W/restored-cut"
+check "another host restores cut@1 from RADOS, bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-cut")" = "$(digest "$W/cut")" ]
 
 # ------------------------------------- a storage host lost mid-drain
 mkdir -p "$W/drain"
