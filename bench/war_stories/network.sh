@@ -23,34 +23,25 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/sluice-war-network}
 ROUNDS=${2:-3}
-PY=${PYTHON:-$HERE/.venv/bin/python}
 LINK=${LINK:-200mbit}
 MIB=${MIB:-2}
 ITERS=${ITERS:-40}
 COMPUTE_MS=${COMPUTE_MS:-150}
 STEPS=${STEPS:-4}
 STATE=${STATE:-64MiB}
-TB=$HERE/scripts/testbed
-SLUICE=$HERE/build/sluice
-[ -x "$SLUICE" ] || { echo "network.sh: build sluice first (build/sluice)" >&2; exit 2; }
-command -v gnuplot >/dev/null || { echo "network.sh: gnuplot is required (apt-get install gnuplot-nox)" >&2; exit 2; }
+ME=network.sh
+. "$HERE/bench/war_stories/lib.sh"
 [[ $LINK =~ ^([0-9]+)mbit$ ]] || { echo "network.sh: LINK must be Nmbit, e.g. 200mbit" >&2; exit 2; }
 HALF=$((BASH_REMATCH[1] * 1000000 / 16))  # half the link, in bytes/s
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.txt
 
-started=0
-if ! "$TB" status >/dev/null 2>&1; then
-  "$TB" up --compute 2 --storage 3 --osds-per-host 1 >/dev/null
-  started=1
-fi
-eval "$("$TB" env)"
+war_testbed_up --compute 2 --storage 3 --osds-per-host 1
 DRAIN_PID=""
 finish() {
   [ -n "$DRAIN_PID" ] && kill -9 "$DRAIN_PID" 2>/dev/null
   "$TB" uncap c1 2>/dev/null || true
-  [ "$started" = 1 ] && "$TB" down >/dev/null 2>&1
-  true
+  war_testbed_done
 }
 trap finish EXIT
 NVME=$("$TB" nvme c1)

@@ -20,33 +20,24 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/sluice-war-slow-osd}
 ROUNDS=${2:-2}
-PY=${PYTHON:-$HERE/.venv/bin/python}
 STATE_MIB=${STATE_MIB:-64}
 STEPS=${STEPS:-20}
 EVERY=${EVERY:-5}
 STEP_MS=${STEP_MS:-200}
 SLOW_OSD=${SLOW_OSD:-0}
-TB=$HERE/scripts/testbed
-SLUICE=$HERE/build/sluice
-[ -x "$SLUICE" ] || { echo "slow_osd.sh: build sluice first (build/sluice)" >&2; exit 2; }
-command -v gnuplot >/dev/null || { echo "slow_osd.sh: gnuplot is required (apt-get install gnuplot-nox)" >&2; exit 2; }
+ME=slow_osd.sh
+. "$HERE/bench/war_stories/lib.sh"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.txt
 
-started=0
-if ! "$TB" status >/dev/null 2>&1; then
-  "$TB" up --compute 1 --storage 3 --osds-per-host 2 >/dev/null
-  started=1
-fi
-eval "$("$TB" env)"
+war_testbed_up --compute 1 --storage 3 --osds-per-host 2
 set_delay() {
   "$TB" exec s1 ceph tell "osd.$SLOW_OSD" config set osd_debug_inject_dispatch_delay_probability "$1" >/dev/null
   "$TB" exec s1 ceph tell "osd.$SLOW_OSD" config set osd_debug_inject_dispatch_delay_duration "$2" >/dev/null
 }
 finish() {
   set_delay 0 0 2>/dev/null || true
-  [ "$started" = 1 ] && "$TB" down >/dev/null 2>&1
-  true
+  war_testbed_done
 }
 trap finish EXIT
 NVME=$("$TB" nvme c1)
