@@ -28,16 +28,20 @@ def main():
     ap.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     ap.add_argument("--step-ms", type=float, default=200, help="compute time of one step")
     ap.add_argument("--backlog-policy", default="coalesce", choices=("coalesce", "drain-every"))
+    ap.add_argument("--rate-limit-mib", type=float, default=0,
+                    help="cap drains into the last tier at this many MiB/s (0: no cap)")
     ap.add_argument("--object-mib", type=int, default=8,
                     help="data object size: a checkpoint spreads over that many RADOS placement groups")
     args = ap.parse_args()
 
     sluice.configure(staging_bytes=max(256, 4 * args.state_mib) << 20, backlog_policy=args.backlog_policy,
-                     object_bytes=args.object_mib << 20)
+                     object_bytes=args.object_mib << 20,
+                     rate_bytes_per_sec=[0] * (len(args.tier) - 1) + [int(args.rate_limit_mib * (1 << 20))])
     state = {"w": torch.randn(args.state_mib << 18), "step": 0}
     sluice.pipeline(args.tier)  # the arena is made before the loop, as a trainer would
     slice_len = max(1, state["w"].numel() // 50)
-    step_times, saves = [], []
+    step_times, step_ends, saves = [], [], []
+    t_unix = time.time()
     t_loop = time.monotonic()
     for step in range(1, args.steps + 1):
         t0 = time.monotonic()
@@ -51,9 +55,11 @@ def main():
             h = sluice.save(args.tier, args.name, step, state, async_=(args.mode == "async"))
             saves.append((step, time.monotonic() - t_loop, h))
         step_times.append(time.monotonic() - t0)
+        step_ends.append(time.monotonic() - t_loop)
     loop_seconds = time.monotonic() - t_loop
     out = {"mode": args.mode, "tiers": args.tier, "state_mib": args.state_mib, "step_ms": args.step_ms,
-           "every": args.every, "step_times": step_times, "loop_seconds": loop_seconds, "saves": []}
+           "every": args.every, "step_times": step_times, "step_ends": step_ends, "loop_start_unix": t_unix,
+           "loop_seconds": loop_seconds, "saves": []}
     for step, at, h in saves:
         out["saves"].append({"step": step, "at": at, "stall": h.stall_seconds,
                              "tiers": [{"state": p["state"], "durable_seconds": p["durable_seconds"]}
