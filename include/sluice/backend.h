@@ -62,6 +62,27 @@ class LentReadBuffers {
   virtual void Allow(ReadableObject& object) const = 0;
 };
 
+// For a backend that hedges writes (RADOS: a write late past a deadline
+// derived from recent latencies is written again under another name, in
+// another placement group; see doc/backends.md): what hedging has cost.
+struct HedgeStats {
+  uint64_t bytes_submitted = 0;  // bytes callers wrote through relocatable objects
+  uint64_t extra_bytes = 0;      // bytes hedges wrote on top of them
+  uint64_t objects_hedged = 0;   // objects written again under another name
+  uint64_t hedges_won = 0;       // objects whose hedge finished first
+  uint64_t hedges_refused = 0;   // late objects not hedged: over budget or copies
+  uint64_t slow_avoided = 0;     // new objects placed away from a slow placement group
+  double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
+  uint64_t deadline_ms = 0;      // the current deadline after which a write is late
+  std::vector<int> suspect_osds; // OSDs most late writes shared, avoided for now
+};
+class HedgedWrites {
+ public:
+  virtual ~HedgedWrites() = default;
+  // Totals since the backend was opened. Thread-safe.
+  virtual HedgeStats Stats() const = 0;
+};
+
 // What a backend can do; callers adapt to it instead of checking types.
 struct BackendCaps {
   // Buffers, offsets and lengths of asynchronous I/O must be multiples of
@@ -79,6 +100,12 @@ struct BackendCaps {
   // Extensions (above); null where the backend has none.
   const TransportChecksum* transport_checksum = nullptr;
   const LentReadBuffers* lent_read_buffers = nullptr;
+  const HedgedWrites* hedged_writes = nullptr;
+  // How many objects a writer keeps writes in flight to at once (its
+  // queue depth is spread over them). A file store's open object holds a
+  // descriptor and an I/O ring, so a few; a RADOS object costs nothing open,
+  // and objects in different placement groups are written in parallel.
+  size_t objects_in_flight = 3;
 };
 
 // One completed asynchronous operation.
@@ -125,6 +152,11 @@ class WritableObject {
   // to `final_size` and makes its contents durable (fdatasync or the backend's
   // equivalent). On error the object's contents are undefined.
   virtual Status Finish(uint64_t final_size) = 0;
+
+  // The name the object's bytes are stored under, once Finish() returned
+  // OK: empty for the name given to Create (always, unless it was created
+  // with CreateRelocatable and the backend placed it elsewhere).
+  virtual std::string StoredName() const { return {}; }
 };
 
 // An object being read. Reads may complete in any order.
@@ -161,6 +193,19 @@ class Backend {
   // backend preallocate. Fails with AlreadyExists if the name exists.
   virtual Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
                                                          uint64_t size_hint) = 0;
+
+  // As Create, for a caller that records the name the object ends up under
+  // (WritableObject::StoredName after Finish) instead of `name`: the
+  // backend may store it under another name beside `name` (same directory,
+  // a suffix before the extension), e.g. a RADOS write hedged into another
+  // placement group. Until Finish returns OK, nothing but `name` and names
+  // beside it may hold the object's bytes, and losers the backend could not
+  // remove are left to garbage collection like any unnamed object. The
+  // default is Create: the object stays under `name`.
+  virtual Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
+                                                                    uint64_t size_hint) {
+    return Create(name, size_hint);
+  }
 
   // Opens an existing object for reading; NotFound if absent.
   virtual Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) = 0;

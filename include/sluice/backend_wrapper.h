@@ -30,6 +30,7 @@ class WritableObjectWrapper : public WritableObject {
   size_t in_flight() const override { return target_->in_flight(); }
   size_t queue_depth() const override { return target_->queue_depth(); }
   Status Finish(uint64_t final_size) override { return target_->Finish(final_size); }
+  std::string StoredName() const override { return target_->StoredName(); }
 
  private:
   std::unique_ptr<WritableObject> target_;
@@ -64,6 +65,13 @@ class BackendWrapper : public Backend {
   const std::string& uri() const override { return target_->uri(); }
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t size_hint) override {
     return target_->Create(name, size_hint);
+  }
+  // Not forwarded to the target's CreateRelocatable: a decorator that
+  // overrides Create (to wrap or fail objects) must see every object, so a
+  // decorated store keeps objects under their names.
+  Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
+                                                            uint64_t size_hint) override {
+    return Create(name, size_hint);
   }
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
     return target_->Open(name);

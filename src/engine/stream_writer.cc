@@ -26,7 +26,8 @@ Status StreamWriter::Append(uint64_t size, ItemSource& source, std::vector<Chunk
         hint = AlignUp(std::min(layout_.object_bytes(), std::max<uint64_t>(expected_remaining_, ref.length)),
                        queue_.alignment());
       }
-      RETURN_IF_ERROR(queue_.BeginObject(object_name_(static_cast<uint32_t>(sizes.size() - 1)), hint));
+      RETURN_IF_ERROR(
+          queue_.BeginObject(object_name_(static_cast<uint32_t>(sizes.size() - 1)), hint, /*relocatable=*/true));
       object_open_ = true;
     }
     uint32_t crc = 0;

@@ -93,7 +93,7 @@ size_t WriteQueue::Depth() const {
   return std::max<size_t>(depth, 1);
 }
 
-Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
+Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint, bool relocatable) {
   RETURN_IF_ERROR(error_);
   if (!open_.empty() && !open_.back().ended) {
     Fail(Status::InvalidArgument("internal: object " + open_.back().name + " was not ended"));
@@ -101,11 +101,12 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint) {
   }
   // Objects still open (their last writes in flight) hold a descriptor and
   // an I/O ring each on a file store: a few keep the queue full across
-  // boundaries; more would only cost.
-  while (open_.size() >= kMaxOpenObjects && in_flight_ > 0) {
+  // boundaries; more would only cost. The backend says how many.
+  const size_t max_open = std::max<size_t>(backend_.caps().objects_in_flight, 1);
+  while (open_.size() >= max_open && in_flight_ > 0) {
     if (!ReapOne().ok()) return error_;
   }
-  auto created = backend_.Create(name, size_hint);
+  auto created = relocatable ? backend_.CreateRelocatable(name, size_hint) : backend_.Create(name, size_hint);
   if (!created.ok()) {
     Fail(created.status());
     return error_;
@@ -229,7 +230,8 @@ void WriteQueue::FinishReady() {
     if (error_.ok() && !abandoned_) {
       Status st = o.object->Finish(o.final_size);
       if (st.ok()) {
-        finished_.push_back(DataObjectRef{o.name, o.final_size});
+        std::string stored = o.object->StoredName();
+        finished_.push_back(DataObjectRef{stored.empty() ? o.name : std::move(stored), o.final_size});
       } else {
         Fail(st.WithContext("finish " + o.name));
       }

@@ -75,8 +75,10 @@ class WriteQueue {
 
   // Creates object `name` (AlreadyExists if it exists) and makes it the
   // current object; the previous one must have been ended (EndObject).
-  // `size_hint` lets the backend preallocate (0: unknown).
-  Status BeginObject(const std::string& name, uint64_t size_hint);
+  // `size_hint` lets the backend preallocate (0: unknown). `relocatable`:
+  // the backend may store it under another name beside `name`
+  // (Backend::CreateRelocatable); objects() then lists that name.
+  Status BeginObject(const std::string& name, uint64_t size_hint, bool relocatable = false);
 
   // The chunk checksum of bytes about to be written to the current object:
   // CRC32C extended from `crc` over `len` bytes (see
@@ -119,7 +121,8 @@ class WriteQueue {
   bool WaitOut();
 
   const Status& error() const { return error_; }
-  // Objects finished so far, in the order they were begun.
+  // Objects finished so far, in the order they were begun, under the names
+  // they are stored under.
   const std::vector<DataObjectRef>& objects() const { return finished_; }
 
  private:
@@ -151,7 +154,6 @@ class WriteQueue {
   // The queue's own buffers (Space/Fill). Their writes are tagged
   // kOwnedTag | index.
   static constexpr uint64_t kOwnedTag = 1ull << 63;
-  static constexpr size_t kMaxOpenObjects = 3;
   uint64_t buffer_bytes_ = 0;
   std::vector<AlignedBuffer> buffers_;
   std::vector<size_t> free_;

@@ -147,7 +147,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
           }
           if (packed_open && packed_size + ref.length > object_bytes_) error = end_packed();
           if (error.ok() && !packed_open) {
-            error = queue.BeginObject(writer.DataObjectName(own_objects), 0);
+            error = queue.BeginObject(writer.DataObjectName(own_objects), 0, /*relocatable=*/true);
             packed_open = true;
             packed_index = own_objects++;
             packed_size = 0;
@@ -183,7 +183,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     if (error.ok()) error = end_packed();
     if (!error.ok()) break;
     const uint32_t index = own_objects++;
-    error = queue.BeginObject(writer.DataObjectName(index), AlignUp(plan.size, align_));
+    error = queue.BeginObject(writer.DataObjectName(index), AlignUp(plan.size, align_), /*relocatable=*/true);
     uint32_t chunk_done = 0;  // bytes of order_[next_chunk] already checksummed
     for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
       const uint64_t slab = plan.first_slab + j;

@@ -321,11 +321,14 @@ int CmdSave(int argc, char** argv) {
   const double cpu = ProcessCpuSeconds() - cpu0;
   if (flags.Has("json")) {
     JsonValue tiers = JsonValue::array();
-    for (const auto& t : final_progress) {
+    for (size_t k = 0; k < final_progress.size(); ++k) {
+      const auto& t = final_progress[k];
       // What is not committed when the command exits is left to `sluice drain`.
       const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
-      tiers.push_back({{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
-                       {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}});
+      JsonValue tier = {{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
+                        {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}};
+      if (const HedgedWrites* h = (*pipeline)->tier(k).backend().caps().hedged_writes) tier["hedging"] = HedgeJson(h->Stats());
+      tiers.push_back(std::move(tier));
     }
     PrintJson({{"name", id.name}, {"step", id.step}, {"rank", *rank}, {"world", *world}, {"bytes", stats.bytes},
                {"referenced_bytes", stats.referenced_bytes},

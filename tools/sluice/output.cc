@@ -63,6 +63,19 @@ Status MakeDirs(const std::string& dir) {
   return Status::OK();
 }
 
+JsonValue HedgeJson(const HedgeStats& s) {
+  return {{"bytes_written", s.bytes_submitted},
+          {"extra_bytes", s.extra_bytes},
+          {"extra_fraction", s.bytes_submitted > 0 ? static_cast<double>(s.extra_bytes) / s.bytes_submitted : 0.0},
+          {"budget", s.budget},
+          {"objects_hedged", s.objects_hedged},
+          {"hedges_won", s.hedges_won},
+          {"hedges_refused", s.hedges_refused},
+          {"slow_placements_avoided", s.slow_avoided},
+          {"deadline_ms", s.deadline_ms},
+          {"suspect_osds", s.suspect_osds}};
+}
+
 std::string HumanBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flags.h"
+#include "sluice/backend.h"
 #include "sluice/status.h"
 
 namespace sluice::cli {
@@ -41,6 +42,9 @@ void PrintJson(const JsonValue& j);        // JsonText + newline on stdout
 double Median(std::vector<double> v);
 // mkdir -p: OK if `dir` is (now) a directory, IOError if a part of it is not.
 Status MakeDirs(const std::string& dir);
+
+// A store's hedged writes (sluice/backend.h: HedgeStats), as --json prints them.
+JsonValue HedgeJson(const HedgeStats& s);
 
 std::string HumanBytes(uint64_t bytes);      // "1.50 GiB"
 std::string HumanRate(double bytes_per_sec); // "1.50 GiB/s"

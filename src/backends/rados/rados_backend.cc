@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/rados/rados_hedge.h"
 #include "backends/rados/rados_object.h"
 #include "backends/rados/rados_options.h"
 
@@ -36,6 +37,48 @@ int64_t UnixMs(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
+// Every PG of the pool with its acting OSDs, from the mgr's PG map (one
+// round trip; the client needs mgr 'allow r', which sluice's recipe gives).
+Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
+  librados::bufferlist in, out;
+  std::string outs;
+  int ret = cluster.rados.mgr_command(R"({"prefix": "pg dump", "dumpcontents": ["pgs_brief"], "format": "json"})",
+                                      in, &out, &outs);
+  if (ret < 0) return RadosError(ret, "read the PG map" + (outs.empty() ? "" : " (" + outs + ")"));
+  const std::string text = out.to_str();
+  const std::string pool = std::to_string(cluster.io.get_id()) + ".";
+  HedgeState::ActingSets sets;
+  // {"pg_stats":[{"pgid":"2.3f",...,"acting":[3,0,1],...},...]}: read
+  // field by field, not with a JSON library the core does not link.
+  size_t pos = 0;
+  while ((pos = text.find("\"pgid\":\"", pos)) != std::string::npos) {
+    pos += 8;  // past "pgid":"
+    const size_t end = text.find('"', pos);
+    if (end == std::string::npos) break;
+    const std::string pgid = text.substr(pos, end - pos);
+    const size_t acting = text.find("\"acting\":[", end);
+    const size_t next = text.find("\"pgid\":\"", end);
+    if (acting == std::string::npos || (next != std::string::npos && acting > next)) continue;
+    if (pgid.rfind(pool, 0) != 0) continue;
+    char* stop = nullptr;
+    const unsigned long seed = std::strtoul(pgid.c_str() + pool.size(), &stop, 16);
+    if (stop == nullptr || *stop != '\0') continue;
+    std::vector<int> osds;
+    size_t p = acting + 10;
+    while (p < text.size() && text[p] != ']') {
+      char* after = nullptr;
+      long v = std::strtol(text.c_str() + p, &after, 10);
+      if (after == text.c_str() + p) break;
+      osds.push_back(static_cast<int>(v));
+      p = static_cast<size_t>(after - text.c_str());
+      if (p < text.size() && text[p] == ',') ++p;
+    }
+    sets[static_cast<uint32_t>(seed)] = std::move(osds);
+  }
+  if (sets.empty()) return Status::IOError("the PG map names no placement group of the pool");
+  return sets;
+}
+
 class RadosBackend final : public Backend {
  public:
   RadosBackend(std::string uri, RadosOptions opts, std::shared_ptr<Cluster> cluster,
@@ -46,8 +89,27 @@ class RadosBackend final : public Backend {
     caps_.atomic_publish_if_absent = true;
     caps_.transport_checksum = RadosTransportChecksumExtension();
     caps_.lent_read_buffers = RadosLentReadBuffersExtension();
+    // Objects are spread over placement groups by name: a writer keeps as
+    // many in flight as it has writes.
+    caps_.objects_in_flight = opts_.queue_depth;
     caps_.io_path = "librados aio, pool " + opts_.pool + ", qd " + std::to_string(opts_.queue_depth) +
                     ", max object " + std::to_string(max_object_bytes >> 20) + " MiB";
+    if (opts_.hedge) {
+      HedgeOptions h;
+      h.extra = opts_.hedge_extra;
+      h.floor_ms = opts_.hedge_floor_ms;
+      hedge_ = std::make_shared<HedgeState>(h, [cluster = cluster_] { return FetchActingSets(*cluster); });
+      caps_.hedged_writes = hedge_.get();
+      char extra[32];
+      std::snprintf(extra, sizeof(extra), "%.0f%%", opts_.hedge_extra * 100);
+      caps_.io_path += ", hedged writes (late past " + std::to_string(static_cast<int>(h.factor)) +
+                       "x median, floor " + std::to_string(h.floor_ms) + " ms, at most +" + extra + " bytes)";
+      // Operations a hedge left behind finish before the handle closes,
+      // each bounded by the op timeout.
+      cluster_->before_shutdown = [state = hedge_, timeout = opts_.op_timeout_s] {
+        (void)state->WaitIdle(std::chrono::seconds(timeout == 0 ? 60 : timeout));
+      };
+    }
     object_prefix_ = opts_.prefix.empty() ? "" : opts_.prefix + "/";
   }
 
@@ -68,6 +130,13 @@ class RadosBackend final : public Backend {
     if (ret == -EEXIST) return Status::AlreadyExists("object " + name + " already exists");
     if (ret < 0) return RadosError(ret, "create object " + name);
     return NewRadosWritable(cluster_, Oid(name), name, opts_.queue_depth);
+  }
+
+  Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
+                                                            uint64_t size_hint) override {
+    if (!hedge_) return Create(name, size_hint);
+    RETURN_IF_ERROR(CheckName(name));
+    return NewHedgedRadosWritable(cluster_, hedge_, object_prefix_, name, opts_.queue_depth, size_hint);
   }
 
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
@@ -246,7 +315,11 @@ class RadosBackend final : public Backend {
         // (IoCtx::aio_stat2 is declared but not exported by librados 16.)
         s.op = librados::ObjectReadOperation();
         s.op.stat2(&s.size, &s.mtime, &s.ret);
-        int ret = cluster_->io.aio_operate(oids[base + started], s.completion, &s.op, nullptr);
+        // Any replica may answer: the objects asked about are written and
+        // acknowledged (so on every replica), and a slow primary then
+        // holds up a third of the questions instead of all of them.
+        int ret = cluster_->io.aio_operate(oids[base + started], s.completion, &s.op,
+                                           librados::OPERATION_BALANCE_READS, nullptr);
         if (ret < 0) {
           s.completion->release();
           failed = RadosError(ret, "stat object " + oids[base + started]);
@@ -273,6 +346,7 @@ class RadosBackend final : public Backend {
   std::string uri_;
   RadosOptions opts_;
   std::shared_ptr<Cluster> cluster_;
+  std::shared_ptr<HedgeState> hedge_;  // null with hedge=off
   std::string object_prefix_;
   BackendCaps caps_;
 };
@@ -393,6 +467,10 @@ Result<std::unique_ptr<Backend>> OpenRadosBackend(const std::string& uri, const 
       {"rados_osd_op_timeout", std::to_string(opts.op_timeout_s)},
   };
   if (!opts.keyring.empty()) settings.push_back({"keyring", opts.keyring});
+  // A hedge's loser stays in flight at the slow OSD while the writer goes
+  // on: room for those bytes beside a full queue (librados' default, 100
+  // MiB, would stall new writes behind them).
+  if (opts.hedge) settings.push_back({"objecter_inflight_op_bytes", std::to_string(512ull << 20)});
   for (const auto& s : settings) {
     ret = rados.conf_set(s.option, s.value.c_str());
     if (ret < 0) return RadosError(ret, what + ": set " + s.option + "=" + s.value);

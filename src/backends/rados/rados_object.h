@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,7 +28,11 @@ struct Cluster {
   librados::Rados rados;
   librados::IoCtx io;
   bool connected = false;
+  // Waits out operations still in flight that no object waits for (a
+  // hedge's loser), so that librados never completes into a closed handle.
+  std::function<void()> before_shutdown;
   ~Cluster() {
+    if (before_shutdown) before_shutdown();
     io.close();
     if (connected) rados.shutdown();
   }

@@ -28,6 +28,12 @@ struct RadosOptions {
   // (that the pipeline retries with backoff) instead of a hang. The bound
   // is per operation, so a drain of any length is fine.
   unsigned op_timeout_s = 60;
+  // Hedged writes (rados_hedge.h): on by default; `hedge_extra` bounds the
+  // extra bytes as a fraction of the bytes written, `hedge_floor_ms` is the
+  // shortest deadline.
+  bool hedge = true;
+  double hedge_extra = 0.25;
+  unsigned hedge_floor_ms = 100;
 };
 
 // Parses `location` ("POOL/PREFIX") and `query` of `uri`; InvalidArgument

@@ -1,0 +1,652 @@
+#include "backends/rados/rados_hedge.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <utility>
+
+namespace sluice {
+
+namespace {
+
+constexpr size_t kLatencySamples = 256;
+// Below this many samples the p95 means little: the deadline is at least
+// kUnsampledDeadline.
+constexpr size_t kMinSamples = 16;
+constexpr auto kUnsampledDeadline = std::chrono::milliseconds(500);
+// An OSD in at least kMinLateForSuspect of the last kRecentLate late
+// placement groups, and in three quarters of them, is suspected slow.
+constexpr size_t kRecentLate = 8;
+constexpr size_t kMinLateForSuspect = 4;
+// An OSD in kOnTimeToClear of the last kRecentOnTime PGs written on time
+// is not suspected (a slow OSD's PGs are rarely on time under load).
+constexpr size_t kRecentOnTime = 16;
+constexpr size_t kOnTimeToClear = 2;
+// The median is recomputed after this many new samples, not per question.
+constexpr size_t kRecomputeEvery = 16;
+constexpr uint64_t kBudgetCredit = 256ull << 20;
+// Candidate names tried when looking for a placement group not found slow.
+constexpr unsigned kPlacementTries = 32;
+// The write size hinted to the OSDs (as RadosBackend::Create does).
+constexpr uint64_t kExpectedWriteBytes = 4ull << 20;
+
+}  // namespace
+
+HedgeState::Clock::duration HedgeState::Deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DeadlineLocked();
+}
+
+HedgeState::Clock::duration HedgeState::DeadlineLocked() const {
+  const auto floor = std::chrono::milliseconds(options_.floor_ms);
+  if (samples_ns_.size() < kMinSamples) return std::max<Clock::duration>(floor, kUnsampledDeadline);
+  if (since_computed_ >= kRecomputeEvery || p50_ns_ == 0) {
+    std::vector<int64_t> sorted = samples_ns_;
+    const size_t k = (sorted.size() - 1) / 2;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(k), sorted.end());
+    p50_ns_ = sorted[k];
+    since_computed_ = 0;
+  }
+  const auto late = std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(p50_ns_) * options_.factor));
+  return std::max<Clock::duration>(floor, late);
+}
+
+HedgeState::Clock::duration HedgeState::SlowAfter() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (samples_ns_.size() < kMinSamples) return DeadlineLocked();
+  (void)DeadlineLocked();  // brings p50_ns_ up to date
+  return std::max<Clock::duration>(std::chrono::milliseconds(options_.floor_ms) / 2,
+                                   std::chrono::nanoseconds(p50_ns_ * 2));
+}
+
+void HedgeState::RecordLatency(Clock::duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (samples_ns_.size() < kLatencySamples) {
+    samples_ns_.push_back(ns);
+  } else {
+    samples_ns_[next_sample_] = ns;
+    next_sample_ = (next_sample_ + 1) % kLatencySamples;
+  }
+  ++since_computed_;
+}
+
+void HedgeState::MarkSlow(uint32_t pg) {
+  const Clock::time_point now = Clock::now();
+  const auto avoid = std::chrono::milliseconds(options_.avoid_ms);
+  // The acting sets are fetched again once they are older than the
+  // avoidance window (a lost OSD's PGs move); outside the lock, as it is a
+  // round trip to the cluster.
+  bool fetch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slow_until_[pg] = now + avoid;
+    fetch = fetch_acting_ && !acting_unavailable_ && (acting_.empty() || now - acting_at_ >= avoid);
+  }
+  std::optional<Result<ActingSets>> fetched;
+  if (fetch) fetched.emplace(fetch_acting_());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fetched) {
+    if (fetched->ok()) {
+      acting_ = std::move(fetched->value());
+      acting_at_ = now;
+    } else {
+      acting_unavailable_ = true;
+    }
+  }
+  auto it = acting_.find(pg);
+  if (it == acting_.end()) return;
+  recent_late_.push_back(it->second);
+  while (recent_late_.size() > kRecentLate) recent_late_.pop_front();
+  // The suspects: the OSDs found in the most recent late PGs, in three
+  // quarters of them at least, and not cleared by writes on time.
+  std::map<int, size_t> late, on_time;
+  for (const auto& set : recent_late_) {
+    for (int osd : set) ++late[osd];
+  }
+  for (const auto& set : recent_on_time_) {
+    for (int osd : set) ++on_time[osd];
+  }
+  size_t most = 0;
+  for (const auto& [osd, n] : late) most = std::max(most, n);
+  if (recent_late_.size() < kMinLateForSuspect || most * 4 < recent_late_.size() * 3) return;
+  for (const auto& [osd, n] : late) {
+    if (n == most && on_time[osd] < kOnTimeToClear) suspect_until_[osd] = now + avoid;
+  }
+}
+
+void HedgeState::MarkOnTime(uint32_t pg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = acting_.find(pg);
+  if (it == acting_.end()) return;
+  recent_on_time_.push_back(it->second);
+  while (recent_on_time_.size() > kRecentOnTime) recent_on_time_.pop_front();
+  // A suspect seen writing on time again is one no longer.
+  for (int osd : it->second) {
+    size_t n = 0;
+    for (const auto& set : recent_on_time_) n += static_cast<size_t>(std::count(set.begin(), set.end(), osd));
+    if (n >= kOnTimeToClear) suspect_until_.erase(osd);
+  }
+}
+
+bool HedgeState::IsSlow(uint32_t pg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  auto it = slow_until_.find(pg);
+  if (it != slow_until_.end()) {
+    if (it->second > now) return true;
+    slow_until_.erase(it);
+  }
+  auto set = acting_.find(pg);
+  if (set == acting_.end()) return false;
+  for (int osd : set->second) {
+    auto s = suspect_until_.find(osd);
+    if (s != suspect_until_.end() && s->second > now) return true;
+  }
+  return false;
+}
+
+std::vector<int> HedgeState::SuspectOsds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> out;
+  for (const auto& [osd, until] : suspect_until_) {
+    if (until > Clock::now()) out.push_back(osd);
+  }
+  return out;
+}
+
+void HedgeState::Submitted(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.bytes_submitted += bytes;
+}
+
+bool HedgeState::Reserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The budget is a fraction of the bytes written, plus the same fraction
+  // of kBudgetCredit: the first late objects of a run come before many
+  // bytes were written, and are the ones that teach where the slow OSD is.
+  const double allowed = options_.extra * static_cast<double>(stats_.bytes_submitted + kBudgetCredit);
+  if (static_cast<double>(stats_.extra_bytes + bytes) > allowed) return false;
+  stats_.extra_bytes += bytes;
+  return true;
+}
+
+void HedgeState::CountRefused() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.hedges_refused;
+}
+void HedgeState::CountHedged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.objects_hedged;
+}
+void HedgeState::CountWon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.hedges_won;
+}
+void HedgeState::CountAvoided() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.slow_avoided;
+}
+
+HedgeStats HedgeState::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  HedgeStats s = stats_;
+  s.budget = options_.extra;
+  for (const auto& [osd, until] : suspect_until_) {
+    if (until > Clock::now()) s.suspect_osds.push_back(osd);
+  }
+  s.deadline_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
+  return s;
+}
+
+void HedgeState::OpStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++ops_in_flight_;
+}
+
+void HedgeState::OpEnded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--ops_in_flight_ == 0) idle_cv_.notify_all();
+}
+
+bool HedgeState::WaitIdle(Clock::duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [&] { return ops_in_flight_ == 0; });
+}
+
+std::string HedgeName(const std::string& name, unsigned k) {
+  if (k == 0) return name;
+  const std::string tag = "-h" + std::to_string(k);
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash) && dot > 0) {
+    return name.substr(0, dot) + tag + name.substr(dot);
+  }
+  return name + tag;
+}
+
+namespace {
+
+using Clock = HedgeState::Clock;
+
+// Where completions of one object's operations arrive (librados calls
+// OnComplete on its finisher thread). Shared with every operation, so that
+// an object that stops waiting (a loser, an abandoned object) leaves its
+// operations to finish here: OnComplete then releases them itself.
+struct Inbox;
+struct Op {
+  std::shared_ptr<Inbox> inbox;
+  int copy = 0;
+  int piece = -1;  // -1: the removal of a losing copy
+  Clock::time_point start;
+  Clock::time_point finished;  // when librados completed it, not when it was reaped
+  librados::AioCompletion* completion = nullptr;
+};
+struct Inbox {
+  explicit Inbox(std::shared_ptr<HedgeState> s) : state(std::move(s)) {}
+  std::shared_ptr<HedgeState> state;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Op*> done;    // GUARDED_BY(mu)
+  bool abandoned = false;  // GUARDED_BY(mu)
+};
+
+void ReleaseOp(Op* op) {
+  std::shared_ptr<HedgeState> state = op->inbox->state;
+  op->completion->release();
+  delete op;
+  state->OpEnded();
+}
+
+void OnComplete(librados::completion_t, void* arg) {
+  Op* op = static_cast<Op*>(arg);
+  op->finished = Clock::now();
+  // Held past the unlock: deleting the op may drop the last other reference.
+  std::shared_ptr<Inbox> inbox = op->inbox;
+  std::unique_lock<std::mutex> lock(inbox->mu);
+  if (inbox->abandoned) {
+    lock.unlock();
+    ReleaseOp(op);
+    return;
+  }
+  inbox->done.push_back(op);
+  // Under the lock: the owner cannot abandon the inbox before this returns.
+  inbox->cv.notify_one();
+}
+
+class HedgedRadosWritable final : public WritableObject {
+ public:
+  HedgedRadosWritable(std::shared_ptr<Cluster> cluster, std::shared_ptr<HedgeState> state,
+                      std::string object_prefix, std::string name, size_t depth, uint64_t size_hint)
+      : cluster_(std::move(cluster)),
+        state_(std::move(state)),
+        inbox_(std::make_shared<Inbox>(state_)),
+        object_prefix_(std::move(object_prefix)),
+        name_(std::move(name)),
+        depth_(depth),
+        size_hint_(size_hint) {
+    // A placement group found slow lately is avoided from the start.
+    AddCopy(/*avoid_slow=*/true);
+  }
+
+  ~HedgedRadosWritable() override {
+    std::deque<Op*> left;
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->abandoned = true;
+      left.swap(inbox_->done);
+    }
+    for (Op* op : left) ReleaseOp(op);
+  }
+
+  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
+    if (len > UINT32_MAX) return Status::InvalidArgument("write of " + std::to_string(len) + " bytes");
+    if (!sticky_.ok()) return sticky_;
+    Piece p;
+    p.offset = offset;
+    p.len = len;
+    p.tag = tag;
+    // The bytes are copied: a hedge may write them again after the
+    // caller's buffer came back, and an abandoned copy's writes may still
+    // be in flight when the object is gone.
+    ceph::bufferptr bytes = ceph::buffer::create(static_cast<unsigned>(len));
+    if (len > 0) std::memcpy(bytes.c_str(), data, len);
+    p.bl.push_back(std::move(bytes));
+    held_bytes_ += len;
+    if (held_bytes_ > state_->options().max_held_bytes) holding_ = false;
+    pieces_.push_back(std::move(p));
+    sent_to_.emplace_back();
+    state_->Submitted(len);
+    ++unreported_;
+    Status st = Send(static_cast<int>(copies_.size() - 1), static_cast<int>(pieces_.size() - 1));
+    if (!st.ok()) {
+      --unreported_;
+      pieces_.back().reported = true;
+      sticky_ = st;
+    }
+    return st;
+  }
+
+  Result<IoCompletion> Reap() override {
+    if (unreported_ == 0) return Status::InvalidArgument("Reap with nothing in flight on " + name_);
+    while (ready_.empty()) {
+      RETURN_IF_ERROR(Step());
+    }
+    IoCompletion c = std::move(ready_.front());
+    ready_.pop_front();
+    --unreported_;
+    return c;
+  }
+
+  size_t in_flight() const override { return unreported_; }
+  size_t queue_depth() const override { return depth_; }
+
+  Status Finish(uint64_t final_size) override {
+    if (unreported_ != 0) return Status::InvalidArgument("Finish with I/O in flight");
+    RETURN_IF_ERROR(sticky_);
+    int winner = -1;
+    if (pieces_.empty()) {
+      // Never written: created now, empty, under the first copy's name.
+      librados::ObjectWriteOperation op;
+      op.create(/*exclusive=*/true);
+      int ret = cluster_->io.operate(copies_[0].oid, &op);
+      if (ret == -EEXIST) return Status::AlreadyExists("object " + copies_[0].name + " already exists");
+      if (ret < 0) return RadosError(ret, "create object " + copies_[0].name);
+      winner = 0;
+    }
+    while (winner < 0) {
+      for (size_t c = 0; c < copies_.size() && winner < 0; ++c) {
+        if (Complete(copies_[c])) winner = static_cast<int>(c);
+      }
+      if (winner >= 0) break;
+      if (!AnyCopyCanComplete()) return FirstCopyError();
+      RETURN_IF_ERROR(Step());
+    }
+    Copy& w = copies_[static_cast<size_t>(winner)];
+    uint64_t end = 0;
+    for (const auto& p : pieces_) end = std::max<uint64_t>(end, p.offset + p.len);
+    if (!pieces_.empty() && end != final_size) {
+      librados::ObjectWriteOperation op;
+      op.assert_exists();
+      op.truncate(final_size);
+      int ret = cluster_->io.operate(w.oid, &op);
+      if (ret < 0) return RadosError(ret, "truncate object " + w.name + " to " + std::to_string(final_size));
+    }
+    // The losers go; a removal is ordered after the copy's writes on its
+    // placement group, so none of them can re-create it. One that does not
+    // complete (the process ends first) leaves an object no manifest names,
+    // for garbage collection.
+    for (size_t c = 0; c < copies_.size(); ++c) {
+      if (static_cast<int>(c) == winner || !copies_[c].created) continue;
+      auto op = NewOp(static_cast<int>(c), -1);
+      if (cluster_->io.aio_remove(copies_[c].oid, op->completion) < 0) {
+        op->completion->release();
+        state_->OpEnded();
+      } else {
+        (void)op.release();
+      }
+    }
+    if (winner > 0) state_->CountWon();
+    stored_name_ = w.name;
+    pieces_.clear();
+    return Status::OK();
+  }
+
+  std::string StoredName() const override { return stored_name_ == name_ ? std::string() : stored_name_; }
+
+ private:
+  struct Piece {
+    uint64_t offset = 0;
+    size_t len = 0;
+    uint64_t tag = 0;
+    librados::bufferlist bl;  // dropped once done, when the object is no longer held
+    bool reported = false;
+  };
+  struct Copy {
+    std::string name;
+    std::string oid;
+    uint32_t pg = 0;
+    bool created = false;  // its first write (with the exclusive create) went out
+    bool failed = false;
+    Status error;
+    size_t pending = 0;
+    std::vector<bool> done;                 // per piece
+    std::vector<Clock::time_point> sent;    // per piece sent to it
+  };
+
+  std::unique_ptr<Op> NewOp(int copy, int piece) {
+    auto op = std::make_unique<Op>();
+    op->inbox = inbox_;
+    op->copy = copy;
+    op->piece = piece;
+    op->start = Clock::now();
+    op->completion = librados::Rados::aio_create_completion(op.get(), &OnComplete);
+    state_->OpStarted();
+    return op;
+  }
+
+  uint32_t PgOf(const std::string& oid) {
+    uint32_t pg = 0;
+    if (cluster_->io.get_object_pg_hash_position2(oid, &pg) < 0) return UINT32_MAX;
+    return pg;
+  }
+
+  // A new copy under the next free name beside name_: one whose placement
+  // group no other copy uses and, where `avoid_slow`, none found slow lately.
+  void AddCopy(bool avoid_slow) {
+    Copy c;
+    for (unsigned tries = 0; tries < kPlacementTries; ++tries) {
+      const unsigned k = next_name_++;
+      c.name = HedgeName(name_, k);
+      c.oid = object_prefix_ + c.name;
+      c.pg = PgOf(c.oid);
+      bool taken = false;
+      for (const auto& other : copies_) taken = taken || other.pg == c.pg;
+      if (taken) continue;
+      if (avoid_slow && state_->IsSlow(c.pg)) continue;
+      break;
+    }
+    if (copies_.empty() && c.name != name_) state_->CountAvoided();
+    copies_.push_back(std::move(c));
+  }
+
+  Status Send(int copy, int piece) {
+    Copy& c = copies_[static_cast<size_t>(copy)];
+    Piece& p = pieces_[static_cast<size_t>(piece)];
+    c.done.resize(pieces_.size(), false);
+    c.sent.resize(pieces_.size());
+    librados::ObjectWriteOperation w;
+    if (!c.created) {
+      // The exclusive create rides with the first write: no round trip of
+      // its own, and a name already taken fails that write.
+      w.create(/*exclusive=*/true);
+      w.set_alloc_hint2(size_hint_ > 0 ? size_hint_ : state_->options().max_held_bytes, kExpectedWriteBytes,
+                        librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE | librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
+                            librados::ALLOC_HINT_FLAG_APPEND_ONLY | librados::ALLOC_HINT_FLAG_IMMUTABLE);
+    }
+    librados::bufferlist bl = p.bl;  // shares the bytes
+    w.write(p.offset, bl);
+    auto op = NewOp(copy, piece);
+    int ret = cluster_->io.aio_operate(c.oid, op->completion, &w);
+    if (ret < 0) {
+      op->completion->release();
+      state_->OpEnded();
+      return RadosError(ret, "start write of object " + c.name + " at " + std::to_string(p.offset));
+    }
+    (void)op.release();
+    c.created = true;
+    c.sent[static_cast<size_t>(piece)] = Clock::now();
+    ++c.pending;
+    sent_to_[static_cast<size_t>(piece)].push_back(copy);
+    return Status::OK();
+  }
+
+  bool Complete(const Copy& c) const {
+    if (c.failed || c.done.size() != pieces_.size()) return false;
+    return std::all_of(c.done.begin(), c.done.end(), [](bool d) { return d; });
+  }
+
+  // A copy that was sent every piece and has not failed may still finish.
+  bool AnyCopyCanComplete() const {
+    for (const auto& c : copies_) {
+      if (!c.failed && c.done.size() == pieces_.size() && c.sent.size() == pieces_.size()) return true;
+    }
+    return false;
+  }
+
+  Status FirstCopyError() const {
+    for (const auto& c : copies_) {
+      if (c.failed) return c.error;
+    }
+    return Status::IOError("object " + name_ + ": no copy holds every write");
+  }
+
+  // When the newest copy is late: the send time of its oldest write still
+  // pending, plus the deadline. Never, when no hedge may follow.
+  std::optional<Clock::time_point> NextDeadline() {
+    if (!holding_ || gave_up_) return std::nullopt;
+    const Copy& c = copies_.back();
+    std::optional<Clock::time_point> oldest;
+    for (size_t i = 0; i < c.sent.size(); ++i) {
+      if (!c.done[i] && c.pending > 0 && (!oldest || c.sent[i] < *oldest)) oldest = c.sent[i];
+    }
+    if (!oldest) return std::nullopt;
+    return *oldest + state_->Deadline();
+  }
+
+  // Waits for one completion and applies it, or hedges when the newest
+  // copy turns late first.
+  Status Step() {
+    auto deadline = NextDeadline();
+    Op* op = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(inbox_->mu);
+      if (deadline) {
+        inbox_->cv.wait_until(lock, *deadline, [&] { return !inbox_->done.empty(); });
+      } else {
+        inbox_->cv.wait(lock, [&] { return !inbox_->done.empty(); });
+      }
+      if (!inbox_->done.empty()) {
+        op = inbox_->done.front();
+        inbox_->done.pop_front();
+      }
+    }
+    if (op == nullptr) return Hedge();
+    Apply(op);
+    return Status::OK();
+  }
+
+  void Apply(Op* raw) {
+    const int ret = raw->completion->get_return_value();
+    const int copy = raw->copy, piece = raw->piece;
+    const Clock::duration took = raw->finished - raw->start;
+    ReleaseOp(raw);
+    if (piece < 0) return;
+    Copy& c = copies_[static_cast<size_t>(copy)];
+    --c.pending;
+    Piece& p = pieces_[static_cast<size_t>(piece)];
+    if (ret < 0) {
+      if (!c.failed) {
+        c.failed = true;
+        c.error = ret == -EEXIST ? Status::AlreadyExists("object " + c.name + " already exists")
+                                 : RadosError(ret, "write object " + c.name + " at " + std::to_string(p.offset));
+      }
+      if (!p.reported && !PendingOnLiveCopy(piece)) {
+        p.reported = true;
+        IoCompletion done;
+        done.tag = p.tag;
+        done.status = c.error;
+        ready_.push_back(std::move(done));
+      }
+      return;
+    }
+    c.done[static_cast<size_t>(piece)] = true;
+    if (copies_.size() == 1) state_->RecordLatency(took);
+    // Late, even where no hedge followed (over budget, or reaped after the
+    // fact): new objects keep away from its placement group for a while.
+    // Where the OSDs are judged, a write is slow well before it is late:
+    // past twice the median (a slow OSD that is idle for a moment still
+    // answers in a few times a healthy write's latency, under the deadline).
+    if (took > state_->SlowAfter()) {
+      state_->MarkSlow(c.pg);
+    } else {
+      state_->MarkOnTime(c.pg);
+    }
+    if (!holding_) p.bl.clear();
+    if (!p.reported) {
+      p.reported = true;
+      IoCompletion done;
+      done.tag = p.tag;
+      done.bytes = p.len;
+      ready_.push_back(std::move(done));
+    }
+  }
+
+  bool PendingOnLiveCopy(int piece) const {
+    for (int c : sent_to_[static_cast<size_t>(piece)]) {
+      const Copy& copy = copies_[static_cast<size_t>(c)];
+      if (!copy.failed && !copy.done[static_cast<size_t>(piece)]) return true;
+    }
+    return false;
+  }
+
+  // The newest copy is late: its placement group is marked slow, and the
+  // object is written again, whole, to a new copy elsewhere, if the budget
+  // and the copy limit allow. Later writes go to the new copy only.
+  Status Hedge() {
+    state_->MarkSlow(copies_.back().pg);
+    if (copies_.size() >= state_->options().max_copies || !state_->Reserve(held_bytes_)) {
+      state_->CountRefused();
+      gave_up_ = true;
+      return Status::OK();
+    }
+    state_->CountHedged();
+    AddCopy(/*avoid_slow=*/true);
+    const int copy = static_cast<int>(copies_.size() - 1);
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      Status st = Send(copy, static_cast<int>(i));
+      if (!st.ok()) {
+        // The hedge could not go out: the older copies carry on alone.
+        copies_.back().failed = true;
+        copies_.back().error = st;
+        gave_up_ = true;
+        return Status::OK();
+      }
+    }
+    return Status::OK();
+  }
+
+  std::shared_ptr<Cluster> cluster_;
+  std::shared_ptr<HedgeState> state_;
+  std::shared_ptr<Inbox> inbox_;
+  std::string object_prefix_;
+  std::string name_;
+  size_t depth_;
+  uint64_t size_hint_;
+  unsigned next_name_ = 0;
+  std::vector<Copy> copies_;
+  std::deque<Piece> pieces_;
+  std::deque<std::vector<int>> sent_to_;  // per piece: the copies it was sent to
+  std::deque<IoCompletion> ready_;        // completions decided, not yet reaped
+  size_t unreported_ = 0;
+  uint64_t held_bytes_ = 0;
+  bool holding_ = true;   // every piece's bytes are kept: the object may be hedged
+  bool gave_up_ = false;  // a hedge was refused: no more deadlines
+  Status sticky_;
+  std::string stored_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<WritableObject> NewHedgedRadosWritable(std::shared_ptr<Cluster> cluster,
+                                                       std::shared_ptr<HedgeState> state,
+                                                       std::string object_prefix, std::string name,
+                                                       size_t depth, uint64_t size_hint) {
+  return std::make_unique<HedgedRadosWritable>(std::move(cluster), std::move(state), std::move(object_prefix),
+                                               std::move(name), depth, size_hint);
+}
+
+}  // namespace sluice
