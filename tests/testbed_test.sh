@@ -131,6 +131,41 @@ check "4 ranks on c1..c4 save job@10 to RADOS together ($fails failed)" [ "$fail
 on c3 ls --store "$URI" --name job --json
 check "ls on c3: job@10 committed with 4 ranks" [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["complete"], c["ranks"]) for c in d]')" = "[(10, True, 4)]" ]
 
+# ------------------- a crashed launch, and a rank with the wrong --attempt
+# Launch A of job2@20 crashes: rank 0 never starts, ranks 1 and 2 publish
+# their manifests and give up. Launch B relaunches every rank but c3's
+# launcher still passes A: rank 0 (B) must never commit rank 2's manifest
+# of the crashed launch. It waits and fails; nothing is committed. Launch C,
+# with one id everywhere, commits, and rank 2 holds launch C's bytes.
+launch() {  # launch TIMEOUT R:ATTEMPT...: ranks of job2@20 with fresh data; waits; sets FAILS
+  local timeout=$1 pids=() r a
+  shift
+  for ra in "$@"; do
+    r=${ra%%:*}
+    a=${ra#*:}
+    head -c $((1 << 20)) /dev/urandom >"$W/job2-rank$r/shard.bin"
+    tb exec "c$((r + 1))" "$SLUICE" save --store "$URI" --name job2 --step 20 --from "$W/job2-rank$r" \
+      --rank "$r" --world 3 --attempt "$a" --timeout "$timeout" >"$W/job2-$r.out" 2>&1 &
+    pids+=($!)
+  done
+  FAILS=0
+  for p in "${pids[@]}"; do wait "$p" || FAILS=$((FAILS + 1)); done
+}
+for r in 0 1 2; do mkdir -p "$W/job2-rank$r"; done
+launch 4s 1:launch-A 2:launch-A
+check "launch A without its rank 0: both ranks give up ($FAILS of 2 failed)" [ "$FAILS" -eq 2 ]
+cp "$W/job2-rank2/shard.bin" "$W/job2-stale.bin"
+launch 6s 0:launch-B 1:launch-B 2:launch-A
+on c1 ls --store "$URI" --name job2 --all --json
+check "launch B with rank 2 still on --attempt launch-A: no rank commits ($FAILS of 3 failed), job2@20 not committed ($(pyj '[c["tiers"][0]["state"] for c in d]'))" \
+  [ "$FAILS" -eq 3 -a "$(pyj 'len([c for c in d if c["tiers"][0]["state"] == "committed"])')" = 0 ]
+launch 30s 0:launch-C 1:launch-C 2:launch-C
+check "launch C, one id on every rank: committed ($FAILS failed)" [ "$FAILS" -eq 0 ]
+on c4 restore --store "$URI" --name job2 --step 20 --rank 2 --to "$W/restored-job2-r2"
+check "rank 2 of job2@20 holds launch C's bytes, not the crashed launch's" \
+  [ "$RC" -eq 0 -a "$(digest "$W/restored-job2-r2")" = "$(digest "$W/job2-rank2")" \
+    -a "$(sha256sum <"$W/job2-stale.bin")" != "$(sha256sum <"$W/job2-rank2/shard.bin")" ]
+
 # ---------------------------- per-host jobs on [own NVMe directory, RADOS]
 for h in c1 c2 c3; do
   mkdir -p "$W/state-$h"
@@ -204,6 +239,53 @@ if wait_pid_s "$pc" 60; then wait "$pc"; rc=$?; else rc=timeout; kill -9 "$pc" 2
 check "link back: the same save finishes its drain (exit $rc)" [ "$rc" = 0 ]
 on c1 restore --store "$URI" --name cut --to "$W/restored-cut"
 check "another host restores cut@1 from RADOS, bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-cut")" = "$(digest "$W/cut")" ]
+
+# ------------------------------------------- a slow OSD: hedged writes
+# osd.0 (host s1) delays half its messages by 200 ms. A save straight to
+# RADOS hedges the objects whose placement groups are late and places new
+# ones away from the OSD those share; what it commits is whole, holds
+# exactly one copy of each object, and stays within the extra-byte budget.
+slow_osd() {
+  tb exec s1 ceph tell osd.0 config set osd_debug_inject_dispatch_delay_duration 0.2 >/dev/null 2>&1
+  tb exec s1 ceph tell osd.0 config set osd_debug_inject_dispatch_delay_probability "$1" >/dev/null 2>&1
+}
+data_objects() {  # data_objects NAME: RADOS objects under NAME's data/ prefixes
+  tb exec c1 rados -p "$SLUICE_TESTBED_POOL" ls 2>/dev/null | grep -c "ckpt/$1/[0-9]*/data/"
+}
+mkdir -p "$W/hedge"
+for i in $(seq 1 16); do head -c $((8 << 20)) /dev/urandom >"$W/hedge/p$i.bin"; done
+slow_osd 0.5
+on c2 save --store "$URI" --name hedged --step 1 --from "$W/hedge" --object-size 8MiB --json
+hedge=$(pyj 'd["tiers"][0]["hedging"]' 2>/dev/null)
+check "a save past a slow OSD commits: $(echo "$hedge" | cut -c1-260)" \
+  [ "$RC" -eq 0 -a "$(pyj '(lambda h: h["objects_hedged"] + h["slow_placements_avoided"] > 0)(d["tiers"][0]["hedging"])')" = True ]
+check "its hedges stayed within the budget (extra bytes <= 0.25 x (bytes written + 256 MiB))" \
+  [ "$(pyj '(lambda h: h["extra_bytes"] <= h["budget"] * (h["bytes_written"] + (256 << 20)))(d["tiers"][0]["hedging"])')" = True ]
+n=$(data_objects hedged)
+check "one copy of each object is left in RADOS: $n data objects for 16 written (losers removed)" [ "$n" = 16 ]
+on c3 restore --store "$URI" --name hedged --to "$W/restored-hedged"
+check "another host restores hedged@1 bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-hedged")" = "$(digest "$W/hedge")" ]
+# kill -9 while hedges are in flight (the first seconds of a save, before
+# the slow OSD is known): nothing is committed, and gc takes every copy,
+# winner or loser, once the slow OSD has caught up.
+mkdir -p "$W/hedge-big"
+for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bin"; done
+tb exec c2 "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" --object-size 8MiB \
+  >/dev/null 2>"$W/killed.err" &
+pk=$!
+sleep 1.5
+kill -9 "$pk" 2>/dev/null
+wait "$pk" 2>/dev/null
+slow_osd 0
+sleep 3
+before=$(data_objects hedge-killed)
+on c2 ls --store "$URI" --name hedge-killed --all --json
+check "kill -9 mid-save: hedge-killed@1 is not committed (ls: $(pyj '[c["tiers"][0]["state"] for c in d]' 2>/dev/null))" \
+  [ "$(pyj 'len([c for c in d if c["tiers"][0]["state"] == "committed"])' 2>/dev/null)" = 0 ]
+on c2 gc --store "$URI" --min-age 0
+after=$(data_objects hedge-killed)
+check "gc reclaims every copy the killed save left ($before data objects before, $after after)" \
+  [ "$RC" -eq 0 -a "$after" = 0 ]
 
 # ------------------------------------- a storage host lost mid-drain
 mkdir -p "$W/drain"

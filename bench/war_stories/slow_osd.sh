@@ -12,8 +12,9 @@
 # each with the cluster healthy and with one OSD slowed: half of its ops
 # delayed by 200 ms (osd_debug_inject_dispatch_delay_probability 0.5,
 # _duration 0.2). Rounds alternate healthy/slow and sync/async. Beside them:
-# `rados bench` 4 MiB writes and a 256 MiB `sluice save` straight to RADOS,
-# healthy and slow. Writes OUT_DIR/report.md (medians over rounds) and
+# `rados bench` 4 MiB writes and a WRITE_MIB (512) MiB `sluice save`
+# straight to RADOS, hedged (the default) and with hedge=off, healthy and
+# slow; the hedged runs' JSON says what hedging cost. Writes OUT_DIR/report.md (medians over rounds) and
 # OUT_DIR/step_times.svg (gnuplot), and the raw JSON of every run.
 # Knobs: STATE_MIB, STEPS, EVERY, STEP_MS, SLOW_OSD (default 0), PYTHON.
 set -euo pipefail
@@ -25,6 +26,7 @@ STEPS=${STEPS:-20}
 EVERY=${EVERY:-5}
 STEP_MS=${STEP_MS:-200}
 SLOW_OSD=${SLOW_OSD:-0}
+WRITE_MIB=${WRITE_MIB:-512}
 ME=slow_osd.sh
 . "$HERE/bench/war_stories/lib.sh"
 mkdir -p "$OUT"
@@ -54,9 +56,14 @@ rados_bench() {  # rados_bench HEALTH ROUND: MiB/s of a 5 s 4 MiB write bench
     >"$OUT/rados-$1-$2.txt" 2>&1 || true
   "$TB" exec c1 rados -p "$SLUICE_TESTBED_POOL" cleanup --run-name "war$1$2" >/dev/null 2>&1 || true
 }
-sluice_write() {  # sluice_write HEALTH ROUND: a 256 MiB save straight to RADOS
-  "$TB" exec c1 "$SLUICE" save --store "$SLUICE_TESTBED_RADOS_URI" --name "war-write-$1-$2-$$" --step 1 \
-    --synthetic 256MiB --items 32 --object-size 8MiB --json >"$OUT/write-$1-$2.json" 2>/dev/null || true
+sluice_write() {  # sluice_write HEDGE HEALTH ROUND: a WRITE_MIB save straight to RADOS
+  local uri=$SLUICE_TESTBED_RADOS_URI
+  [ "$1" = off ] && uri="$uri&hedge=off"
+  "$TB" exec c1 "$SLUICE" save --store "$uri" --name "war-write-$1-$2-$3-$$" --step 1 \
+    --synthetic "${WRITE_MIB}MiB" --items 32 --object-size 8MiB --json >"$OUT/write-$1-$2-$3.json" 2>/dev/null || true
+  # The pool is small: what was written goes again.
+  "$TB" exec c1 "$SLUICE" rm --store "$SLUICE_TESTBED_RADOS_URI" --name "war-write-$1-$2-$3-$$" --step 1 \
+    >/dev/null 2>&1 || true
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -69,12 +76,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
       train "$mode" "$health" "$r"
     done
     rados_bench "$health" "$r"
-    sluice_write "$health" "$r"
+    if [ $((r % 2)) = 1 ]; then hedges="on off"; else hedges="off on"; fi
+    for hedge in $hedges; do sluice_write "$hedge" "$health" "$r"; done
   done
 done
 set_delay 0 0
 
-"$PY" - "$OUT" "$ROUNDS" "$STEP_MS" <<'PYEOF'
+WRITE_MIB=$WRITE_MIB "$PY" - "$OUT" "$ROUNDS" "$STEP_MS" <<'PYEOF'
 import glob, json, os, re, statistics, sys
 out, rounds, step_ms = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 
@@ -117,9 +125,9 @@ def rados_mibs(health):
             v.append(float(m.group(1)))
     return med(v)
 
-def sluice_mibs(health):
+def sluice_mibs(hedge, health):
     v = []
-    for f in glob.glob(os.path.join(out, f"write-{health}-*.json")):
+    for f in glob.glob(os.path.join(out, f"write-{hedge}-{health}-*.json")):
         try:
             d = json.load(open(f))
             v.append(d["bytes"] / (1 << 20) / d["seconds"])
@@ -146,10 +154,26 @@ hs, ss = rows.get(("sync", "healthy")), rows.get(("sync", "slow"))
 if hs and ss and hs["p99"] and ss["p99"]:
     lines.append(f"synchronous p99 step time, slow / healthy: {ss['p99'] / hs['p99']:.3f}x")
 lines += ["", "| writer | healthy MiB/s | slow MiB/s | slow / healthy |", "|---|---|---|---|"]
-for name, f in (("rados bench write, 4 MiB, 16 in flight", rados_mibs), ("sluice save, 256 MiB to RADOS (no hedging)", sluice_mibs)):
+write_mib = int(os.environ.get("WRITE_MIB", "512"))
+for name, f in (("rados bench write, 4 MiB, 16 in flight", rados_mibs),
+                (f"sluice save, {write_mib} MiB to RADOS, hedged (default)", lambda h: sluice_mibs("on", h)),
+                (f"sluice save, {write_mib} MiB to RADOS, hedge=off", lambda h: sluice_mibs("off", h))):
     a, b = f("healthy"), f("slow")
     ratio = f"{b / a:.3f}x" if a and b else "n/a"
     lines.append(f"| {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
+# What hedging cost under the fault (medians over rounds).
+hs = []
+for f in glob.glob(os.path.join(out, "write-on-slow-*.json")):
+    try:
+        hs.append(json.load(open(f))["tiers"][0]["hedging"])
+    except Exception:
+        pass
+if hs:
+    lines += ["", "Hedged saves under the fault, medians: "
+              f"{med([h['objects_hedged'] for h in hs]):.0f} objects hedged, "
+              f"{med([h['slow_placements_avoided'] for h in hs]):.0f} new objects placed away from the slow OSD, "
+              f"extra bytes {100 * med([h['extra_fraction'] for h in hs]):.1f}% of those written "
+              f"(budget {100 * hs[0]['budget']:.0f}%), suspected OSDs {hs[0]['suspect_osds']}."]
 open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
 
 # Step times of round 1, one series per configuration.

@@ -151,6 +151,41 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
+  // Writes `data` through CreateRelocatable; the first error from
+  // Create, a reap or Finish comes back, and *stored the name the object
+  // ended up under.
+  Status WriteRelocatable(const std::string& name, const std::string& data, std::string* stored,
+                          size_t io = 1 << 20) {
+    auto w = backend_->CreateRelocatable(name, data.size());
+    if (!w.ok()) return w.status();
+    const size_t align = backend_->caps().io_alignment;
+    const size_t padded = AlignUp(data.size(), align);
+    auto buf = AlignedBuffer::Allocate(std::max<size_t>(padded, 1));
+    if (!buf.ok()) return buf.status();
+    std::memset(buf->data(), 0, buf->size());
+    std::memcpy(buf->data(), data.data(), data.size());
+    io = AlignUp(io, align);
+    Status first;
+    for (size_t off = 0; off < padded && first.ok(); off += io) {
+      while ((*w)->in_flight() >= (*w)->queue_depth()) {
+        auto c = (*w)->Reap();
+        if (!c.ok()) return c.status();
+        if (first.ok()) first = c->status;
+      }
+      Status st = (*w)->StartWrite(off, buf->data() + off, std::min(io, padded - off), off);
+      if (first.ok()) first = st;
+    }
+    while ((*w)->in_flight() > 0) {
+      auto c = (*w)->Reap();
+      if (!c.ok()) return c.status();
+      if (first.ok()) first = c->status;
+    }
+    if (!first.ok()) return first;
+    RETURN_IF_ERROR((*w)->Finish(data.size()));
+    *stored = (*w)->StoredName().empty() ? name : (*w)->StoredName();
+    return Status::OK();
+  }
+
   std::string ReadObject(const std::string& name, uint64_t offset, size_t len) {
     auto r = backend_->Open(name);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -329,6 +364,37 @@ TEST_P(BackendConformance, CreateExistingIsAlreadyExistsAndLeavesItAlone) {
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
   EXPECT_EQ(ReadObject("x", 0, 100), "original");
+}
+
+TEST_P(BackendConformance, RelocatableObjectsLiveUnderTheOneNameTheyReport) {
+  const std::string data = Pattern(5 * 1048576 + 777, 9);
+  std::string stored;
+  Status st = WriteRelocatable("r/obj-000001.dat", data, &stored);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  // Beside the name asked for: same place, same extension.
+  EXPECT_EQ(stored.rfind("r/obj-000001", 0), 0u) << stored;
+  EXPECT_EQ(stored.substr(stored.size() - 4), ".dat") << stored;
+  EXPECT_EQ(ReadObject(stored, 0, data.size()), data);
+  // One copy only: whatever a backend wrote elsewhere on the way is gone.
+  auto listed = backend_->List("r/");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, stored);
+  EXPECT_EQ((*listed)[0].size, data.size());
+  // An object never written is created empty all the same.
+  st = WriteRelocatable("r/empty.dat", "", &stored);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto r = backend_->Open(stored);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->size(), 0u);
+}
+
+TEST_P(BackendConformance, RelocatableOverAnExistingNameIsAlreadyExists) {
+  WriteObject("r/taken.dat", "original");
+  std::string stored;
+  Status st = WriteRelocatable("r/taken.dat", Pattern(2 * 1048576, 3), &stored);
+  EXPECT_TRUE(st.IsAlreadyExists()) << st.ToString();
+  EXPECT_EQ(ReadObject("r/taken.dat", 0, 100), "original");
 }
 
 TEST_P(BackendConformance, MissingObjectsAreNotFound) {

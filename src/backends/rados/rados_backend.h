@@ -9,7 +9,9 @@
 // Finish() only truncates to the final size. PublishIfAbsent is one RADOS
 // write operation (exclusive create + write_full), applied atomically by
 // the object's primary OSD: of two publishers exactly one wins, and a reader
-// sees the whole record or no object. Create is an exclusive create. The
+// sees the whole record or no object. Create is an exclusive create;
+// CreateRelocatable (the data objects of a save) may hedge a late object
+// into another placement group under a name beside it (rados_hedge.h). The
 // largest data object is the cluster's osd_max_object_size, read from the
 // cluster at open.
 //
@@ -20,6 +22,9 @@
 //   qd=N                  operations in flight per object, 1..4096 (default 16)
 //   connect_timeout_s=S   bound on reaching the monitors and authenticating (default 15)
 //   op_timeout_s=S        bound on one OSD operation, 0 = none (default 60; see .cc)
+//   hedge=on|off          hedged writes of relocatable objects (default on; rados_hedge.h)
+//   hedge_extra=F         hedges write at most F x (bytes written + 256 MiB) extra (default 0.25)
+//   hedge_floor_ms=MS     no write is late sooner than this (default 100)
 //
 // Thread-safety: as Backend.
 #ifndef SLUICE_BACKENDS_RADOS_RADOS_BACKEND_H_

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <random>
 #include <utility>
+
+#include "io/aligned_buffer.h"
+#include "io/crc32c.h"
 
 namespace sluice {
 
@@ -29,6 +34,9 @@ constexpr size_t kRecomputeEvery = 16;
 constexpr uint64_t kBudgetCredit = 256ull << 20;
 // Candidate names tried when looking for a placement group not found slow.
 constexpr unsigned kPlacementTries = 32;
+// The xattr a copy's first write sets to the copy's random token; its
+// later writes and its removal are guarded by it.
+constexpr const char* kCopyXattr = "sluice.copy";
 // The write size hinted to the OSDs (as RadosBackend::Create does).
 constexpr uint64_t kExpectedWriteBytes = 4ull << 20;
 
@@ -232,6 +240,14 @@ namespace {
 
 using Clock = HedgeState::Clock;
 
+std::string NewCopyToken() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                          static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
 // Where completions of one object's operations arrive (librados calls
 // OnComplete on its finisher thread). Shared with every operation, so that
 // an object that stops waiting (a loser, an abandoned object) leaves its
@@ -244,6 +260,9 @@ struct Op {
   Clock::time_point start;
   Clock::time_point finished;  // when librados completed it, not when it was reaped
   librados::AioCompletion* completion = nullptr;
+  // The copies its bytes are in: kept until it completes, also after the
+  // object stopped waiting for it.
+  std::vector<std::shared_ptr<AlignedBuffer>> keep;
 };
 struct Inbox {
   explicit Inbox(std::shared_ptr<HedgeState> s) : state(std::move(s)) {}
@@ -277,7 +296,7 @@ void OnComplete(librados::completion_t, void* arg) {
   inbox->cv.notify_one();
 }
 
-class HedgedRadosWritable final : public WritableObject {
+class HedgedRadosWritable final : public RadosChecksummingWritable {
  public:
   HedgedRadosWritable(std::shared_ptr<Cluster> cluster, std::shared_ptr<HedgeState> state,
                       std::string object_prefix, std::string name, size_t depth, uint64_t size_hint)
@@ -311,10 +330,42 @@ class HedgedRadosWritable final : public WritableObject {
     p.tag = tag;
     // The bytes are copied: a hedge may write them again after the
     // caller's buffer came back, and an abandoned copy's writes may still
-    // be in flight when the object is gone.
-    ceph::bufferptr bytes = ceph::buffer::create(static_cast<unsigned>(len));
-    if (len > 0) std::memcpy(bytes.c_str(), data, len);
-    p.bl.push_back(std::move(bytes));
+    // be in flight when the object is gone. Pieces ChecksumForWrite copied
+    // (and hashed, priming the messenger's crc cache) are used as they
+    // are; the bytes between them are copied now.
+    const char* at = static_cast<const char*>(data);
+    const char* const end = at + len;
+    std::sort(summed_.begin(), summed_.end(),
+              [](const Summed& a, const Summed& b) { return a.source < b.source; });
+    auto append = [&](Copied c) {
+      p.bl.push_back(std::move(c.bytes));
+      p.memory.push_back(std::move(c.memory));
+    };
+    Status copied;
+    for (Summed& piece : summed_) {
+      const size_t n = piece.copy.bytes.length();
+      if (piece.source < at || piece.source + n > end) continue;  // not this write's
+      if (piece.source > at) {
+        auto gap = CopyOf(at, static_cast<size_t>(piece.source - at));
+        if (!gap.ok()) {
+          copied = gap.status();
+          break;
+        }
+        append(std::move(gap).value());
+      }
+      at = piece.source + n;
+      append(std::move(piece.copy));
+    }
+    summed_.clear();
+    if (copied.ok() && at < end) {
+      auto rest = CopyOf(at, static_cast<size_t>(end - at));
+      if (rest.ok()) {
+        append(std::move(rest).value());
+      } else {
+        copied = rest.status();
+      }
+    }
+    RETURN_IF_ERROR(copied);
     held_bytes_ += len;
     if (held_bytes_ > state_->options().max_held_bytes) holding_ = false;
     pieces_.push_back(std::move(p));
@@ -339,6 +390,22 @@ class HedgedRadosWritable final : public WritableObject {
     ready_.pop_front();
     --unreported_;
     return c;
+  }
+
+  // The bytes are copied here already (StartWrite will send the copy),
+  // and hashed through the copy's bufferlist so that the messenger's crc
+  // of the message is a lookup, as for a plain RADOS write.
+  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
+    if (len < kMinSummedPieceBytes || len > UINT32_MAX) return Crc32cExtend(crc, data, len);
+    auto copy = CopyOf(static_cast<const char*>(data), len);
+    // Out of memory for the copy: StartWrite copies these bytes (or fails).
+    if (!copy.ok()) return Crc32cExtend(crc, data, len);
+    librados::bufferlist bl;
+    bl.push_back(copy->bytes);  // shares the copy's buffer, and so its crc cache
+    // bufferlist::crc32c is the raw register: Crc32cExtend(c, x) = ~raw(~c, x).
+    const uint32_t out = ~bl.crc32c(~crc);
+    summed_.push_back(Summed{static_cast<const char*>(data), std::move(copy).value()});
+    return out;
   }
 
   size_t in_flight() const override { return unreported_; }
@@ -382,7 +449,12 @@ class HedgedRadosWritable final : public WritableObject {
     for (size_t c = 0; c < copies_.size(); ++c) {
       if (static_cast<int>(c) == winner || !copies_[c].created) continue;
       auto op = NewOp(static_cast<int>(c), -1);
-      if (cluster_->io.aio_remove(copies_[c].oid, op->completion) < 0) {
+      // Only a copy this writer created: a name someone else held keeps
+      // its object (the guard fails the removal instead).
+      librados::ObjectWriteOperation remove;
+      GuardCopy(copies_[c], &remove);
+      remove.remove();
+      if (cluster_->io.aio_operate(copies_[c].oid, op->completion, &remove) < 0) {
         op->completion->release();
         state_->OpEnded();
       } else {
@@ -403,13 +475,39 @@ class HedgedRadosWritable final : public WritableObject {
     size_t len = 0;
     uint64_t tag = 0;
     librados::bufferlist bl;  // dropped once done, when the object is no longer held
+    std::vector<std::shared_ptr<AlignedBuffer>> memory;  // what bl's pieces are in
     bool reported = false;
   };
+  // A copy of caller bytes, in memory of the process's buffer pool (fresh
+  // memory for every write would be faulted in page by page, which costs
+  // more than the copy), lent to librados as a static buffer: `memory`
+  // goes back to the pool once every operation sending it has completed.
+  struct Copied {
+    ceph::bufferptr bytes;
+    std::shared_ptr<AlignedBuffer> memory;
+  };
+  struct Summed {
+    const char* source;  // where the caller's bytes are
+    Copied copy;         // crc cached in copy.bytes
+  };
+  static Result<Copied> CopyOf(const char* data, size_t len) {
+    ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(std::max<size_t>(len, 1)));
+    std::shared_ptr<AlignedBuffer> memory(new AlignedBuffer(std::move(b)), [](AlignedBuffer* m) {
+      BufferPool::Give(std::move(*m));
+      delete m;
+    });
+    if (len > 0) std::memcpy(memory->data(), data, len);
+    Copied c;
+    c.bytes = ceph::buffer::create_static(static_cast<unsigned>(len), reinterpret_cast<char*>(memory->data()));
+    c.memory = std::move(memory);
+    return c;
+  }
   struct Copy {
     std::string name;
     std::string oid;
     uint32_t pg = 0;
     bool created = false;  // its first write (with the exclusive create) went out
+    std::string token;     // in the object's kCopyXattr, set by that first write
     bool failed = false;
     Status error;
     size_t pending = 0;
@@ -426,6 +524,13 @@ class HedgedRadosWritable final : public WritableObject {
     op->completion = librados::Rados::aio_create_completion(op.get(), &OnComplete);
     state_->OpStarted();
     return op;
+  }
+
+  // Makes `op` apply only to the object copy `c` created (ECANCELED else).
+  static void GuardCopy(const Copy& c, librados::ObjectWriteOperation* op) {
+    librados::bufferlist mark;
+    mark.append(c.token);
+    op->cmpxattr(kCopyXattr, LIBRADOS_CMPXATTR_OP_EQ, mark);
   }
 
   uint32_t PgOf(const std::string& oid) {
@@ -450,6 +555,7 @@ class HedgedRadosWritable final : public WritableObject {
       break;
     }
     if (copies_.empty() && c.name != name_) state_->CountAvoided();
+    c.token = NewCopyToken();
     copies_.push_back(std::move(c));
   }
 
@@ -461,15 +567,25 @@ class HedgedRadosWritable final : public WritableObject {
     librados::ObjectWriteOperation w;
     if (!c.created) {
       // The exclusive create rides with the first write: no round trip of
-      // its own, and a name already taken fails that write.
+      // its own, and a name already taken fails that write. It also marks
+      // the object as this copy's: later writes are sent before the first
+      // one is answered, and each is applied only to an object holding the
+      // mark, so that none of them can land in an object of that name
+      // someone else created.
       w.create(/*exclusive=*/true);
+      librados::bufferlist mark;
+      mark.append(c.token);
+      w.setxattr(kCopyXattr, mark);
       w.set_alloc_hint2(size_hint_ > 0 ? size_hint_ : state_->options().max_held_bytes, kExpectedWriteBytes,
                         librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE | librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
                             librados::ALLOC_HINT_FLAG_APPEND_ONLY | librados::ALLOC_HINT_FLAG_IMMUTABLE);
+    } else {
+      GuardCopy(c, &w);
     }
     librados::bufferlist bl = p.bl;  // shares the bytes
     w.write(p.offset, bl);
     auto op = NewOp(copy, piece);
+    op->keep = p.memory;
     int ret = cluster_->io.aio_operate(c.oid, op->completion, &w);
     if (ret < 0) {
       op->completion->release();
@@ -551,7 +667,9 @@ class HedgedRadosWritable final : public WritableObject {
     if (ret < 0) {
       if (!c.failed) {
         c.failed = true;
-        c.error = ret == -EEXIST ? Status::AlreadyExists("object " + c.name + " already exists")
+        // A later write of a copy whose create failed is refused by its
+        // guard (ECANCELED): the object is someone else's.
+        c.error = ret == -EEXIST || ret == -ECANCELED ? Status::AlreadyExists("object " + c.name + " already exists")
                                  : RadosError(ret, "write object " + c.name + " at " + std::to_string(p.offset));
       }
       if (!p.reported && !PendingOnLiveCopy(piece)) {
@@ -575,7 +693,10 @@ class HedgedRadosWritable final : public WritableObject {
     } else {
       state_->MarkOnTime(c.pg);
     }
-    if (!holding_) p.bl.clear();
+    if (!holding_) {
+      p.bl.clear();
+      p.memory.clear();
+    }
     if (!p.reported) {
       p.reported = true;
       IoCompletion done;
@@ -637,6 +758,7 @@ class HedgedRadosWritable final : public WritableObject {
   bool gave_up_ = false;  // a hedge was refused: no more deadlines
   Status sticky_;
   std::string stored_name_;
+  std::vector<Summed> summed_;  // checksummed for the next StartWrite
 };
 
 }  // namespace

@@ -33,9 +33,6 @@ Status RadosError(int ret, const std::string& what) {
 
 namespace {
 
-// Smaller pieces are checksummed without priming the messenger's crc cache:
-// a buffer of its own per piece would cost more than the hash saves.
-constexpr size_t kMinSummedPieceBytes = 64 << 10;
 
 // Asynchronous operations of one object and their completions. librados
 // calls OnComplete on its finisher thread; the owner thread reaps.
@@ -48,6 +45,7 @@ class AioQueue {
     size_t len = 0;
     void* read_into = nullptr;  // reads: the caller's buffer, filled at reap
     librados::bufferlist bl;
+    librados::ObjectReadOperation read_op;  // reads: kept until the reap, as it names `bl`
     librados::AioCompletion* completion = nullptr;
   };
 
@@ -104,7 +102,14 @@ class AioQueue {
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) {
     auto op = NewOp(tag, offset, len);
     op->read_into = buf;
-    int ret = cluster_->io.aio_read(oid_, op->completion, &op->bl, len, offset);
+    // Any replica may serve it (librados balanced reads): data objects are
+    // read once written and acknowledged, so every replica holds them, and
+    // a slow OSD then delays a third of the reads of its placement groups,
+    // not all those it is primary for. A replica that cannot serve a read
+    // consistently (one being recovered) bounces it to the primary.
+    op->read_op.read(offset, len, &op->bl, nullptr);
+    int ret =
+        cluster_->io.aio_operate(oid_, op->completion, &op->read_op, librados::OPERATION_BALANCE_READS, nullptr);
     return Submit(std::move(op), ret, "read");
   }
 
@@ -212,7 +217,7 @@ class AioQueue {
   std::vector<ceph::bufferptr> summed_;
 };
 
-class RadosWritable final : public WritableObject {
+class RadosWritable final : public RadosChecksummingWritable {
  public:
   RadosWritable(std::shared_ptr<Cluster> cluster, std::string oid, std::string name, size_t depth)
       : aio_(std::move(cluster), std::move(oid), std::move(name), depth) {}
@@ -220,7 +225,7 @@ class RadosWritable final : public WritableObject {
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
     return aio_.StartWrite(offset, data, len, tag);
   }
-  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) {
+  uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) override {
     return aio_.Checksum(crc, data, len);
   }
   Result<IoCompletion> Reap() override { return aio_.Reap(); }
@@ -272,7 +277,7 @@ class RadosTransportChecksum final : public TransportChecksum {
  public:
   uint32_t ChecksumForWrite(WritableObject& object, uint32_t crc, const void* data,
                             size_t len) const override {
-    if (auto* w = dynamic_cast<RadosWritable*>(&object)) return w->ChecksumForWrite(crc, data, len);
+    if (auto* w = dynamic_cast<RadosChecksummingWritable*>(&object)) return w->ChecksumForWrite(crc, data, len);
     return Crc32cExtend(crc, data, len);
   }
 };

@@ -38,6 +38,18 @@ struct Cluster {
   }
 };
 
+// Smaller pieces are checksummed without priming the messenger's crc cache:
+// a buffer of its own per piece would cost more than the hash saves.
+constexpr size_t kMinSummedPieceBytes = 64 << 10;
+
+// A writable of this backend (plain or hedged) that computes the chunk
+// checksum of bytes it is about to send through the messenger's crc cache
+// (TransportChecksum::ChecksumForWrite).
+class RadosChecksummingWritable : public WritableObject {
+ public:
+  virtual uint32_t ChecksumForWrite(uint32_t crc, const void* data, size_t len) = 0;
+};
+
 // An object being written / read through `cluster`, as `oid` in its pool
 // (`name` is the backend's name, for messages), `depth` operations in flight.
 std::unique_ptr<WritableObject> NewRadosWritable(std::shared_ptr<Cluster> cluster, std::string oid,

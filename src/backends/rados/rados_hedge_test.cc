@@ -1,0 +1,146 @@
+// The rules hedged RADOS writes follow (rados_hedge.h), without a cluster:
+// the names beside an object, when a write is late, the byte budget, and
+// which placement groups and OSDs are avoided. tests/testbed_test.sh hedges
+// for real, past a slow OSD of a 6-OSD cluster.
+#include "backends/rados/rados_hedge.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(HedgeNameTest, GoesBesideTheNameBeforeItsExtension) {
+  EXPECT_EQ(HedgeName("ckpt/a/1/data/r000000-ab-000003.dat", 0), "ckpt/a/1/data/r000000-ab-000003.dat");
+  EXPECT_EQ(HedgeName("ckpt/a/1/data/r000000-ab-000003.dat", 2), "ckpt/a/1/data/r000000-ab-000003-h2.dat");
+  EXPECT_EQ(HedgeName("dir.v2/object", 1), "dir.v2/object-h1");
+  EXPECT_EQ(HedgeName("plain", 12), "plain-h12");
+}
+
+TEST(HedgeStateTest, DeadlineIsAMultipleOfTheMedianNeverUnderTheFloor) {
+  HedgeOptions o;
+  o.floor_ms = 100;
+  o.factor = 3;
+  HedgeState s(o, nullptr);
+  // Too few samples: a cautious default.
+  EXPECT_EQ(s.Deadline(), milliseconds(500));
+  for (int i = 0; i < 40; ++i) s.RecordLatency(milliseconds(i % 2 == 0 ? 50 : 70));
+  // Median 50..70 ms (the lower middle of an even count), times 3.
+  const auto d = s.Deadline();
+  EXPECT_GE(d, milliseconds(150));
+  EXPECT_LE(d, milliseconds(210));
+  // A few very slow writes do not move the median (a p95 would follow them).
+  for (int i = 0; i < 10; ++i) s.RecordLatency(milliseconds(5000));
+  EXPECT_LE(s.Deadline(), milliseconds(210));
+  // Fast writes: the floor.
+  HedgeState fast(o, nullptr);
+  for (int i = 0; i < 40; ++i) fast.RecordLatency(milliseconds(2));
+  EXPECT_EQ(fast.Deadline(), milliseconds(100));
+}
+
+TEST(HedgeStateTest, ExtraBytesStayWithinTheBudget) {
+  HedgeOptions o;
+  o.extra = 0.25;
+  HedgeState s(o, nullptr);
+  // A credit of 0.25 x 256 MiB before anything was written.
+  EXPECT_TRUE(s.Reserve(48ull << 20));
+  EXPECT_FALSE(s.Reserve(32ull << 20));
+  s.Submitted(256ull << 20);  // now 0.25 x 512 MiB = 128 MiB in all
+  EXPECT_TRUE(s.Reserve(64ull << 20));
+  EXPECT_FALSE(s.Reserve(32ull << 20));
+  s.CountRefused();
+  const HedgeStats st = s.Stats();
+  EXPECT_EQ(st.extra_bytes, 112ull << 20);
+  EXPECT_EQ(st.bytes_submitted, 256ull << 20);
+  EXPECT_EQ(st.hedges_refused, 1u);
+  EXPECT_DOUBLE_EQ(st.budget, 0.25);
+  // No budget: never.
+  HedgeOptions none;
+  none.extra = 0;
+  HedgeState zero(none, nullptr);
+  zero.Submitted(1ull << 30);
+  EXPECT_FALSE(zero.Reserve(1));
+}
+
+TEST(HedgeStateTest, ALatePlacementGroupIsAvoidedForAWhile) {
+  HedgeOptions o;
+  o.avoid_ms = 200;
+  HedgeState s(o, nullptr);
+  EXPECT_FALSE(s.IsSlow(7));
+  s.MarkSlow(7);
+  EXPECT_TRUE(s.IsSlow(7));
+  EXPECT_FALSE(s.IsSlow(8));
+  std::this_thread::sleep_for(milliseconds(250));
+  EXPECT_FALSE(s.IsSlow(7));
+}
+
+// 64 PGs over 6 OSDs on 3 hosts (0,2 | 1,4 | 3,5), one OSD per host each,
+// as the test bed places them.
+HedgeState::ActingSets SixOsds() {
+  HedgeState::ActingSets sets;
+  const int host[3][2] = {{0, 2}, {1, 4}, {3, 5}};
+  for (uint32_t pg = 0; pg < 64; ++pg) {
+    sets[pg] = {host[0][pg % 2], host[1][(pg / 2) % 2], host[2][(pg / 4) % 2]};
+  }
+  return sets;
+}
+
+TEST(HedgeStateTest, TheOsdLateWritesShareIsSuspectedAndItsGroupsAvoided) {
+  int fetches = 0;
+  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+    ++fetches;
+    return SixOsds();
+  });
+  const auto sets = SixOsds();
+  // Writes on time to PGs without osd.0 clear the other OSDs...
+  std::vector<uint32_t> with0, without0;
+  for (const auto& [pg, osds] : sets) (osds[0] == 0 ? with0 : without0).push_back(pg);
+  s.MarkSlow(with0[0]);  // the first late write fetches the acting sets
+  EXPECT_EQ(fetches, 1);
+  for (uint32_t pg : without0) s.MarkOnTime(pg);
+  // ...and late ones, all on PGs with osd.0, point at it.
+  for (size_t i = 1; i < 6; ++i) s.MarkSlow(with0[i * 3]);
+  EXPECT_EQ(fetches, 1);  // not again within the avoidance window
+  EXPECT_EQ(s.SuspectOsds(), std::vector<int>{0});
+  // Every PG of osd.0 is avoided, never late or not; no other PG is.
+  for (uint32_t pg : with0) EXPECT_TRUE(s.IsSlow(pg)) << pg;
+  for (uint32_t pg : without0) EXPECT_FALSE(s.IsSlow(pg)) << pg;
+  // osd.0 writing on time again clears it.
+  s.MarkOnTime(with0[1]);
+  s.MarkOnTime(with0[2]);
+  EXPECT_TRUE(s.SuspectOsds().empty());
+  EXPECT_FALSE(s.IsSlow(with0[30]));
+}
+
+TEST(HedgeStateTest, WithoutTheMapOnlyLatePlacementGroupsAreAvoided) {
+  int fetches = 0;
+  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+    ++fetches;
+    return Status::IOError("read the PG map: Permission denied");
+  });
+  for (uint32_t pg = 0; pg < 8; ++pg) s.MarkSlow(pg * 2);
+  EXPECT_EQ(fetches, 1);  // a refusal is not asked again
+  EXPECT_TRUE(s.SuspectOsds().empty());
+  EXPECT_TRUE(s.IsSlow(2));
+  EXPECT_FALSE(s.IsSlow(3));
+}
+
+TEST(HedgeStateTest, WaitIdleWaitsForEveryOperation) {
+  HedgeState s(HedgeOptions{}, nullptr);
+  EXPECT_TRUE(s.WaitIdle(milliseconds(1)));
+  s.OpStarted();
+  EXPECT_FALSE(s.WaitIdle(milliseconds(20)));
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    s.OpEnded();
+  });
+  EXPECT_TRUE(s.WaitIdle(std::chrono::seconds(5)));
+  t.join();
+}
+
+}  // namespace
+}  // namespace sluice
