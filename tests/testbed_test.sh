@@ -143,7 +143,7 @@ launch() {  # launch TIMEOUT R:ATTEMPT...: ranks of job2@20 with fresh data; wai
   for ra in "$@"; do
     r=${ra%%:*}
     a=${ra#*:}
-    head -c $((1 << 20)) /dev/urandom >"$W/job2-rank$r/shard.bin"
+    head -c $((1 << 20)) /dev/urandom >"$W/job2-rank$r/shard-$r.bin"
     tb exec "c$((r + 1))" "$SLUICE" save --store "$URI" --name job2 --step 20 --from "$W/job2-rank$r" \
       --rank "$r" --world 3 --attempt "$a" --timeout "$timeout" >"$W/job2-$r.out" 2>&1 &
     pids+=($!)
@@ -154,17 +154,17 @@ launch() {  # launch TIMEOUT R:ATTEMPT...: ranks of job2@20 with fresh data; wai
 for r in 0 1 2; do mkdir -p "$W/job2-rank$r"; done
 launch 4s 1:launch-A 2:launch-A
 check "launch A without its rank 0: both ranks give up ($FAILS of 2 failed)" [ "$FAILS" -eq 2 ]
-cp "$W/job2-rank2/shard.bin" "$W/job2-stale.bin"
+cp "$W/job2-rank2/shard-2.bin" "$W/job2-stale.bin"
 launch 6s 0:launch-B 1:launch-B 2:launch-A
 on c1 ls --store "$URI" --name job2 --all --json
-check "launch B with rank 2 still on --attempt launch-A: no rank commits ($FAILS of 3 failed), job2@20 not committed ($(pyj '[c["tiers"][0]["state"] for c in d]'))" \
-  [ "$FAILS" -eq 3 -a "$(pyj 'len([c for c in d if c["tiers"][0]["state"] == "committed"])')" = 0 ]
+check "launch B with rank 2 still on --attempt launch-A: no rank commits ($FAILS of 3 failed), job2@20 not committed ($(pyj '[(c["step"], c["complete"]) for c in d]'))" \
+  [ "$FAILS" -eq 3 -a "$(pyj '[(c["step"], c["complete"]) for c in d]')" = "[(20, False)]" ]
 launch 30s 0:launch-C 1:launch-C 2:launch-C
 check "launch C, one id on every rank: committed ($FAILS failed)" [ "$FAILS" -eq 0 ]
 on c4 restore --store "$URI" --name job2 --step 20 --rank 2 --to "$W/restored-job2-r2"
 check "rank 2 of job2@20 holds launch C's bytes, not the crashed launch's" \
   [ "$RC" -eq 0 -a "$(digest "$W/restored-job2-r2")" = "$(digest "$W/job2-rank2")" \
-    -a "$(sha256sum <"$W/job2-stale.bin")" != "$(sha256sum <"$W/job2-rank2/shard.bin")" ]
+    -a "$(sha256sum <"$W/job2-stale.bin")" != "$(sha256sum <"$W/job2-rank2/shard-2.bin")" ]
 
 # ---------------------------- per-host jobs on [own NVMe directory, RADOS]
 for h in c1 c2 c3; do
@@ -265,23 +265,35 @@ n=$(data_objects hedged)
 check "one copy of each object is left in RADOS: $n data objects for 16 written (losers removed)" [ "$n" = 16 ]
 on c3 restore --store "$URI" --name hedged --to "$W/restored-hedged"
 check "another host restores hedged@1 bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-hedged")" = "$(digest "$W/hedge")" ]
-# kill -9 while hedges are in flight (the first seconds of a save, before
-# the slow OSD is known): nothing is committed, and gc takes every copy,
-# winner or loser, once the slow OSD has caught up.
+# kill -9 while hedges are in flight (the save is held to 64 MiB/s, and
+# killed once a few of its objects exist, so that it is still writing): nothing is committed, and gc
+# takes every copy, winner or loser, once the slow OSD has caught up.
 mkdir -p "$W/hedge-big"
 for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bin"; done
-tb exec c2 "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" --object-size 8MiB \
-  >/dev/null 2>"$W/killed.err" &
+# Not through tb(): a function run in the background is a subshell, and $!
+# would be that shell, not the save (testbed exec execs the command).
+"$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
+  --object-size 8MiB --rate-limit 0=64MiB >/dev/null 2>"$W/killed.err" &
 pk=$!
-sleep 1.5
+for i in $(seq 1 100); do  # killed once it has written a few objects
+  [ "$(data_objects hedge-killed)" -ge 6 ] && break
+  sleep 0.2
+done
 kill -9 "$pk" 2>/dev/null
 wait "$pk" 2>/dev/null
 slow_osd 0
-sleep 3
+# What the killed process sent before it died is still being applied for a
+# moment: wait until the count of its objects holds still.
 before=$(data_objects hedge-killed)
+for i in $(seq 1 20); do
+  sleep 2
+  now=$(data_objects hedge-killed)
+  [ "$now" = "$before" ] && break
+  before=$now
+done
 on c2 ls --store "$URI" --name hedge-killed --all --json
-check "kill -9 mid-save: hedge-killed@1 is not committed (ls: $(pyj '[c["tiers"][0]["state"] for c in d]' 2>/dev/null))" \
-  [ "$(pyj 'len([c for c in d if c["tiers"][0]["state"] == "committed"])' 2>/dev/null)" = 0 ]
+check "kill -9 mid-save: hedge-killed@1 is not committed (ls: $(pyj '[(c["step"], c["complete"]) for c in d]'))" \
+  [ "$(pyj 'len([c for c in d if c["complete"]])')" = 0 ]
 on c2 gc --store "$URI" --min-age 0
 after=$(data_objects hedge-killed)
 check "gc reclaims every copy the killed save left ($before data objects before, $after after)" \

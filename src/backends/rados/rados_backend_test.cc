@@ -60,12 +60,13 @@ class RadosBackendTest : public ::testing::Test {
   // Writes `writes` pieces of `io` bytes, each checksummed through
   // ChecksumForWrite first when `checksum`; returns how many crcs the
   // client's bufferlists took from their cache meanwhile.
-  int WriteCountingCachedCrcs(const std::string& name, int writes, size_t io, bool checksum) {
+  int WriteCountingCachedCrcs(const std::string& name, int writes, size_t io, bool checksum,
+                              bool relocatable = false) {
     auto buf = AlignedBuffer::Allocate(writes * io);
     EXPECT_TRUE(buf.ok());
     if (!buf.ok()) return -1;
     for (size_t i = 0; i < buf->size(); ++i) buf->data()[i] = static_cast<uint8_t>(i * 131 + i / 4099);
-    auto w = backend_->Create(name, buf->size());
+    auto w = relocatable ? backend_->CreateRelocatable(name, buf->size()) : backend_->Create(name, buf->size());
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok()) return -1;
     EXPECT_NE(backend_->caps().transport_checksum, nullptr) << "RADOS offers its transport checksum";
@@ -104,6 +105,19 @@ TEST_F(RadosBackendTest, BytesChecksummedForAWriteAreNotHashedAgainToSendThem) {
          summed, writes, plain, writes);
   EXPECT_GE(summed, writes) << "each write's data crc should have come from the cache";
   EXPECT_LT(plain, writes) << "without ChecksumForWrite the messenger hashes the data itself";
+}
+
+// The same for the data objects of a save, which are hedged (hedge=on, the
+// default): their bytes are copied, and the copy is what is hashed and sent.
+TEST_F(RadosBackendTest, HedgedWritesAreHashedOnceToo) {
+  ASSERT_NE(backend_->caps().hedged_writes, nullptr) << "hedging is on by default";
+  const int writes = 8;
+  const size_t io = 4 << 20;
+  int summed = WriteCountingCachedCrcs("hedged-000001.dat", writes, io, true, /*relocatable=*/true);
+  printf("# hedged: crcs the messenger found cached: %d for %d writes checksummed first\n", summed, writes);
+  EXPECT_GE(summed, writes) << "each hedged write's data crc should have come from the cache";
+  const HedgeStats st = backend_->caps().hedged_writes->Stats();
+  EXPECT_EQ(st.bytes_submitted, writes * io);
 }
 
 }  // namespace
