@@ -265,7 +265,7 @@ n=$(data_objects hedged)
 check "one copy of each object is left in RADOS: $n data objects for 16 written (losers removed)" [ "$n" = 16 ]
 on c3 restore --store "$URI" --name hedged --to "$W/restored-hedged"
 check "another host restores hedged@1 bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-hedged")" = "$(digest "$W/hedge")" ]
-# kill -9 while hedges are in flight (the save is held to 64 MiB/s, and
+# kill -9 while hedges are in flight (the save is held to 16 MiB/s, and
 # killed once a few of its objects exist, so that it is still writing): nothing is committed, and gc
 # takes every copy, winner or loser, once the slow OSD has caught up.
 mkdir -p "$W/hedge-big"
@@ -273,7 +273,7 @@ for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bi
 # Not through tb(): a function run in the background is a subshell, and $!
 # would be that shell, not the save (testbed exec execs the command).
 "$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
-  --object-size 8MiB --rate-limit 0=64MiB >/dev/null 2>"$W/killed.err" &
+  --object-size 8MiB --rate-limit 0=16MiB >/dev/null 2>"$W/killed.err" &
 pk=$!
 for i in $(seq 1 100); do  # killed once it has written a few objects
   [ "$(data_objects hedge-killed)" -ge 6 ] && break

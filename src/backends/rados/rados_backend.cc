@@ -44,7 +44,12 @@ Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
   std::string outs;
   int ret = cluster.rados.mgr_command(R"({"prefix": "pg dump", "dumpcontents": ["pgs_brief"], "format": "json"})",
                                       in, &out, &outs);
-  if (ret < 0) return RadosError(ret, "read the PG map" + (outs.empty() ? "" : " (" + outs + ")"));
+  if (ret == -EACCES || ret == -EPERM) {
+    return Status::NotSupported("read the PG map: the client may not (it needs mgr 'allow r')");
+  }
+  if (ret < 0) {
+    return Status::Unavailable(RadosError(ret, "read the PG map" + (outs.empty() ? "" : " (" + outs + ")")).message());
+  }
   const std::string text = out.to_str();
   const std::string pool = std::to_string(cluster.io.get_id()) + ".";
   HedgeState::ActingSets sets;
@@ -75,7 +80,7 @@ Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
     }
     sets[static_cast<uint32_t>(seed)] = std::move(osds);
   }
-  if (sets.empty()) return Status::IOError("the PG map names no placement group of the pool");
+  if (sets.empty()) return Status::Unavailable("the PG map names no placement group of the pool");
   return sets;
 }
 
@@ -98,7 +103,13 @@ class RadosBackend final : public Backend {
       HedgeOptions h;
       h.extra = opts_.hedge_extra;
       h.floor_ms = opts_.hedge_floor_ms;
-      hedge_ = std::make_shared<HedgeState>(h, [cluster = cluster_] { return FetchActingSets(*cluster); });
+      // A weak reference: the cluster holds the hedge state (before_shutdown
+      // below), and a strong one back would keep both alive for good.
+      hedge_ = std::make_shared<HedgeState>(h, [weak = std::weak_ptr<Cluster>(cluster_)]() -> Result<HedgeState::ActingSets> {
+        auto cluster = weak.lock();
+        if (!cluster) return Status::Unavailable("the store is closed");
+        return FetchActingSets(*cluster);
+      });
       caps_.hedged_writes = hedge_.get();
       char extra[32];
       std::snprintf(extra, sizeof(extra), "%.0f%%", opts_.hedge_extra * 100);

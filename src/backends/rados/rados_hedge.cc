@@ -91,7 +91,8 @@ void HedgeState::MarkSlow(uint32_t pg) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     slow_until_[pg] = now + avoid;
-    fetch = fetch_acting_ && !acting_unavailable_ && (acting_.empty() || now - acting_at_ >= avoid);
+    fetch = fetch_acting_ && !acting_unavailable_ && (acting_.empty() || now - acting_at_ >= avoid) &&
+            (acting_failed_at_ == Clock::time_point{} || now - acting_failed_at_ >= avoid);
   }
   std::optional<Result<ActingSets>> fetched;
   if (fetch) fetched.emplace(fetch_acting_());
@@ -100,8 +101,10 @@ void HedgeState::MarkSlow(uint32_t pg) {
     if (fetched->ok()) {
       acting_ = std::move(fetched->value());
       acting_at_ = now;
+    } else if (fetched->status().code() == StatusCode::kNotSupported) {
+      acting_unavailable_ = true;  // refused (no mgr cap): not asked again
     } else {
-      acting_unavailable_ = true;
+      acting_failed_at_ = now;  // asked again after the avoidance window
     }
   }
   auto it = acting_.find(pg);
@@ -372,11 +375,12 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     sent_to_.emplace_back();
     state_->Submitted(len);
     ++unreported_;
-    Status st = Send(static_cast<int>(copies_.size() - 1), static_cast<int>(pieces_.size() - 1));
+    Status st = Send(target_, static_cast<int>(pieces_.size() - 1));
     if (!st.ok()) {
       --unreported_;
       pieces_.back().reported = true;
       sticky_ = st;
+      gave_up_ = true;  // the object fails: no hedge of it is worth its bytes
     }
     return st;
   }
@@ -416,9 +420,11 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     RETURN_IF_ERROR(sticky_);
     int winner = -1;
     if (pieces_.empty()) {
-      // Never written: created now, empty, under the first copy's name.
+      // Never written: created now, at its final size, under the first
+      // copy's name.
       librados::ObjectWriteOperation op;
       op.create(/*exclusive=*/true);
+      if (final_size > 0) op.truncate(final_size);
       int ret = cluster_->io.operate(copies_[0].oid, &op);
       if (ret == -EEXIST) return Status::AlreadyExists("object " + copies_[0].name + " already exists");
       if (ret < 0) return RadosError(ret, "create object " + copies_[0].name);
@@ -437,7 +443,7 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     for (const auto& p : pieces_) end = std::max<uint64_t>(end, p.offset + p.len);
     if (!pieces_.empty() && end != final_size) {
       librados::ObjectWriteOperation op;
-      op.assert_exists();
+      GuardCopy(w, &op);  // the object this copy created, no other
       op.truncate(final_size);
       int ret = cluster_->io.operate(w.oid, &op);
       if (ret < 0) return RadosError(ret, "truncate object " + w.name + " to " + std::to_string(final_size));
@@ -543,17 +549,26 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
   // group no other copy uses and, where `avoid_slow`, none found slow lately.
   void AddCopy(bool avoid_slow) {
     Copy c;
-    for (unsigned tries = 0; tries < kPlacementTries; ++tries) {
-      const unsigned k = next_name_++;
-      c.name = HedgeName(name_, k);
-      c.oid = object_prefix_ + c.name;
-      c.pg = PgOf(c.oid);
+    std::optional<unsigned> first_free;  // the first candidate no other copy's group holds
+    bool found = false;
+    const unsigned start = next_name_;
+    for (unsigned tries = 0; tries < kPlacementTries && !found; ++tries) {
+      const unsigned k = start + tries;
+      const uint32_t pg = PgOf(object_prefix_ + HedgeName(name_, k));
       bool taken = false;
-      for (const auto& other : copies_) taken = taken || other.pg == c.pg;
+      for (const auto& other : copies_) taken = taken || other.pg == pg;
       if (taken) continue;
-      if (avoid_slow && state_->IsSlow(c.pg)) continue;
-      break;
+      if (!first_free) first_free = k;
+      if (avoid_slow && state_->IsSlow(pg)) continue;
+      first_free = k;
+      found = true;
     }
+    // Every candidate slow: the first one in a group of its own all the same.
+    const unsigned k = first_free ? *first_free : start;
+    next_name_ = k + 1;
+    c.name = HedgeName(name_, k);
+    c.oid = object_prefix_ + c.name;
+    c.pg = PgOf(c.oid);
     if (copies_.empty() && c.name != name_) state_->CountAvoided();
     c.token = NewCopyToken();
     copies_.push_back(std::move(c));
@@ -624,10 +639,11 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
   // pending, plus the deadline. Never, when no hedge may follow.
   std::optional<Clock::time_point> NextDeadline() {
     if (!holding_ || gave_up_) return std::nullopt;
-    const Copy& c = copies_.back();
+    const Copy& c = copies_[static_cast<size_t>(target_)];
     std::optional<Clock::time_point> oldest;
     for (size_t i = 0; i < c.sent.size(); ++i) {
-      if (!c.done[i] && c.pending > 0 && (!oldest || c.sent[i] < *oldest)) oldest = c.sent[i];
+      const bool went_out = c.sent[i] != Clock::time_point{};
+      if (went_out && !c.done[i] && c.pending > 0 && (!oldest || c.sent[i] < *oldest)) oldest = c.sent[i];
     }
     if (!oldest) return std::nullopt;
     return *oldest + state_->Deadline();
@@ -688,6 +704,9 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     // Where the OSDs are judged, a write is slow well before it is late:
     // past twice the median (a slow OSD that is idle for a moment still
     // answers in a few times a healthy write's latency, under the deadline).
+    // Every write is evidence, weighted by how many writes a group took:
+    // an OSD of a late object's group that is not slow is cleared by the
+    // writes to its other groups that finish on time (MarkOnTime).
     if (took > state_->SlowAfter()) {
       state_->MarkSlow(c.pg);
     } else {
@@ -718,7 +737,7 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
   // object is written again, whole, to a new copy elsewhere, if the budget
   // and the copy limit allow. Later writes go to the new copy only.
   Status Hedge() {
-    state_->MarkSlow(copies_.back().pg);
+    state_->MarkSlow(copies_[static_cast<size_t>(target_)].pg);
     if (copies_.size() >= state_->options().max_copies || !state_->Reserve(held_bytes_)) {
       state_->CountRefused();
       gave_up_ = true;
@@ -730,13 +749,15 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     for (size_t i = 0; i < pieces_.size(); ++i) {
       Status st = Send(copy, static_cast<int>(i));
       if (!st.ok()) {
-        // The hedge could not go out: the older copies carry on alone.
+        // The hedge could not go out: the copy written so far carries on
+        // alone (later writes keep going to it), and no more hedges.
         copies_.back().failed = true;
         copies_.back().error = st;
         gave_up_ = true;
         return Status::OK();
       }
     }
+    target_ = copy;
     return Status::OK();
   }
 
@@ -749,6 +770,7 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
   uint64_t size_hint_;
   unsigned next_name_ = 0;
   std::vector<Copy> copies_;
+  int target_ = 0;  // the copy later writes go to: the newest one sent every piece
   std::deque<Piece> pieces_;
   std::deque<std::vector<int>> sent_to_;  // per piece: the copies it was sent to
   std::deque<IoCompletion> ready_;        // completions decided, not yet reaped

@@ -54,8 +54,9 @@ struct HedgeOptions {
 class HedgeState final : public HedgedWrites {
  public:
   using Clock = std::chrono::steady_clock;
-  // Every placement group's acting OSDs, by PG seed (the pool's PGs only),
-  // or an error when the cluster will not say (no mgr 'allow r' cap).
+  // Every placement group's acting OSDs, by PG seed (the pool's PGs only);
+  // NotSupported when the client may not ask (no mgr 'allow r' cap: never
+  // asked again), another error when it may later.
   using ActingSets = std::map<uint32_t, std::vector<int>>;
   using FetchActing = std::function<Result<ActingSets>()>;
   // `fetch_acting` may be empty: slow placement groups are then avoided
@@ -73,7 +74,7 @@ class HedgeState final : public HedgedWrites {
   // A write that finished on the first copy of an object never hedged.
   void RecordLatency(Clock::duration d);
   // A write to placement group `pg` was late. The PG is avoided for
-  // avoid_ms; so is every PG of an OSD that most recent late PGs share
+  // avoid_ms; so is every PG of an OSD that most recent late writes' PGs share
   // (the slow OSD: it serves about half the PGs of a 6-OSD, 3-host pool,
   // far more than a client learns one late PG at a time).
   void MarkSlow(uint32_t pg);
@@ -114,6 +115,7 @@ class HedgeState final : public HedgedWrites {
   ActingSets acting_;                         // as of acting_at_
   Clock::time_point acting_at_{};
   bool acting_unavailable_ = false;           // the cluster refused: do not ask again
+  Clock::time_point acting_failed_at_{};      // the last time asking failed (timed out)
   std::deque<std::vector<int>> recent_late_;     // acting sets of the latest late PGs
   std::deque<std::vector<int>> recent_on_time_;  // and of the latest written on time
   std::map<int, Clock::time_point> suspect_until_;
@@ -127,7 +129,12 @@ std::string HedgeName(const std::string& name, unsigned k);
 
 // A writable for Backend::CreateRelocatable: `name` under `object_prefix`.
 // Creates nothing until the first write (the exclusive create travels with
-// it), so AlreadyExists comes back from that write's Reap.
+// it), so AlreadyExists comes back from that write's Reap, for the name the
+// first copy took: where `name`'s placement group is avoided, that is a
+// name beside it, and an object already at `name` goes unnoticed (callers
+// name data objects by a writer id of their own, so none is expected).
+// The PG map is fetched (MarkSlow) on the writer's thread, bounded by the
+// monitor op timeout.
 std::unique_ptr<WritableObject> NewHedgedRadosWritable(std::shared_ptr<Cluster> cluster,
                                                        std::shared_ptr<HedgeState> state,
                                                        std::string object_prefix, std::string name,

@@ -120,13 +120,29 @@ TEST(HedgeStateTest, WithoutTheMapOnlyLatePlacementGroupsAreAvoided) {
   int fetches = 0;
   HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
     ++fetches;
-    return Status::IOError("read the PG map: Permission denied");
+    return Status::NotSupported("read the PG map: the client may not");
   });
   for (uint32_t pg = 0; pg < 8; ++pg) s.MarkSlow(pg * 2);
   EXPECT_EQ(fetches, 1);  // a refusal is not asked again
   EXPECT_TRUE(s.SuspectOsds().empty());
   EXPECT_TRUE(s.IsSlow(2));
   EXPECT_FALSE(s.IsSlow(3));
+}
+
+TEST(HedgeStateTest, AMapThatCouldNotBeReadIsAskedForAgainLater) {
+  HedgeOptions o;
+  o.avoid_ms = 100;
+  int fetches = 0;
+  HedgeState s(o, [&]() -> Result<HedgeState::ActingSets> {
+    if (++fetches == 1) return Status::Unavailable("read the PG map: Connection timed out");
+    return SixOsds();
+  });
+  s.MarkSlow(0);
+  s.MarkSlow(2);
+  EXPECT_EQ(fetches, 1);  // not again at once
+  std::this_thread::sleep_for(milliseconds(150));
+  s.MarkSlow(4);
+  EXPECT_EQ(fetches, 2);
 }
 
 TEST(HedgeStateTest, WaitIdleWaitsForEveryOperation) {
