@@ -27,9 +27,6 @@ constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smal
 constexpr size_t kListStatsInFlight = 64;
 // Hash-range slices of a pool listed in parallel by List().
 constexpr size_t kListSlices = 16;
-// The write size hinted to the OSDs for data objects: the pipeline's
-// default io size (StoreOptions::io_bytes).
-constexpr uint64_t kExpectedWriteBytes = 4ull << 20;
 // How many OSDs are asked for their osd_max_object_size at open.
 constexpr int kMaxOsdsAsked = 16;
 
@@ -134,9 +131,7 @@ class RadosBackend final : public Backend {
     // The same hint rados bench gives: BlueStore then sizes its blobs and
     // checksum blocks for large sequential writes, which cost the OSDs less
     // CPU (measured: ~5% more write throughput on the CPU-bound dev cluster).
-    op.set_alloc_hint2(size_hint > 0 ? size_hint : caps_.max_object_bytes, kExpectedWriteBytes,
-                       librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE | librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
-                           librados::ALLOC_HINT_FLAG_APPEND_ONLY | librados::ALLOC_HINT_FLAG_IMMUTABLE);
+    HintDataObject(&op, size_hint > 0 ? size_hint : caps_.max_object_bytes);
     int ret = cluster_->io.operate(Oid(name), &op);
     if (ret == -EEXIST) return Status::AlreadyExists("object " + name + " already exists");
     if (ret < 0) return RadosError(ret, "create object " + name);

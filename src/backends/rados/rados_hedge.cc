@@ -37,8 +37,6 @@ constexpr unsigned kPlacementTries = 32;
 // The xattr a copy's first write sets to the copy's random token; its
 // later writes and its removal are guarded by it.
 constexpr const char* kCopyXattr = "sluice.copy";
-// The write size hinted to the OSDs (as RadosBackend::Create does).
-constexpr uint64_t kExpectedWriteBytes = 4ull << 20;
 
 }  // namespace
 
@@ -161,6 +159,10 @@ bool HedgeState::IsSlow(uint32_t pg) {
 
 std::vector<int> HedgeState::SuspectOsds() {
   std::lock_guard<std::mutex> lock(mu_);
+  return SuspectsLocked();
+}
+
+std::vector<int> HedgeState::SuspectsLocked() const {
   std::vector<int> out;
   for (const auto& [osd, until] : suspect_until_) {
     if (until > Clock::now()) out.push_back(osd);
@@ -205,9 +207,7 @@ HedgeStats HedgeState::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   HedgeStats s = stats_;
   s.budget = options_.extra;
-  for (const auto& [osd, until] : suspect_until_) {
-    if (until > Clock::now()) s.suspect_osds.push_back(osd);
-  }
+  s.suspect_osds = SuspectsLocked();
   s.deadline_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
   return s;
@@ -591,9 +591,7 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
       librados::bufferlist mark;
       mark.append(c.token);
       w.setxattr(kCopyXattr, mark);
-      w.set_alloc_hint2(size_hint_ > 0 ? size_hint_ : state_->options().max_held_bytes, kExpectedWriteBytes,
-                        librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE | librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
-                            librados::ALLOC_HINT_FLAG_APPEND_ONLY | librados::ALLOC_HINT_FLAG_IMMUTABLE);
+      HintDataObject(&w, size_hint_ > 0 ? size_hint_ : state_->options().max_held_bytes);
     } else {
       GuardCopy(c, &w);
     }

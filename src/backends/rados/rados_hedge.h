@@ -102,6 +102,7 @@ class HedgeState final : public HedgedWrites {
 
  private:
   Clock::duration DeadlineLocked() const;
+  std::vector<int> SuspectsLocked() const;
 
   const HedgeOptions options_;
   mutable std::mutex mu_;

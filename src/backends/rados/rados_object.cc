@@ -304,6 +304,13 @@ std::unique_ptr<ReadableObject> NewRadosReadable(std::shared_ptr<Cluster> cluste
   return std::make_unique<RadosReadable>(std::move(cluster), std::move(oid), std::move(name), depth, size);
 }
 
+void HintDataObject(librados::ObjectWriteOperation* op, uint64_t object_bytes) {
+  constexpr uint64_t kExpectedWriteBytes = 4ull << 20;  // StoreOptions::io_bytes' default
+  op->set_alloc_hint2(object_bytes, kExpectedWriteBytes,
+                      librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE | librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
+                          librados::ALLOC_HINT_FLAG_APPEND_ONLY | librados::ALLOC_HINT_FLAG_IMMUTABLE);
+}
+
 const TransportChecksum* RadosTransportChecksumExtension() { return &kRadosTransportChecksum; }
 const LentReadBuffers* RadosLentReadBuffersExtension() { return &kRadosLentReadBuffers; }
 

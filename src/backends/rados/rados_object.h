@@ -57,6 +57,11 @@ std::unique_ptr<WritableObject> NewRadosWritable(std::shared_ptr<Cluster> cluste
 std::unique_ptr<ReadableObject> NewRadosReadable(std::shared_ptr<Cluster> cluster, std::string oid,
                                                  std::string name, size_t depth, uint64_t size);
 
+// The allocation hint of a data object (`object_bytes` expected), the one
+// rados bench gives: BlueStore then sizes its blobs and checksum blocks for
+// large sequential writes of the pipeline's io size.
+void HintDataObject(librados::ObjectWriteOperation* op, uint64_t object_bytes);
+
 // The extensions, for BackendCaps. An object that is not one of these (a
 // decorator's) gets the plain behaviour.
 const TransportChecksum* RadosTransportChecksumExtension();
