@@ -127,6 +127,15 @@ struct PipelineOptions {
   // Drain checkpoints that earlier runs left un-drained (committed on a tier
   // but missing on a later one) in the background once the pipeline opens.
   bool resume_drains = true;
+  // Tier 0 is this host's own: the ranks of a multi-rank save on other
+  // hosts each have theirs, and tier 1 is the first store they share
+  // (checkpoint/parts.h). A save with world > 1 then writes this rank's
+  // items to tier 0, copies them to tier 1 at once (through tier 1's cap),
+  // and rank 0 commits the checkpoint there; each rank's tier 0 then
+  // records the part it holds, which restores of its ranks read first.
+  // Needs at least two tiers, and tier 1's backlog policy kDrainEvery
+  // (every rank must copy every step). World-1 saves are unchanged.
+  bool tier0_per_host = false;
   // Background scrub (off when 0): committed checkpoints on every tier are
   // read and checked continuously, newest first, at most this many bytes/s
   // per tier, and a bad copy is rewritten from a good one on another tier
@@ -150,7 +159,8 @@ struct PipelineOptions {
   // InvalidArgument naming the first bad field: no tier, a bad store
   // layout (StoreOptions::Validate), a staging budget under one I/O buffer
   // or over 80% of physical memory, copy_threads outside 1..256,
-  // max_in_flight 0, or retry_initial_ms over retry_max_ms.
+  // max_in_flight 0, retry_initial_ms over retry_max_ms, or
+  // tier0_per_host with one tier or with tier 1 coalescing.
   Status Validate() const;
 };
 

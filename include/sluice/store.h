@@ -142,6 +142,11 @@ struct CheckpointInfo {
   // damaged step is never hidden. A chunk with a bad checksum is found only
   // by reading it (Verify, scrub).
   bool damaged = false;
+  // Not empty: this store is one host's tier 0 and holds only these ranks'
+  // part of a checkpoint committed on a shared tier (PipelineOptions::
+  // tier0_per_host); complete is false, items and bytes are the part's.
+  // Listed whether or not incomplete ones are asked for.
+  std::vector<uint32_t> part_ranks;
 };
 
 // One bad chunk found by Verify.

@@ -10,6 +10,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/parts.h"
 #include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct StepObjects {
   bool has_commit = false;
+  bool has_part = false;  // a part record (parts.h)
   std::vector<ObjectInfo> objects;
   std::set<uint32_t> manifest_ranks;
   uint64_t data_bytes = 0;
@@ -40,6 +42,7 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
     if (!parsed) continue;
     StepObjects& s = steps[{parsed->name, parsed->step}];
     if (parsed->rest == "COMMIT") s.has_commit = true;
+    if (parsed->rest.rfind("parts/", 0) == 0) s.has_part = true;
     if (auto r = RankOfManifest(parsed->rest)) {
       s.manifest_ranks.insert(*r);
     }
@@ -115,6 +118,37 @@ std::string DamageOf(Backend& backend, const std::string& name, uint64_t step, C
   return data.ok() ? "" : data.message();
 }
 
+// A part (parts.h) as listed: its ranks, items and bytes; damaged when its
+// records do not verify or a data object of it is missing or short.
+CheckpointInfo PartInfo(Backend& backend, const std::string& name, uint64_t step) {
+  CheckpointInfo info;
+  info.name = name;
+  info.step = step;
+  auto part = LoadPart(backend, name, step);
+  if (!part.ok()) {
+    info.damaged = true;
+    info.problem = part.status().message();
+    return info;
+  }
+  info.ranks = part->commit.world;
+  info.created_unix_ms = part->commit.created_unix_ms;
+  LoadedCheckpoint held;
+  held.commit = part->commit;
+  for (const auto& [rank, m] : part->manifests) {
+    info.part_ranks.push_back(rank);
+    info.items += m.items.size();
+    info.bytes += m.TotalBytes();
+    info.referenced_bytes += m.ReferencedBytes();
+    held.manifests.push_back(m);
+  }
+  Status data = CheckDataObjects(backend, held);
+  if (!data.ok()) {
+    info.damaged = true;
+    info.problem = data.message();
+  }
+  return info;
+}
+
 }  // namespace
 
 Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::string_view name,
@@ -132,6 +166,10 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
       valid = info.problem.empty();
       info.damaged = !valid;
       if (info.damaged) info.complete = false;
+    } else if (s.has_part) {
+      info = PartInfo(backend, key.first, key.second);
+      out.push_back(std::move(info));
+      continue;
     } else if (std::all_of(s.objects.begin(), s.objects.end(),
                            [](const ObjectInfo& o) { return IsDataObject(o.name); })) {
       // Only data objects, nothing writing: what a removed step left for
@@ -253,9 +291,12 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   }
   // The commit record goes first: from then on the checkpoint is invisible,
   // and an interruption leaves only garbage for gc.
+  // So do part records (parts.h): the part is then no longer restorable here.
   std::string commit = CommitObject(id.name, id.step);
+  const std::string parts = PartPrefix(id.name, id.step);
+  auto is_record = [&](const std::string& o) { return o == commit || o.rfind(parts, 0) == 0; };
   for (const auto& o : listed) {
-    if (o.name == commit) RETURN_IF_ERROR(backend.Remove(o.name));
+    if (is_record(o.name)) RETURN_IF_ERROR(backend.Remove(o.name));
   }
   // Only then is it asked who still needs its data objects (later steps
   // that share chunks with it, writers about to): a writer that registers
@@ -266,7 +307,7 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, id.name));
   ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name));
   for (const auto& o : listed) {
-    if (o.name == commit) continue;
+    if (is_record(o.name)) continue;
     if (IsDataObject(o.name) && need.Keeps(o, id.step)) continue;
     Status st = backend.Remove(o.name);
     if (!st.ok() && !st.IsNotFound()) return st;
@@ -328,6 +369,13 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     // published its commit record by now.
     const bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
                             StatusCode::kNotFound;
+    if (!has_commit && s.has_part) {
+      // One host's part of a checkpoint committed elsewhere: only rm and
+      // retention remove it, whole. (A crashed attempt's leftovers in the
+      // same step stay with it.)
+      mark_step();
+      continue;
+    }
     if (!has_commit) continue;
     committed.insert(key);
     auto loaded = LoadCheckpoint(backend, key.first, key.second);

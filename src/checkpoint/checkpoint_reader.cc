@@ -44,6 +44,24 @@ CheckpointInfo InfoOf(const CommitRecord& commit) {
   return info;
 }
 
+Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& commit, const CommittedRank& r) {
+  const std::string label = Label(commit.name, commit.step);
+  auto mbytes = backend.ReadSmall(r.manifest);
+  if (!mbytes.ok()) {
+    return Status::Corruption(label + ": manifest " + r.manifest + " of rank " + std::to_string(r.rank) +
+                              " unreadable: " + mbytes.status().ToString());
+  }
+  if (mbytes->size() != r.manifest_bytes || Crc32c(mbytes->data(), mbytes->size()) != r.manifest_crc32c) {
+    return Status::Corruption(label + ": manifest " + r.manifest + " of rank " + std::to_string(r.rank) +
+                              " does not match the size and checksum the commit recorded");
+  }
+  ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*mbytes, "manifest " + r.manifest));
+  if (m.name != commit.name || m.step != commit.step || m.rank != r.rank || m.world != commit.world) {
+    return Status::Corruption("manifest " + r.manifest + " belongs to another checkpoint or rank");
+  }
+  return m;
+}
+
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
   const std::string label = Label(name, step);
   const std::string commit_name = CommitObject(name, step);
@@ -59,21 +77,7 @@ Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name,
                               Label(out.commit.name, out.commit.step));
   }
   for (const auto& r : out.commit.ranks) {
-    auto mbytes = backend.ReadSmall(r.manifest);
-    if (!mbytes.ok()) {
-      return Status::Corruption(label + ": manifest " + r.manifest + " of rank " +
-                                std::to_string(r.rank) + " unreadable: " + mbytes.status().ToString());
-    }
-    if (mbytes->size() != r.manifest_bytes ||
-        Crc32c(mbytes->data(), mbytes->size()) != r.manifest_crc32c) {
-      return Status::Corruption(label + ": manifest " + r.manifest + " of rank " +
-                                std::to_string(r.rank) +
-                                " does not match the size and checksum the commit recorded");
-    }
-    ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*mbytes, "manifest " + r.manifest));
-    if (m.name != name || m.step != step || m.rank != r.rank || m.world != out.commit.world) {
-      return Status::Corruption("manifest " + r.manifest + " belongs to another checkpoint or rank");
-    }
+    ASSIGN_OR_RETURN(Manifest m, LoadCommittedManifest(backend, out.commit, r));
     out.manifests.push_back(std::move(m));
   }
   return out;

@@ -23,6 +23,9 @@ struct LoadedCheckpoint {
 };
 
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step);
+// Rank `r`'s manifest as `commit` records it: Corruption if it is
+// unreadable, differs in size or crc32c, or describes another rank.
+Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& commit, const CommittedRank& r);
 
 // Called for a chunk that is missing or fails its checksum: fills `out`
 // with the chunk's `length` bytes (item bytes from `item_offset`) from

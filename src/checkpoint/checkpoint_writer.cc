@@ -47,11 +47,16 @@ class MemorySource final : public ItemSource {
 
 std::string CheckpointLabel(const CheckpointId& id) { return sluice::CheckpointLabel(id.name, id.step); }
 
+// What a writer does: the whole protocol on one store, or one of the two
+// halves of a host-local tier 0's save (checkpoint_writer.h).
+enum class Role { kWhole, kPart, kRelay };
+
 class Writer final : public RankWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world, const SaveOptions& save, std::string writer_id)
-      : backend_(backend),
+         uint32_t world, const SaveOptions& save, std::string writer_id, Role role)
+      : role_(role),
+        backend_(backend),
         save_(save),
         options_(options),
         id_(id),
@@ -114,6 +119,23 @@ class Writer final : public RankWriter {
     Retire();
   }
 
+  const Published& published() const override { return published_; }
+  const std::string& writer_id() const override { return writer_id_; }
+
+  Result<SaveStats> CommitPublished(const Published& published) override {
+    if (role_ != Role::kRelay) return Status::InvalidArgument("CommitPublished on a writer that is not a relay");
+    return CommitAfter([&]() -> Status {
+      ASSIGN_OR_RETURN(manifest_, DecodeManifest(published.bytes, "manifest " + published.object));
+      if (manifest_.name != id_.name || manifest_.step != id_.step || manifest_.rank != rank_ ||
+          manifest_.world != world_ || manifest_.writer_id != writer_id_ ||
+          published.object != ManifestObject(id_.name, id_.step, rank_, writer_id_)) {
+        return Status::InvalidArgument("manifest " + published.object + " is not this relay's");
+      }
+      published_ = published;
+      return Status::OK();
+    });
+  }
+
   Result<SaveStats> CommitWritten(std::vector<ManifestItem> items,
                                   std::vector<DataObjectRef> objects) override {
     if (!finished_ && !manifest_.items.empty()) return Status::InvalidArgument("CommitWritten after AddItem");
@@ -133,9 +155,17 @@ class Writer final : public RankWriter {
     finished_ = true;
     // Whatever the outcome, this writer is done when Commit returns, and no
     // write from the caller's memory is in flight any more.
+    // A part writer that succeeded keeps its lock until it is destroyed.
     struct RetireOnReturn {
       Writer* w;
-      ~RetireOnReturn() { w->Retire(); }
+      bool keep_lock = false;
+      ~RetireOnReturn() {
+        if (keep_lock) {
+          w->data_.WaitOutWrites();
+        } else {
+          w->Retire();
+        }
+      }
     } retire{this};
     Result<SaveStats> result = [&]() -> Result<SaveStats> {
       RETURN_IF_ERROR(sticky_);
@@ -147,12 +177,16 @@ class Writer final : public RankWriter {
       return PublishAndCommit();
     }();
     if (!result.ok()) failure_ = result.status();  // for Retire's abort note
+    retire.keep_lock = result.ok() && role_ == Role::kPart;
     return result;
   }
 
   // Abort notes work only for an attempt id used by this save alone: a
   // note of an earlier launch with the same id would fail this one.
-  bool UsesAbortNotes() const { return world_ > 1 && !save_.attempt.empty() && save_.attempt_is_unique; }
+  // A part writer's store is its host's own: no other rank would read one.
+  bool UsesAbortNotes() const {
+    return role_ != Role::kPart && world_ > 1 && !save_.attempt.empty() && save_.attempt_is_unique;
+  }
 
   // Tells the other ranks of this attempt that it will not commit (see
   // AbortNote). Best effort: a rank that cannot write it leaves the others
@@ -181,20 +215,36 @@ class Writer final : public RankWriter {
 
   Result<SaveStats> PublishAndCommit() {
     const std::string label = CheckpointLabel(id_);
-    manifest_.name = id_.name;
-    manifest_.step = id_.step;
-    manifest_.rank = rank_;
-    manifest_.world = world_;
-    manifest_.writer_id = writer_id_;
-    manifest_.attempt = save_.attempt;
-    manifest_.created_unix_ms = NowUnixMs();
-    manifest_.chunk_bytes = options_.chunk_bytes;
-    std::string encoded = EncodeManifest(manifest_);
-    std::string manifest_name = ManifestObject(id_.name, id_.step, rank_, writer_id_);
+    std::string encoded;
+    std::string manifest_name;
+    if (role_ == Role::kRelay) {
+      // The part's manifest, byte for byte: the part record on the host's
+      // tier 0 is this store's commit record, which names its size and crc.
+      encoded = published_.bytes;
+      manifest_name = published_.object;
+    } else {
+      manifest_.name = id_.name;
+      manifest_.step = id_.step;
+      manifest_.rank = rank_;
+      manifest_.world = world_;
+      manifest_.writer_id = writer_id_;
+      manifest_.attempt = save_.attempt;
+      manifest_.created_unix_ms = NowUnixMs();
+      manifest_.chunk_bytes = options_.chunk_bytes;
+      encoded = EncodeManifest(manifest_);
+      manifest_name = ManifestObject(id_.name, id_.step, rank_, writer_id_);
+    }
     // Set before publishing: a publish that fails late (the directory fsync)
     // may still have made the manifest visible, and then our data must stay.
     manifest_published_ = true;
-    RETURN_IF_ERROR(backend_.PublishIfAbsent(manifest_name, encoded).WithContext(label));
+    Status published = backend_.PublishIfAbsent(manifest_name, encoded);
+    if (published.IsAlreadyExists() && role_ == Role::kRelay) {
+      // Ours from an earlier try of this relay, if its bytes match.
+      auto there = backend_.ReadSmall(manifest_name);
+      if (there.ok() && *there == encoded) published = Status::OK();
+    }
+    RETURN_IF_ERROR(published.WithContext(label));
+    if (role_ == Role::kPart) published_ = Published{manifest_name, encoded};
 
     SaveStats stats;
     stats.bytes = manifest_.TotalBytes();
@@ -202,6 +252,7 @@ class Writer final : public RankWriter {
     for (const auto& it : manifest_.items) stats.chunks += it.chunks.size();
     for (uint32_t o = 0; o < manifest_.objects.size(); ++o) stats.objects += manifest_.IsReference(o) ? 0 : 1;
 
+    if (role_ == Role::kPart) return stats;  // committed elsewhere, by a relay
     if (rank_ == 0) {
       RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
       stats.committed = true;
@@ -480,6 +531,7 @@ class Writer final : public RankWriter {
     return Status::OK();
   }
 
+  const Role role_;
   Backend& backend_;
   SaveOptions save_;
   StoreOptions options_;
@@ -495,6 +547,7 @@ class Writer final : public RankWriter {
   bool manifest_published_ = false;
   bool retired_ = false;
   Status failure_;  // why Commit failed, or what Abandon was told
+  Published published_;  // a part's manifest as published; a relay's to publish
 };
 
 }  // namespace
@@ -508,9 +561,10 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
   return std::unique_ptr<CheckpointWriter>(std::move(w));
 }
 
-Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
-                                                  const CheckpointId& id, uint32_t rank,
-                                                  uint32_t world, const SaveOptions& save) {
+namespace {
+
+Status ValidateWriter(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
+                      uint32_t world, const SaveOptions& save) {
   if (!backend.caps().atomic_publish_if_absent) {
     return Status::NotSupported("store " + backend.uri() + " cannot publish atomically");
   }
@@ -529,11 +583,38 @@ Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreO
   if (backend.ReadSmall(CommitObject(id.name, id.step)).ok()) {
     return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptions& options,
+                                              const CheckpointId& id, uint32_t rank, uint32_t world,
+                                              const SaveOptions& save, std::string writer_id, Role role) {
+  RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save));
   // Registered before anything is written, so that gc never mistakes this
   // save's objects for garbage.
-  std::string writer_id = NewWriterId();
   RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id));
+  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
+                                                  const CheckpointId& id, uint32_t rank,
+                                                  uint32_t world, const SaveOptions& save) {
+  return NewWriter(backend, options, id, rank, world, save, NewWriterId(), Role::kWhole);
+}
+
+Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, const StoreOptions& options,
+                                                  const CheckpointId& id, uint32_t rank,
+                                                  uint32_t world, const SaveOptions& save) {
+  return NewWriter(local, options, id, rank, world, save, NewWriterId(), Role::kPart);
+}
+
+Result<std::unique_ptr<RankWriter>> NewRelayWriter(Backend& shared, const StoreOptions& options,
+                                                   const CheckpointId& id, uint32_t rank,
+                                                   uint32_t world, const SaveOptions& save,
+                                                   const std::string& writer_id) {
+  return NewWriter(shared, options, id, rank, world, save, writer_id, Role::kRelay);
 }
 
 }  // namespace sluice

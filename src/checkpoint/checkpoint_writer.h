@@ -36,11 +36,42 @@ class RankWriter : public CheckpointWriter {
   // waiting. Destroying the writer uncommitted does the same, with a
   // generic reason.
   virtual void Abandon(const Status& why) = 0;
+
+  // A part writer's (NewPartWriter) manifest, once its commit returned OK:
+  // the object name and the exact bytes published.
+  struct Published {
+    std::string object;
+    std::string bytes;
+  };
+  virtual const Published& published() const = 0;
+  virtual const std::string& writer_id() const = 0;
+  // A relay writer's (NewRelayWriter) commit: publishes `published` (the
+  // part writer's manifest, byte for byte) on this writer's store, whose
+  // data objects the caller has copied there, then runs the commit
+  // protocol as Commit() does.
+  virtual Result<SaveStats> CommitPublished(const Published& published) = 0;
 };
 
 Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save);
+
+// Host-local tier 0 (checkpoint/parts.h). A part writer writes rank
+// `rank`'s items and manifest to `local` and stops there: no rank pointer,
+// no commit, no abort note (no other rank reads `local`). Its writer lock
+// stays until the writer is destroyed, so gc leaves the part alone while
+// it is copied on and committed elsewhere.
+Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, const StoreOptions& options,
+                                                  const CheckpointId& id, uint32_t rank,
+                                                  uint32_t world, const SaveOptions& save);
+// A relay writer registers `writer_id` (the part writer's) on `shared`
+// before the caller copies the part's data objects there under their
+// names; CommitPublished then commits. Failing or destroyed uncommitted,
+// it removes the copied data objects, as any writer removes its own.
+Result<std::unique_ptr<RankWriter>> NewRelayWriter(Backend& shared, const StoreOptions& options,
+                                                   const CheckpointId& id, uint32_t rank,
+                                                   uint32_t world, const SaveOptions& save,
+                                                   const std::string& writer_id);
 
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,

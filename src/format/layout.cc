@@ -47,6 +47,14 @@ std::string DrainNotePrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "drain/";
 }
 
+std::string PartPrefix(std::string_view name, uint64_t step) { return StepPrefix(name, step) + "parts/"; }
+
+std::string PartObject(std::string_view name, uint64_t step, uint32_t rank) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "r%06u.part", rank);
+  return PartPrefix(name, step) + buf;
+}
+
 namespace {
 
 // FNV-1a 64 in hex: a stable, short, filesystem-safe name for any string.

@@ -6,6 +6,7 @@
 //   ckpt/<name>/<step>/writers/<writer>.refs                    steps it references, while active
 //   ckpt/<name>/<step>/ranks/<rank, 6 digits>.<k, 4 digits>     rank r's k-th manifest pointer
 //   ckpt/<name>/<step>/drain/<tier, 16 hex digits>.note         why a drain to a later tier failed
+//   ckpt/<name>/<step>/parts/r<rank, 6 digits>.part              a host-local tier's part (parts.h)
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
 // an object. Steps are zero-padded so names sort by step.
 //
@@ -34,6 +35,10 @@ std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
 std::string RankPointerPrefix(std::string_view name, uint64_t step);  // ".../ranks/"
 std::string RankPointerObject(std::string_view name, uint64_t step, uint32_t rank, uint32_t k);
 std::string DrainNotePrefix(std::string_view name, uint64_t step);  // ".../drain/"
+// Where a store local to one host records that it holds rank `rank`'s part
+// of a checkpoint committed on a shared tier (checkpoint/parts.h).
+std::string PartPrefix(std::string_view name, uint64_t step);  // ".../parts/"
+std::string PartObject(std::string_view name, uint64_t step, uint32_t rank);
 // Where a rank of save attempt `attempt` notes that it gave up (AbortNote).
 std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_view attempt);
 // The note about draining to the tier at `tier_uri` (named by a hash of it).

@@ -24,6 +24,8 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/parts.h"
+#include "engine/object_copy.h"
 #include "pipeline/drain.h"
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
@@ -48,10 +50,22 @@ double SecondsSince(Clock::time_point t) {
 
 class PipelineImpl;
 
+// A multi-rank save's part on a per-host tier 0 (tier0_per_host), once
+// written there: to be copied to tier 1 and committed there with the other
+// ranks (checkpoint/parts.h). The part writer holds tier 0's writer lock
+// until the part is recorded.
+struct PartToCommit {
+  std::shared_ptr<RankWriter> writer;
+  uint32_t rank = 0;
+  uint32_t world = 1;
+  SaveOptions save;
+};
+
 class PendingImpl final : public PendingCheckpoint {
  public:
-  PendingImpl(PipelineImpl* p, std::unique_ptr<RankWriter> writer, CheckpointId id, uint32_t rank)
-      : p_(p), writer_(std::move(writer)), id_(std::move(id)), rank_(rank) {}
+  PendingImpl(PipelineImpl* p, std::unique_ptr<RankWriter> writer, CheckpointId id, uint32_t rank,
+              std::optional<PartToCommit> part)
+      : p_(p), writer_(std::move(writer)), id_(std::move(id)), rank_(rank), part_(std::move(part)) {}
   ~PendingImpl() override;
 
   Status AddItem(std::string_view key, std::string_view metadata, const void* data,
@@ -90,6 +104,7 @@ class PendingImpl final : public PendingCheckpoint {
   std::unique_ptr<RankWriter> writer_;
   CheckpointId id_;
   uint32_t rank_;
+  std::optional<PartToCommit> part_;  // rank, world and options of a part save (writer unset)
   std::vector<StagedItem> items_;
   std::unordered_set<std::string> keys_;
   bool snapshotted_ = false;
@@ -100,6 +115,7 @@ struct WriteJob {
   std::unique_ptr<RankWriter> writer;
   std::shared_ptr<HandleImpl> handle;
   uint32_t rank = 0;
+  std::optional<PartToCommit> part;  // set (writer empty) for a part save
 };
 
 struct DrainJob {
@@ -110,6 +126,7 @@ struct DrainJob {
   uint32_t attempts = 0;
   Clock::time_point not_before;
   uint64_t bytes = 0;  // what the drain copies (the checkpoint's own bytes), for the backlog
+  std::optional<PartToCommit> part;  // this rank's part to copy and commit on tier 1 (dst 1)
 };
 
 class PipelineImpl final : public Pipeline {
@@ -197,7 +214,11 @@ class PipelineImpl final : public Pipeline {
       left.swap(drains_);
     }
     for (auto& j : left) {
-      if (j.handle) {
+      if (j.handle && j.part) {
+        j.handle->FailForGood(Status::Unavailable(
+            Label({j.name, j.step}) + ": the pipeline closed before rank " + std::to_string(j.part->rank) +
+            "'s part was committed on tier 1 (" + opts_.tiers[1].uri + "); the step stays uncommitted"));
+      } else if (j.handle) {
         j.handle->FailForGood(Status::Unavailable(
             Label({j.name, j.step}) + ": the pipeline closed before tier " + std::to_string(j.dst) +
             " (" + opts_.tiers[j.dst].uri + ") committed it; `sluice drain` finishes it"));
@@ -244,12 +265,26 @@ class PipelineImpl final : public Pipeline {
       SaveEnded();
       return arena.WithContext(Label(id));
     }
-    auto w = NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
+    // A per-host tier 0 holds only this host's ranks: the save commits on
+    // tier 1. Written in full: a base on tier 0 may be one tier 1 lacks.
+    std::optional<PartToCommit> part;
+    if (opts_.tier0_per_host && world > 1) {
+      part = PartToCommit{nullptr, rank, world, save};
+      part->save.incremental = false;
+    }
+    auto w = part ? NewPartWriter(stores_[0]->backend(), opts_.store, id, rank, world, part->save)
+                  : NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
     if (!w.ok()) {
       SaveEnded();
       return w.status();
     }
-    return std::unique_ptr<PendingCheckpoint>(new PendingImpl(this, std::move(w).value(), id, rank));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      saved_names_.insert(id.name);
+      if (rank == 0) coordinated_names_.insert(id.name);
+    }
+    return std::unique_ptr<PendingCheckpoint>(
+        new PendingImpl(this, std::move(w).value(), id, rank, std::move(part)));
   }
 
   Result<DrainReport> Drain(std::string_view name) override {
@@ -442,7 +477,7 @@ class PipelineImpl final : public Pipeline {
   // The newest step of `job`'s name queued for its tier, if newer than it
   // and the tier coalesces (under mu_).
   std::optional<uint64_t> NewerQueuedLocked(const DrainJob& job) const {
-    if (opts_.tiers[job.dst].backlog != BacklogPolicy::kCoalesce) return std::nullopt;
+    if (opts_.tiers[job.dst].backlog != BacklogPolicy::kCoalesce || job.part) return std::nullopt;
     std::optional<uint64_t> newer;
     for (const auto& j : drains_) {
       if (j.dst == job.dst && j.name == job.name && j.step > job.step) newer = std::max(newer.value_or(0), j.step);
@@ -473,7 +508,14 @@ class PipelineImpl final : public Pipeline {
     bool unreachable = false;
     auto plans = Plan(name, &unreachable);
     if (unreachable) return 0;
-    for (size_t k = 0; k < stores_.size(); ++k) {
+    // With a per-host tier 0, every rank's pipeline prunes its own tier
+    // 0; the shared tiers only rank 0's (or one that saved no rank).
+    size_t tiers = stores_.size();
+    if (opts_.tier0_per_host) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (saved_names_.count(name) && !coordinated_names_.count(name)) tiers = 1;
+    }
+    for (size_t k = 0; k < tiers; ++k) {
       for (uint64_t step : plans[k].to_remove) {
         if (stores_[k]->Remove({name, step}).ok()) ++removed;
       }
@@ -515,6 +557,69 @@ class PipelineImpl final : public Pipeline {
     return st;
   }
 
+  // Copies this rank's part from tier 0 to tier 1 and commits there with
+  // the other ranks (a relay writer under the part's writer id: rank 0
+  // gathers, the others wait), then records the part on tier 0. Not
+  // retried: the other ranks' commit protocol does not wait for a retry,
+  // so a failure leaves the step uncommitted on every tier (gc takes what
+  // it left) and the save fails, as a multi-rank save on a shared tier 0
+  // does when its commit fails.
+  Status CommitPartOnce(DrainJob& job) {
+    const CheckpointId id{job.name, job.step};
+    PartToCommit& part = *job.part;
+    Backend& local = stores_[0]->backend();
+    Backend& shared = stores_[1]->backend();
+    const RankWriter::Published& published = part.writer->published();
+    ASSIGN_OR_RETURN(Manifest m, DecodeManifest(published.bytes, "manifest " + published.object));
+    ASSIGN_OR_RETURN(auto relay, NewRelayWriter(shared, opts_.store, id, part.rank, part.world, part.save,
+                                                part.writer->writer_id()));
+    CopyControl control;
+    control.bucket = buckets_[1].get();
+    control.stop = &stop_drains_;
+    control.written = job.handle->written(1);
+    control.written_total = metrics_->drain_written[1];
+    control.io_bytes = opts_.store.io_bytes;
+    Status copied = CopyObjects(local, shared, ObjectsToCopy(m), control);
+    if (!copied.ok()) {
+      relay->Abandon(copied);
+      return copied;
+    }
+    RETURN_IF_ERROR(relay->CommitPublished(published).status());
+    relay.reset();
+    ASSIGN_OR_RETURN(std::string record, shared.ReadSmall(CommitObject(id.name, id.step)));
+    RETURN_IF_ERROR(PublishPart(local, record, part.rank).WithContext("recording the part on tier 0"));
+    return Status::OK();
+  }
+
+  void CommitPart(DrainJob job) {
+    job.handle->SetState(1, TierState::kWriting);
+    Status st = CommitPartOnce(job);
+    job.part->writer.reset();  // tier 0's lock goes: the part record (or gc) takes over
+    if (!st.ok()) {
+      Status why = st.WithContext(Label({job.name, job.step}) + ": rank " + std::to_string(job.part->rank) +
+                                  "'s part, tier 0 (" + opts_.tiers[0].uri + ") to tier 1 (" +
+                                  opts_.tiers[1].uri + ")");
+      job.handle->SetState(0, TierState::kFailed, why);
+      job.handle->SetState(1, TierState::kFailed, why);
+      job.handle->FailForGood(why);
+      CountError("save", why);
+      return;
+    }
+    job.handle->SetState(0, TierState::kCommitted);
+    job.handle->SetState(1, TierState::kCommitted);
+    if (job.part->rank != 0) {
+      for (size_t k = 2; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
+    } else {
+      // Rank 0 drains the whole checkpoint on from tier 1.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t k = 2; k < stores_.size(); ++k) {
+        QueueDrainLocked(DrainJob{job.name, job.step, k, job.handle, 0, Clock::now(), job.bytes, std::nullopt});
+      }
+      PublishBacklogLocked();
+    }
+    ApplyRetention(job.name);
+  }
+
   // Live state for a scrape: memory only, never a store listing.
   void Collect(MetricsSink& sink) {
     PipelineLiveState live;
@@ -546,9 +651,27 @@ class PipelineImpl final : public Pipeline {
       job.handle->SetState(0, TierState::kWriting);
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
                                              job.handle->written(0), metrics_->save_written, hash_pool_.get());
+      if (job.part && stats.ok()) {
+        job.part->writer = std::move(job.writer);  // keeps tier 0's lock until the part is recorded
+      }
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       const uint64_t staged = job.image->bytes();
       job.image.reset();
+      if (job.part && stats.ok()) {
+        // Tier 0 holds the part; it commits once tier 1 has the checkpoint.
+        job.handle->SetStats(*stats);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          --tier0_steps_;
+          tier0_bytes_ -= staged;
+          drains_.push_back(DrainJob{id.name, id.step, 1, job.handle, 0, Clock::now(), stats->bytes,
+                                     std::move(job.part)});
+          PublishBacklogLocked();
+        }
+        SaveEnded();
+        drain_cv_.notify_all();
+        continue;
+      }
       const bool drains = stats.ok() && job.rank == 0 && stores_.size() > 1;
       const uint64_t bytes =
           drains ? BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes)) : 0;
@@ -560,7 +683,7 @@ class PipelineImpl final : public Pipeline {
         --tier0_steps_;
         tier0_bytes_ -= staged;
         for (size_t k = 1; drains && k < stores_.size(); ++k) {
-          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes});
+          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
         }
         PublishBacklogLocked();
       }
@@ -609,7 +732,7 @@ class PipelineImpl final : public Pipeline {
           if (own_saves_.count({n, step})) continue;
           bool queued = false;
           for (const auto& j : drains_) queued = queued || (j.name == n && j.step == step && j.dst == k);
-          if (!queued) QueueDrainLocked(DrainJob{n, step, k, nullptr, 0, Clock::now(), bytes[step]});
+          if (!queued) QueueDrainLocked(DrainJob{n, step, k, nullptr, 0, Clock::now(), bytes[step], std::nullopt});
         }
       }
       PublishBacklogLocked();
@@ -680,6 +803,13 @@ class PipelineImpl final : public Pipeline {
           if (p->maintenance_) p->maintenance_->Wake();
         }
       } running(this, job.dst);
+      if (job.part) {
+        CommitPart(std::move(job));
+        std::lock_guard<std::mutex> lock(mu_);
+        running_.reset();
+        PublishBacklogLocked();
+        continue;
+      }
       Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -758,6 +888,8 @@ class PipelineImpl final : public Pipeline {
   std::deque<DrainJob> drains_;
   uint32_t active_ = 0;
   std::set<std::pair<std::string, uint64_t>> own_saves_;
+  // Names this pipeline saved a rank of, and rank 0 of (under mu_).
+  std::set<std::string> saved_names_, coordinated_names_;
   bool closing_ = false;
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
@@ -791,7 +923,7 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
                         p->options().store.object_bytes, p->align(), p->arena());
   // The writer starts at once: an image larger than the arena streams.
-  p->Enqueue(WriteJob{image, std::move(writer_), handle, rank_});
+  p->Enqueue(WriteJob{image, std::move(writer_), handle, rank_, part_});
   Status copied = image->CopyIn(p->pool());
   const double stall = SecondsSince(handle->start());
   handle->SetStall(stall);

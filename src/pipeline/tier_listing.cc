@@ -38,8 +38,9 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
       if (unreachable != nullptr) *unreachable = true;
       continue;
     }
+    // A host's part counts as its tier's copy: retention prunes it.
     for (const auto& i : *listed) {
-      if (i.complete) committed[k].insert(i.step);
+      if (i.complete || (!i.part_ranks.empty() && !i.damaged)) committed[k].insert(i.step);
     }
   }
   auto plans = PlanTiers(committed, tiers, draining);
@@ -84,7 +85,9 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       std::vector<std::set<uint64_t>> committed(n);
       for (size_t k = 0; k < n; ++k) {
         for (const auto& [kk, info] : per_tier[k]) {
-          if (kk.first == key.first && info.complete) committed[k].insert(kk.second);
+          if (kk.first == key.first && (info.complete || (!info.part_ranks.empty() && !info.damaged))) {
+            committed[k].insert(kk.second);
+          }
         }
       }
       plans[key.first] = PlanTiers(committed, tiers);
@@ -103,6 +106,14 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       if (it != per_tier[k].end() && it->second.damaged) {
         c.state = "damaged";
         c.reason = it->second.problem;
+      } else if (it != per_tier[k].end() && !it->second.part_ranks.empty()) {
+        // This host's ranks of a checkpoint committed on a shared tier.
+        c.state = "part";
+        c.reason = "rank" + std::string(it->second.part_ranks.size() > 1 ? "s " : " ");
+        for (size_t i = 0; i < it->second.part_ranks.size(); ++i) {
+          c.reason += (i ? "," : "") + std::to_string(it->second.part_ranks[i]);
+        }
+        c.reason += " of " + std::to_string(it->second.ranks) + " held here";
       } else if (it != per_tier[k].end()) {
         c.state = "committed";
         if (source < 0) {
@@ -133,7 +144,8 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       t.tiers.push_back(std::move(c));
     }
     if (source < 0) {
-      // Damaged on every tier that holds it: shown from the first such copy.
+      // Damaged on every tier that holds it, or held only as parts (the
+      // shared tier cannot be listed): shown from the first such copy.
       for (size_t k = 0; k < n && source < 0; ++k) {
         auto it = per_tier[k].find(key);
         if (it == per_tier[k].end()) continue;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/parts.h"
 #include "engine/object_copy.h"
 #include "checkpoint/references.h"
 #include "format/layout.h"
@@ -18,9 +20,9 @@ namespace {
 class TieredReader final : public CheckpointReader {
  public:
   TieredReader(std::vector<Store*> tiers, size_t primary, const std::string& name, uint64_t step,
-               const StoreOptions& options, ReadRecovery* recovery)
+               const StoreOptions& options, ReadRecovery* recovery, std::set<std::string> held_elsewhere)
       : tiers_(std::move(tiers)), primary_(primary), name_(name), step_(step), options_(options),
-        recovery_(recovery) {}
+        recovery_(recovery), held_elsewhere_(std::move(held_elsewhere)) {}
 
   Status Init(LoadedCheckpoint loaded) {
     for (const auto& m : loaded.manifests) {
@@ -69,6 +71,8 @@ class TieredReader final : public CheckpointReader {
         last = st;
         continue;
       }
+      // Another host's rank of a part: read where it lives, nothing to repair.
+      if (held_elsewhere_.count(object)) return Status::OK();
       if (recovery_ != nullptr) {
         recovery_->fallbacks.push_back(
             "item '" + item.key + "' chunk " + std::to_string(chunk) + ": " + problem + " in " +
@@ -118,7 +122,38 @@ class TieredReader final : public CheckpointReader {
   std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
   std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
   std::map<std::string, ObjectToCopy> objects_;
+  std::set<std::string> held_elsewhere_;  // objects of ranks the primary's part does not hold
 };
+
+// Tier `k`'s part of (name, step) combined with the first later tier's
+// whole copy (parts.h), and the objects of the ranks the part lacks.
+// NotFound if tier `k` holds no part; an error naming tier `k` if no later
+// tier's copy loads or matches.
+Result<LoadedCheckpoint> LoadPartOnTiers(const std::vector<Store*>& stores, size_t k, const std::string& name,
+                                         uint64_t step, std::set<std::string>* held_elsewhere,
+                                         LoadedCheckpoint* held_here) {
+  ASSIGN_OR_RETURN(LoadedPart part, LoadPart(stores[k]->backend(), name, step));
+  Status why = Status::NotFound("no later tier is given");
+  for (size_t j = k + 1; j < stores.size(); ++j) {
+    auto whole = LoadCheckpoint(stores[j]->backend(), name, step);
+    if (!whole.ok()) {
+      why = whole.status().WithContext("tier " + std::to_string(j));
+      continue;
+    }
+    ASSIGN_OR_RETURN(LoadedCheckpoint combined, CombinePart(part, *whole));
+    held_here->commit = part.commit;
+    for (uint32_t r = 0; r < combined.manifests.size(); ++r) {
+      if (part.manifests.count(r)) {
+        held_here->manifests.push_back(combined.manifests[r]);
+        continue;
+      }
+      for (const auto& o : combined.manifests[r].objects) held_elsewhere->insert(o.name);
+    }
+    return combined;
+  }
+  return Status::Unavailable("holds only a part of " + CheckpointLabel(name, step) + " (the ranks of this host), "
+                             "and the rest cannot be read from a later tier: " + why.ToString());
+}
 
 }  // namespace
 
@@ -126,8 +161,10 @@ Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> t
                                                            const std::string& name, uint64_t step,
                                                            const StoreOptions& options,
                                                            ReadRecovery* recovery,
-                                                           LoadedCheckpoint loaded) {
-  auto reader = std::make_unique<TieredReader>(std::move(tiers), primary, name, step, options, recovery);
+                                                           LoadedCheckpoint loaded,
+                                                           std::set<std::string> held_elsewhere) {
+  auto reader = std::make_unique<TieredReader>(std::move(tiers), primary, name, step, options, recovery,
+                                               std::move(held_elsewhere));
   RETURN_IF_ERROR(reader->Init(std::move(loaded)));
   return std::unique_ptr<CheckpointReader>(std::move(reader));
 }
@@ -163,8 +200,25 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
   const size_t fallbacks_before = recovery != nullptr ? recovery->fallbacks.size() : 0;
   std::optional<size_t> primary;
   std::optional<LoadedCheckpoint> primary_loaded;
+  std::set<std::string> primary_held_elsewhere;
   for (size_t k = 0; k < stores.size(); ++k) {
     auto loaded = LoadCheckpoint(stores[k]->backend(), n, *step);
+    // A host's part (parts.h): its ranks from here, the rest from a later tier.
+    std::set<std::string> held_elsewhere;
+    LoadedCheckpoint held_here;
+    bool part = false;
+    if (loaded.status().IsNotFound()) {
+      auto combined = LoadPartOnTiers(stores, k, n, *step, &held_elsewhere, &held_here);
+      if (combined.status().code() == StatusCode::kUnavailable) {
+        // Not damage: the rest lives on a tier that cannot be read now.
+        if (first.ok() || first.IsNotFound()) first = combined.status().WithContext("tier " + std::to_string(k));
+        continue;
+      }
+      if (!combined.status().IsNotFound()) {
+        loaded = std::move(combined);
+        part = true;
+      }
+    }
     if (!loaded.ok()) {
       if (!loaded.status().IsNotFound()) {
         damage += (damage.empty() ? "" : "; ") + ("tier " + std::to_string(k) + ": " + loaded.status().message());
@@ -176,7 +230,7 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
       if (first.ok() || (first.IsNotFound() && !loaded.status().IsNotFound())) first = loaded.status();
       continue;
     }
-    Status data = CheckDataObjects(stores[k]->backend(), *loaded);
+    Status data = CheckDataObjects(stores[k]->backend(), part ? held_here : *loaded);
     if (data.ok()) {
       any_intact = true;
     } else {
@@ -185,6 +239,7 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
     if (!primary) {
       primary = k;
       primary_loaded = std::move(loaded).value();
+      primary_held_elsewhere = std::move(held_elsewhere);
     }
     if (any_intact) break;
   }
@@ -194,7 +249,8 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
                               "); --step latest-good restores the newest intact step instead");
   }
   if (!primary) return first;
-  return OpenTieredReader(stores, *primary, n, *step, options, recovery, std::move(*primary_loaded));
+  return OpenTieredReader(stores, *primary, n, *step, options, recovery, std::move(*primary_loaded),
+                          std::move(primary_held_elsewhere));
 }
 
 Result<uint64_t> LatestGoodStepOnTiers(const std::vector<Store*>& stores, std::string_view name) {

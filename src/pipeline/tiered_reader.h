@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,16 +26,21 @@ namespace sluice {
 
 // A reader of (name, step) as `loaded` from tiers[primary], falling back to
 // the tiers after it. `recovery` (optional) must outlive the reader.
+// `held_elsewhere`: objects the primary is not meant to hold (the ranks a
+// host's part lacks, parts.h), read from later tiers without a word of
+// fallback and never repaired on the primary.
 Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> tiers, size_t primary,
                                                            const std::string& name, uint64_t step,
                                                            const StoreOptions& options,
                                                            ReadRecovery* recovery,
-                                                           LoadedCheckpoint loaded);
+                                                           LoadedCheckpoint loaded,
+                                                           std::set<std::string> held_elsewhere = {});
 
 // Pipeline::OpenCheckpoint over `stores` (fastest first): `step` nullopt is
 // the newest step committed on any tier, damaged or not; Corruption naming
 // the step if no tier holds an intact copy of it. Else a tiered reader from
-// the fastest tier whose records load.
+// the fastest tier whose records load, or which holds a part of the step
+// (checkpoint/parts.h) that a later tier's copy completes.
 Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>& stores, std::string_view name,
                                                       std::optional<uint64_t> step, const StoreOptions& options,
                                                       ReadRecovery* recovery);

@@ -15,10 +15,12 @@ CommandSpec LsSpec() {
       "and with several --tier the state on each tier: committed, draining, pending\n"
       "(an earlier tier has it, this one not yet), failed (the last drain failed, with\n"
       "the reason), superseded (that tier fell behind and its backlog policy drains a\n"
-      "newer step there instead), absent (not held, e.g. beyond its --keep-last), damaged (a commit\n"
-      "record is there but the copy does not verify: sluice scrub repairs it). A step\n"
-      "damaged on its only tier is listed as DAMAGED, never hidden. --json adds each\n"
-      "copy's last scrub (last_scrub, last_scrub_result, last_scrub_detail).\n"
+      "newer step there instead), absent (not held, e.g. beyond its --keep-last),\n"
+      "part (this host's ranks of a multi-rank checkpoint saved with --tier0-per-host,\n"
+      "committed on a shared tier), damaged (a commit record is there but the copy\n"
+      "does not verify: sluice scrub repairs it). A step damaged on its only tier is\n"
+      "listed as DAMAGED, never hidden. --json adds each copy's last scrub\n"
+      "(last_scrub, last_scrub_result, last_scrub_detail) and a part's part_ranks.\n"
       "With several --tier, each later tier's backlog follows the table (when there\n"
       "is one): steps committed on an earlier tier and due there, with their bytes.";
   spec.flags = StoreFlagSpecs(false);
@@ -59,7 +61,7 @@ int CmdLs(int argc, char** argv) {
         continue;
       }
       for (auto& c : *list) {
-        if (!c.complete && !c.damaged) incomplete.push_back({k, std::move(c)});
+        if (!c.complete && !c.damaged && c.part_ranks.empty()) incomplete.push_back({k, std::move(c)});
       }
     }
   }
@@ -88,11 +90,17 @@ int CmdLs(int argc, char** argv) {
   }
   if (flags.Has("json")) {
     auto info = [](const CheckpointInfo& c) {
-      return JsonValue{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
-                       {"own_bytes", c.bytes - std::min(c.bytes, c.referenced_bytes)},
-                       {"referenced_bytes", c.referenced_bytes}, {"ranks", c.ranks},
-                       {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
-                       {"created_unix_ms", c.created_unix_ms}};
+      JsonValue j{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
+                  {"own_bytes", c.bytes - std::min(c.bytes, c.referenced_bytes)},
+                  {"referenced_bytes", c.referenced_bytes}, {"ranks", c.ranks},
+                  {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
+                  {"created_unix_ms", c.created_unix_ms}};
+      if (!c.part_ranks.empty()) {
+        JsonValue ranks = JsonValue::array();
+        for (uint32_t r : c.part_ranks) ranks.push_back(r);
+        j["part_ranks"] = std::move(ranks);
+      }
+      return j;
     };
     JsonValue out = JsonValue::array();
     for (const auto& t : *tiered) {
@@ -136,13 +144,17 @@ int CmdLs(int argc, char** argv) {
     const auto& c = t.info;
     std::string state;
     if (!several) {
-      state = c.damaged ? "DAMAGED: " + c.problem : "committed";
+      state = c.damaged ? "DAMAGED: " + c.problem
+              : !c.part_ranks.empty() ? "part: " + t.tiers[0].reason + " (committed on a shared tier)"
+                                      : "committed";
     } else {
       for (size_t k = 0; k < t.tiers.size(); ++k) {
         if (k) state += "  ";
         const auto& tc = t.tiers[k];
         state += std::to_string(k) + ":" + (tc.state == "damaged" ? "DAMAGED" : tc.state);
-        if (!tc.reason.empty() && (tc.state == "failed" || tc.state == "damaged")) state += " (" + tc.reason + ")";
+        if (!tc.reason.empty() && (tc.state == "failed" || tc.state == "damaged" || tc.state == "part")) {
+          state += " (" + tc.reason + ")";
+        }
       }
     }
     std::printf("%-24s %20llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),

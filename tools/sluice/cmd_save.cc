@@ -47,6 +47,9 @@ CommandSpec SaveSpec() {
       {"timeout", "DURATION", "how long ranks wait for each other (default 10m)"},
       {"attempt", "ID", "with --world: id of this launch, the same on every rank (default\n"
                         "                            $SLUICE_ATTEMPT, else none)"},
+      {"tier0-per-host", "", "with --world and several --tier: tier 0 is this host's own (other\n"
+                             "                            hosts' ranks have theirs); the checkpoint commits on tier 1\n"
+                             "                            (see below)"},
       {"max-backlog", "N", "before saving, check each later tier's backlog of NAME (steps\n"
                            "                            committed on an earlier tier and due there, as `ls --backlog`\n"
                            "                            counts them): at N or more, fail or wait (--when-backlogged)"},
@@ -69,6 +72,17 @@ CommandSpec SaveSpec() {
       "each failure said on stderr. Interrupting it then loses nothing: tier 0 holds\n"
       "the committed checkpoint and `sluice drain` (or the next save of NAME)\n"
       "finishes the later tiers.\n"
+      "\n"
+      "--tier0-per-host, for a job whose ranks run on several hosts, each with its\n"
+      "own tier 0 (e.g. local NVMe) and all sharing tier 1 (e.g. rados://): each rank\n"
+      "writes its items to its host's tier 0 (the stall is still one copy into\n"
+      "staging), copies them straight on to tier 1 (under tier 1's --rate-limit),\n"
+      "and rank 0 commits the checkpoint on tier 1. Each tier 0 then records the\n"
+      "part it holds (`ls` shows it as part); `restore --rank R --tier LOCAL --tier\n"
+      "SHARED` reads rank R from the local part when it is there, else from tier 1\n"
+      "(a replaced host). The save waits for the commit on tier 1 even with\n"
+      "--detach; its steps are written in full (not incremental), and tier 1's\n"
+      "backlog policy is drain-every. With --world 1 it changes nothing.\n"
       "\n"
       "Saves are incremental: a chunk whose content hash (XXH3-128) and CRC32C equal\n"
       "a chunk of the newest committed step of NAME on tier 0 (same rank) is not\n"
@@ -151,6 +165,15 @@ int CmdSave(int argc, char** argv) {
   auto popts = PipelineOptionsFromFlags(flags, true);
   if (!popts.ok()) return Fail(popts.status(), true);
   const bool async = flags.Has("async"), detach = flags.Has("detach");
+  if (flags.Has("tier0-per-host")) {
+    if (popts->tiers.size() < 2) {
+      return Fail(Status::InvalidArgument("--tier0-per-host needs a second --tier that every host shares"), true);
+    }
+    popts->tier0_per_host = true;
+    // Every rank copies its part of every step to tier 1.
+    if (flags.GetAll("backlog-policy").empty()) popts->tiers[1].backlog = BacklogPolicy::kDrainEvery;
+    if (Status st = popts->Validate(); !st.ok()) return Fail(st, true);
+  }
   if (detach && !async) return Fail(Status::InvalidArgument("--detach needs --async"), true);
   auto max_backlog = flags.GetU64("max-backlog", 0);
   if (!max_backlog.ok()) return Fail(max_backlog.status().WithContext("--max-backlog"), true);

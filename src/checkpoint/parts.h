@@ -1,0 +1,61 @@
+// Parts: what a store local to one host holds of a multi-rank checkpoint
+// whose tier 0 is each host's own (PipelineOptions::tier0_per_host).
+//
+// Such a checkpoint is committed on the first shared tier, not on tier 0:
+// no host's tier 0 holds every rank. Each rank writes its items to its
+// host's tier 0 (writer lock, data objects, manifest), copies them verbatim
+// to the shared tier, where rank 0 commits the checkpoint by the usual
+// protocol, and then records on its tier 0 that it holds its part: the
+// part record `parts/r<rank>.part` is the shared tier's commit record,
+// byte for byte. Published only after that commit exists, it is the local
+// copy's commit: a part is never restorable before the checkpoint is, and
+// every rank's local manifest is checked against the record as a
+// committed one is. Several ranks on one host share one tier 0; each
+// records its own part.
+//
+// A part is not a checkpoint: the catalog lists it with the ranks it holds
+// (CheckpointInfo::part_ranks), a tiered restore reads those ranks from it
+// and the others from the shared tier, retention counts it as tier 0's
+// copy, and gc keeps it whole (only rm and retention remove it).
+//
+// Thread-safety: free functions.
+#ifndef SLUICE_CHECKPOINT_PARTS_H_
+#define SLUICE_CHECKPOINT_PARTS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "format/commit_record.h"
+#include "format/manifest.h"
+#include "sluice/backend.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+// Records that `backend` holds rank `rank`'s part of the checkpoint whose
+// commit record is `commit_bytes`. OK also when the same record is there
+// already (a retry); Corruption if another is.
+Status PublishPart(Backend& backend, std::string_view commit_bytes, uint32_t rank);
+
+// The part a store holds of (name, step): the commit record (the same in
+// every part record, else Corruption) and the manifests of the ranks it
+// holds, each checked against the record. NotFound if no part record is
+// there.
+struct LoadedPart {
+  CommitRecord commit;
+  std::string commit_bytes;
+  std::map<uint32_t, Manifest> manifests;  // by rank: the ranks held here
+};
+Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t step);
+
+// A checkpoint as a tiered read sees it from a part: `part`'s manifests
+// and, for every other rank, the manifest `whole` (the shared tier's copy,
+// with the same commit record) holds. Corruption if the records differ.
+Result<LoadedCheckpoint> CombinePart(const LoadedPart& part, const LoadedCheckpoint& whole);
+
+}  // namespace sluice
+
+#endif  // SLUICE_CHECKPOINT_PARTS_H_
