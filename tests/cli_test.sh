@@ -210,7 +210,7 @@ check "completion offers file names for a store (--store compdir -> compdir-only
 check "completion offers nothing for a number (--step)" [ -z "$(complete_words sluice save --step '')" ]
 # Every flag each command's --help lists is offered, and nothing else.
 for c in save restore ls status verify scrub rebuild rm gc drain bench export import; do
-  help_flags=$("$SLUICE" "$c" --help | grep -oE '^  --[a-z-]+' | tr -d ' ' | sort | tr '\n' ' ')
+  help_flags=$("$SLUICE" "$c" --help | grep -oE '^  --[a-z0-9-]+' | tr -d ' ' | sort | tr '\n' ' ')
   comp_flags=$(complete_words sluice "$c" -- | tr ' ' '\n' | sort | tr '\n' ' ')
   check "completion of '$c' offers exactly its --help flags" [ "$help_flags" = "$comp_flags" ]
 done
