@@ -8,9 +8,11 @@
 # OSDs each), timed, and checks: the hosts reach each other and nothing of the
 # testbed is in this machine's own namespace; every PG has its replicas on
 # three hosts; a job of 4 ranks on 4 hosts commits on RADOS; per-host jobs
-# save to [the host's own NVMe directory, RADOS]; a compute host is lost and a
-# replacement restores its checkpoints from Ceph bit-exact while survivors
-# restore from their own tier 0; `ls` on any host tells the truth; a tc cap
+# save to [the host's own NVMe directory, RADOS]; a job of 4 ranks on 4
+# hosts saves to [each host's own NVMe directory, RADOS] (--tier0-per-host);
+# a compute host is lost and a replacement restores its checkpoints and the
+# lost rank from Ceph bit-exact while survivors restore from their own tier
+# 0; `ls` on any host tells the truth; a tc cap
 # on a host's link holds its saves to the cap; a host's link cut mid-drain
 # (the drain retries, tier 0 keeps the copy, ls says failed, the save ends
 # once the link is back); a storage host lost mid-drain
@@ -175,6 +177,32 @@ for h in c1 c2 c3; do
   expect_ok "$h saves run-$h@1 to [its NVMe directory, RADOS]"
 done
 
+# ------------- a job of 4 ranks on 4 hosts, each rank's tier 0 its host's own
+# --tier0-per-host: each rank writes its part to its host's NVMe directory
+# and copies it to RADOS, where rank 0 commits; each host records its part.
+for r in 0 1 2 3; do
+  mkdir -p "$W/prank$r/opt"
+  head -c $((2 << 20)) /dev/urandom >"$W/prank$r/weights-$r.bin"
+  head -c 70000 /dev/urandom >"$W/prank$r/opt/moments-$r.bin"
+done
+pids=()
+for r in 0 1 2 3; do
+  tb exec "c$((r + 1))" "$SLUICE" save --tier "$(nvme "c$((r + 1))")" --tier "$URI" --tier0-per-host \
+    --name pjob --step 30 --from "$W/prank$r" --rank $r --world 4 --attempt "p-1" --timeout 60s \
+    >"$W/prank$r.out" 2>&1 &
+  pids+=($!)
+done
+fails=0
+for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+check "4 ranks on c1..c4 save pjob@30 to [own NVMe, RADOS] with --tier0-per-host ($fails failed)" [ "$fails" -eq 0 ]
+parts=""
+for h in c1 c2 c3 c4; do
+  on "$h" ls --tier "$(nvme "$h")" --tier "$URI" --name pjob --json
+  parts+="$(pyj '[(c["tiers"][0]["state"], c["tiers"][0].get("reason",""), c["tiers"][1]["state"]) for c in d]');"
+done
+check "ls on each host: its own rank as a part on tier 0, committed on RADOS ($parts)" \
+  [ "$parts" = "[('part', 'rank 0 of 4 held here', 'committed')];[('part', 'rank 1 of 4 held here', 'committed')];[('part', 'rank 2 of 4 held here', 'committed')];[('part', 'rank 3 of 4 held here', 'committed')];" ]
+
 # ----------------------------------------------------- a compute host lost
 tb lose c2 >/dev/null 2>&1
 check "c2 lost: its namespace and its directory are gone" \
@@ -189,6 +217,28 @@ check "...bit-exact" [ "$(digest "$W/restored-c2")" = "$(digest "$W/state-c2")" 
 on c2 restore --store "$URI" --name job --step 10 --rank 1 --to "$W/restored-rank1"
 expect_ok "the replacement c2 restores the lost host's rank 1 of job@10 from Ceph"
 check "...bit-exact" [ "$(digest "$W/restored-rank1")" = "$(digest "$W/rank1")" ]
+on c3 ls --tier "$(nvme c3)" --tier "$URI" --name pjob --json
+check "ls on c3 after c2's loss: pjob@30 still its part on tier 0, committed on RADOS" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["tiers"][0]["state"], c["tiers"][1]["state"], c["ranks"]) for c in d]')" = "[('part', 'committed', 4)]" ]
+on c2 ls --tier "$(nvme c2)" --tier "$URI" --name pjob --json
+check "ls on the replacement c2: pjob@30 absent on its empty tier 0, committed on RADOS" \
+  [ "$RC" -eq 0 -a "$(pyj '[(c["tiers"][0]["state"], c["tiers"][1]["state"]) for c in d]')" = "[('absent', 'committed')]" ]
+on c2 restore --tier "$(nvme c2)" --tier "$URI" --name pjob --step 30 --rank 1 --to "$W/restored-prank1"
+check "the replacement c2 restores the lost rank 1 of pjob@30 from Ceph, bit-exact" \
+  [ "$RC" -eq 0 -a "$(digest "$W/restored-prank1")" = "$(digest "$W/prank1")" ]
+mkdir -p "$W/pjob-all"
+for r in 0 1 2 3; do cp -r "$W/prank$r/." "$W/pjob-all/"; done
+on c2 restore --tier "$(nvme c2)" --tier "$URI" --name pjob --to "$W/restored-pjob"
+check "...and the whole of pjob@30 (4 ranks), bit-exact" \
+  [ "$RC" -eq 0 -a "$(digest "$W/restored-pjob")" = "$(digest "$W/pjob-all")" ]
+for r in 0 2; do
+  h=c$((r + 1))
+  on "$h" restore --tier "$(nvme "$h")" --tier "$URI" --name pjob --step 30 --rank $r --to "$W/restored-prank$r"
+  # A read from Ceph instead would be said on stderr as a fallback.
+  fb=$(grep -c fallback "$W/err")
+  check "survivor $h restores its rank $r of pjob@30 from its own part, bit-exact, no fallback ($fb)" \
+    [ "$RC" -eq 0 -a "$(digest "$W/restored-prank$r")" = "$(digest "$W/prank$r")" -a "$fb" = 0 ]
+done
 for h in c1 c3; do
   on "$h" ls --tier "$(nvme "$h")" --tier "$URI" --name "run-$h" --json
   local_state=$(pyj 'd[0]["tiers"][0]["state"]')
