@@ -576,6 +576,7 @@ class PyPipeline {
 // The backlog options of a pipeline, as Python gives them.
 struct BacklogArgs {
   std::vector<std::string> policy;  // per tier, or empty: the default
+  bool one_for_all = false;         // policy was given as one string
   uint32_t max_steps = 0;
   uint64_t max_bytes = 0;
   std::string when = "wait";
@@ -588,7 +589,8 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
                             const std::vector<uint64_t>& rate_bytes_per_sec,
                             const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
                             uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
-                            const BacklogArgs& backlog, const std::shared_ptr<StagingPin>& pin) {
+                            const BacklogArgs& backlog, bool tier0_per_host,
+                            const std::shared_ptr<StagingPin>& pin) {
   if (!backlog.policy.empty() && backlog.policy.size() != tiers.size()) {
     throw py::value_error("backlog_policy needs one policy per tier (or one string for all)");
   }
@@ -618,6 +620,12 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
       }
     }
     o.tiers.push_back(t);
+  }
+  // Every rank copies its part of every step to tier 1: a policy given for
+  // all tiers at once leaves tier 1 out (one given per tier must say so).
+  o.tier0_per_host = tier0_per_host;
+  if (tier0_per_host && o.tiers.size() > 1 && (backlog.policy.empty() || backlog.one_for_all)) {
+    o.tiers[1].backlog = BacklogPolicy::kDrainEvery;
   }
   o.max_backlog_steps = backlog.max_steps;
   o.max_backlog_bytes = backlog.max_bytes;
@@ -745,10 +753,11 @@ PYBIND11_MODULE(_sluice, m) {
                        const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
                        uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
                        const py::object& backlog_policy, uint32_t max_backlog_steps,
-                       uint64_t max_backlog_bytes, const std::string& when_backlogged) {
+                       uint64_t max_backlog_bytes, const std::string& when_backlogged, bool tier0_per_host) {
              BacklogArgs backlog;
              if (py::isinstance<py::str>(backlog_policy)) {
                backlog.policy.assign(tiers.size(), backlog_policy.cast<std::string>());
+               backlog.one_for_all = true;
              } else if (!backlog_policy.is_none()) {
                backlog.policy = backlog_policy.cast<std::vector<std::string>>();
              }
@@ -760,7 +769,7 @@ PYBIND11_MODULE(_sluice, m) {
                  MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
                              object_bytes, rank_timeout_ms, create_if_missing, huge_pages,
                              staging_at_open, rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec,
-                             rebuild_rate_bytes_per_sec, rebuild_keep_last, backlog, pin),
+                             rebuild_rate_bytes_per_sec, rebuild_keep_last, backlog, tier0_per_host, pin),
                  pin);
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
@@ -778,7 +787,8 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("rebuild_rate_bytes_per_sec") = uint64_t{0},
            py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last,
            py::arg("backlog_policy") = py::none(), py::arg("max_backlog_steps") = uint32_t{0},
-           py::arg("max_backlog_bytes") = uint64_t{0}, py::arg("when_backlogged") = "wait")
+           py::arg("max_backlog_bytes") = uint64_t{0}, py::arg("when_backlogged") = "wait",
+           py::arg("tier0_per_host") = false)
       .def_property_readonly("staging_pin", &PyPipeline::StagingPinState)
       .def("pin_for_cuda", &PyPipeline::PinForCuda, py::arg("device"),
            "Page-locks the staging arena for DMA from CUDA `device` (once; a no-op after). "

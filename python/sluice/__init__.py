@@ -70,6 +70,7 @@ _options = {
     "max_backlog_steps": 0,
     "max_backlog_bytes": 0,
     "when_backlogged": "wait",
+    "tier0_per_host": False,
 }
 # Python-side options (not the pipeline's): when a save warns that a tier
 # falls behind (see _backlog.py).
@@ -100,7 +101,15 @@ def configure(**options):
     or raise UnavailableError ("fail") while some later tier has that many
     steps or bytes due. A save warns once per tier (BacklogWarning) when the
     tier has backlog_warn_steps steps (default 2) or backlog_warn_bytes bytes
-    (0: not checked) due, or has superseded a step."""
+    (0: not checked) due, or has superseded a step.
+
+    tier0_per_host=True is for jobs whose ranks run on several hosts, each
+    with its own tier 0 (local NVMe) and all sharing tier 1 (e.g. Ceph): a
+    multi-rank save writes each rank's items to its host's tier 0, copies
+    them to tier 1, where rank 0 commits, and each tier 0 then holds its
+    ranks' part, which loads of those ranks read first. Tier 1 then drains
+    every step (a backlog_policy list must say "drain-every" for it), and
+    such saves are written in full."""
     known = set(_options) | set(_warn_options)
     unknown = set(options) - known
     if unknown:

@@ -2,6 +2,9 @@
 
     dcp_worker.py MODE STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
 
+With SLUICE_TEST_PER_HOST=DIR, STORE is ignored: rank R's tiers are
+[DIR/hostR, DIR/shared] with tier0_per_host.
+
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
 save-async (dcp.async_save), load; with DTensors: save-dtensor,
 load-dtensor-rows, load-dtensor-cols.
@@ -86,6 +89,11 @@ def main():
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     if os.environ.get("SLUICE_TEST_CHUNK_BYTES"):
         sluice.configure(chunk_bytes=int(os.environ["SLUICE_TEST_CHUNK_BYTES"]))
+    if os.environ.get("SLUICE_TEST_PER_HOST"):
+        # Each rank a host of its own: tier 0 its own directory, tier 1 shared.
+        base = os.environ["SLUICE_TEST_PER_HOST"]
+        store = [os.path.join(base, f"host{rank}"), os.path.join(base, "shared")]
+        sluice.configure(tier0_per_host=True)
     if "dtensor" in mode:
         dtensor_mode(mode, store, name, step, rank, world, rows, cols)
         dist.destroy_process_group()

@@ -5,6 +5,7 @@ processes on localhost."""
 import json
 import re
 import os
+import shutil
 import subprocess
 import time
 import sys
@@ -212,6 +213,28 @@ def test_gloo_group_each_rank_writes_its_shards_and_one_commit(store, tmp_path, 
     assert "dcp.metadata" in items["0"]
     assert len(sluice.list_checkpoints(store, "dist")) == 1
     run_world("load", store, "dist", world, world, tmp_path)
+
+
+def test_gloo_ranks_with_a_tier0_each_commit_on_the_shared_tier_and_load_their_part(tmp_path):
+    # Two ranks on "two hosts": each writes its shards to its own tier 0 and
+    # copies them to the shared tier 1, where rank 0 commits.
+    base = tmp_path / "cluster"
+    env = {"SLUICE_TEST_PER_HOST": str(base)}
+    outputs = run_world("save", "-", "ph", 3, 2, tmp_path, env=env)
+    report = json.loads(outputs[0].strip().splitlines()[-1])
+    assert report["info"]["ranks"] == 2 and report["info"]["complete"]
+    for rank in range(2):
+        tiers = [str(base / f"host{rank}"), str(base / "shared")]
+        listed = sluice.pipeline(tiers, _reading=True).list("ph")
+        assert [(c["step"], [t["state"] for t in c["tiers"]]) for c in listed] == [(3, ["part", "committed"])]
+        assert listed[0]["tiers"][0]["reason"] == f"rank {rank} of 2 held here"
+    # Neither host holds the other's shards.
+    assert len(data_objects(str(base / "host1"), "ph", 3)) < len(data_objects(str(base / "shared"), "ph", 3))
+    run_world("load", "-", "ph", 3, 2, tmp_path, env=env)
+    # Host 1 lost with its disk: its replacement loads from the shared tier.
+    shutil.rmtree(base / "host1")
+    run_world("load", "-", "ph", 3, 2, tmp_path, env=env)
+    sluice.close()
 
 
 def test_gloo_load_with_another_world_size_reshards(store, tmp_path):
