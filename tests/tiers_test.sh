@@ -7,8 +7,9 @@
 # fastest first). Covers: two-tier save and ls states, --async / --detach and
 # `sluice drain`, restore falling back to a later tier and repairing tier 0,
 # a durable tier going away (retention must not drop steps it lacks), kill -9
-# during a drain, --rate-limit, bad input, a durable tier that is full, and one that falls
-# behind (--backlog-policy, ls --backlog, save --max-backlog). File stores in a fresh
+# during a drain, --rate-limit, bad input, a durable tier that is full, one that falls
+# behind (--backlog-policy, ls --backlog, save --max-backlog), and a rank with a
+# per-host tier 0 killed while it copies its part (--tier0-per-host). File stores in a fresh
 # temporary directory (removed on exit). Prints one "ok - ..." / "not ok - ..."
 # line per check and last "N passed, M failed". Exits 0 if every check passed,
 # 1 if any failed, 77 (skip) if the binary is missing, 2 on bad usage.
@@ -432,6 +433,67 @@ check "tier B holds step 6 (and 5 if drained before it), each verifies (B holds:
   [ "$vb" -eq 0 ] && steps_on "$LB" lag | grep -qE '^(5 )?6$'
 sl ls --tier "$LA" --tier "$LB" --backlog --json
 check "ls --backlog: nothing due on tier 1 any more" [ "$RC" -eq 0 -a "$(pyj 'd[1]["steps"]')" = 0 ]
+
+# ----------------- 10. a per-host tier 0: a rank killed while copying its part
+# Two ranks, each with its own tier 0 (host0, host1), share tier 1. Rank 1
+# is killed -9 while it copies its part to tier 1 (held to 4 MiB/s): rank 0
+# gives up at its --timeout, nothing is committed anywhere, no host records
+# a part, and gc takes every leftover. A relaunch commits.
+SH=$W/t10/shared
+ph_save() {  # ph_save RANK ATTEMPT [FLAGS...]: rank RANK of ph@1 in the background; sets PH_PID
+  local r=$1 a=$2
+  shift 2
+  "$SLUICE" save --tier "$W/t10/host$r" --tier "$SH" --tier0-per-host --name ph --step 1 --rank "$r" --world 2 \
+    --attempt "$a" --synthetic 16MiB --timeout 8s "$@" >"$W/ph$r.out" 2>"$W/ph$r.err" &
+  PH_PID=$!
+  BGPIDS+=("$PH_PID")
+}
+ph_save 0 A
+p0=$PH_PID
+ph_save 1 A --rate-limit 1=4MiB
+p1=$PH_PID
+for _ in $(seq 50); do
+  [ -n "$(find "$SH" -name 'r000001-*.dat' 2>/dev/null)" ] && break
+  sleep 0.1
+done
+running=no
+kill -0 "$p1" 2>/dev/null && running=yes
+kill -9 "$p1" 2>/dev/null
+wait "$p1" 2>/dev/null
+wait "$p0"
+rc0=$?
+said=no
+grep -q "rank(s) 1 of 2 published no manifest" "$W/ph0.err" && said=yes
+check "rank 1 killed -9 while copying its part to tier 1 (running=$running): rank 0 gives up (exit $rc0) naming rank 1 ($said)" \
+  [ "$running" = yes -a "$rc0" -ne 0 -a "$said" = yes ]
+sl ls --store "$SH" --all --json
+check "nothing committed on tier 1 ($(pyj '[(c["step"], c["complete"]) for c in d]'))" \
+  [ "$RC" -eq 0 -a "$(pyj '[c["complete"] for c in d]')" = "[False]" ]
+parts=$(find "$W/t10" -path '*/parts/*' | wc -l)
+check "no host records a part ($parts part records)" [ "$parts" -eq 0 ]
+for t in host0 host1 shared; do "$SLUICE" gc --store "$W/t10/$t" --min-age 0 >/dev/null 2>&1; done
+left=$(find "$W/t10" -type f | sed "s|$W/t10/||" | tr '\n' ' ')
+check "gc --min-age 0 on both hosts and tier 1 leaves no file of the killed save ($left)" [ -z "$left" ]
+ph_save 0 B
+p0=$PH_PID
+ph_save 1 B
+p1=$PH_PID
+wait "$p0"
+rc0=$?
+wait "$p1"
+rc1=$?
+check "a relaunch (--attempt B) commits (exit $rc0, $rc1)" [ "$rc0" -eq 0 -a "$rc1" -eq 0 ]
+sl restore --tier "$W/t10/host1" --tier "$SH" --name ph --rank 1 --to "$W/t10-r1-local"
+rc_local=$RC
+sl restore --store "$SH" --name ph --rank 1 --to "$W/t10-r1-shared"
+same=no
+diff -r "$W/t10-r1-local" "$W/t10-r1-shared" >/dev/null 2>&1 && same=yes
+check "rank 1 restores from host 1's part and from tier 1 alike (exit $rc_local, $RC; same bytes: $same)" \
+  [ "$rc_local" -eq 0 -a "$RC" -eq 0 -a "$same" = yes ]
+sl save --tier "$W/t10/host0" --tier0-per-host --name ph --step 2 --synthetic 1MiB
+expect_err "--tier0-per-host with one tier is refused" 2
+sl save --tier "$W/t10/host0" --tier "$SH" --tier0-per-host --backlog-policy 1=coalesce --name ph --step 2 --rank 0 --world 2 --synthetic 1MiB
+expect_err "--tier0-per-host with tier 1 coalescing is refused" 2
 
 # ---------------------------------------------------------------- status
 QA=$W/status-a QB=$W/status-b
