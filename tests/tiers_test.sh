@@ -490,6 +490,8 @@ same=no
 diff -r "$W/t10-r1-local" "$W/t10-r1-shared" >/dev/null 2>&1 && same=yes
 check "rank 1 restores from host 1's part and from tier 1 alike (exit $rc_local, $RC; same bytes: $same)" \
   [ "$rc_local" -eq 0 -a "$RC" -eq 0 -a "$same" = yes ]
+sl scrub --tier "$W/t10/host1" --tier "$SH"
+expect_ok "scrub over host 1's tier 0 (a part) and tier 1 passes"
 sl save --tier "$W/t10/host0" --tier0-per-host --name ph --step 2 --synthetic 1MiB
 expect_err "--tier0-per-host with one tier is refused" 2
 sl save --tier "$W/t10/host0" --tier "$SH" --tier0-per-host --backlog-policy 1=coalesce --name ph --step 2 --rank 0 --world 2 --synthetic 1MiB

@@ -133,8 +133,9 @@ struct PipelineOptions {
   // items to tier 0, copies them to tier 1 at once (through tier 1's cap),
   // and rank 0 commits the checkpoint there; each rank's tier 0 then
   // records the part it holds, which restores of its ranks read first.
-  // Needs at least two tiers, and tier 1's backlog policy kDrainEvery
-  // (every rank must copy every step). World-1 saves are unchanged.
+  // Needs at least two tiers, tier 1's backlog policy kDrainEvery (every
+  // rank must copy every step), and no background rebuild (it would copy
+  // every rank onto one host). World-1 saves are unchanged.
   bool tier0_per_host = false;
   // Background scrub (off when 0): committed checkpoints on every tier are
   // read and checked continuously, newest first, at most this many bytes/s
@@ -160,7 +161,7 @@ struct PipelineOptions {
   // layout (StoreOptions::Validate), a staging budget under one I/O buffer
   // or over 80% of physical memory, copy_threads outside 1..256,
   // max_in_flight 0, retry_initial_ms over retry_max_ms, or
-  // tier0_per_host with one tier or with tier 1 coalescing.
+  // tier0_per_host with one tier, tier 1 coalescing, or a rebuild rate.
   Status Validate() const;
 };
 

@@ -55,10 +55,18 @@ int64_t NowUnixMs() {
 // process but no longer in the set was released, even if removing its object
 // failed (a store that was down): it must not block this process's own retry
 // of the same step, and gc may reclaim it.
+// A multiset: one id may hold two locks (a host's tier-0 part writer and its
+// relay writer on the shared tier, checkpoint/parts.h); releasing one keeps
+// the other held.
 std::mutex held_mu;
-std::set<std::string>& Held() {
-  static std::set<std::string> held;
+std::multiset<std::string>& Held() {
+  static std::multiset<std::string> held;
   return held;
+}
+void Unhold(std::string_view id) {
+  std::lock_guard<std::mutex> g(held_mu);
+  auto it = Held().find(std::string(id));
+  if (it != Held().end()) Held().erase(it);
 }
 
 WriterState StateOfLock(const WriterLock& lock, std::string_view writer) {
@@ -90,19 +98,13 @@ Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
   }
   Status st = backend.PublishIfAbsent(WriterLockObject(name, step, writer), EncodeWriterLock(lock))
                   .WithContext("register writer");
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> g(held_mu);
-    Held().erase(std::string(writer));
-  }
+  if (!st.ok()) Unhold(writer);
   return st;
 }
 
 void ReleaseWriterLock(Backend& backend, std::string_view name, uint64_t step,
                        std::string_view writer) {
-  {
-    std::lock_guard<std::mutex> g(held_mu);
-    Held().erase(std::string(writer));
-  }
+  Unhold(writer);
   (void)backend.Remove(WriterLockObject(name, step, writer));
 }
 
@@ -140,18 +142,12 @@ Status AcquireObjectLock(Backend& backend, const std::string& object, std::strin
       break;
     }
   }
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> g(held_mu);
-    Held().erase(std::string(holder));
-  }
+  if (!st.ok()) Unhold(holder);
   return st;
 }
 
 void ReleaseObjectLock(Backend& backend, const std::string& object, std::string_view holder) {
-  {
-    std::lock_guard<std::mutex> g(held_mu);
-    Held().erase(std::string(holder));
-  }
+  Unhold(holder);
   (void)backend.Remove(object);
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -294,9 +295,15 @@ TEST_F(PerHostTierTest, ADamagedPartIsListedSoAndRestoresComeFromTheSharedTier) 
 }
 
 TEST_F(PerHostTierTest, RetentionPrunesPartsOnceTheSharedTierHoldsThem) {
-  for (uint64_t step = 1; step <= 3; ++step) {
+  for (uint64_t step = 1; step <= 2; ++step) {
     for (const Status& st : SaveAll(step, 2, 2, 1)) ASSERT_TRUE(st.ok()) << st.ToString();
   }
+  // A damaged part goes too, once it is old enough.
+  for (uint32_t h = 0; h < 2; ++h) {
+    std::ofstream bad(Host(h) + "/" + PartObject("job", 2, h), std::ios::trunc);
+    bad << "garbage";
+  }
+  for (const Status& st : SaveAll(3, 2, 2, 1)) ASSERT_TRUE(st.ok()) << st.ToString();
   for (uint32_t h = 0; h < 2; ++h) {
     auto host = Store::Open(Host(h));
     ASSERT_TRUE(host.ok());
@@ -310,6 +317,48 @@ TEST_F(PerHostTierTest, RetentionPrunesPartsOnceTheSharedTierHoldsThem) {
   auto all = (*shared)->List("job", false);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 3u) << "tier 1 keeps every step (no keep-last)";
+}
+
+TEST_F(PerHostTierTest, AStepRemovedAndSavedAgainReplacesTheStaleParts) {
+  for (const Status& st : SaveAll(4, 2, 2)) ASSERT_TRUE(st.ok()) << st.ToString();
+  // Removed on tier 1 and host 0 only: host 1 keeps a part of a commit that
+  // is gone.
+  auto p0 = Open(Options(0));
+  ASSERT_TRUE(p0->tier(1).Remove({"job", 4}).ok());
+  ASSERT_TRUE(p0->tier(0).Remove({"job", 4}).ok());
+  p0.reset();
+  // A save of a step tier 1 still holds is refused at once.
+  {
+    auto p = Open(Options(1));
+    for (const Status& st : SaveAll(6, 2, 2)) ASSERT_TRUE(st.ok()) << st.ToString();
+    auto again = p->Begin({"job", 6}, 1, 2, SaveOptions{"other", false, true});
+    EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
+  }
+  // Saved again: every rank commits, and host 1's part is the new one.
+  for (const Status& st : SaveAll(4, 2, 2)) ASSERT_TRUE(st.ok()) << st.ToString();
+  auto p1 = Open(Options(1));
+  ReadRecovery recovery;
+  auto r = p1->OpenCheckpoint("job", 4, &recovery);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(ReadBack(**r)["rank1"] == Item(1, 4));
+  EXPECT_TRUE(recovery.fallbacks.empty());
+}
+
+TEST_F(PerHostTierTest, ScrubPassesOverParts) {
+  for (const Status& st : SaveAll(2, 2, 2)) ASSERT_TRUE(st.ok()) << st.ToString();
+  auto o = Options(1);
+  o.scrub_rate_bytes_per_sec = 1ull << 30;
+  o.scrub_interval_ms = 100;
+  auto p = Open(o);
+  ASSERT_NE(p, nullptr);
+  // The background scrub runs over both tiers; tier 0's part is not taken
+  // for a damaged checkpoint there (no repair copies rank 0 onto host 1).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  p.reset();
+  auto host1 = OpenBackend(Host(1), false);
+  EXPECT_TRUE(DataOf(**host1, "job", 2, 0).empty());
+  EXPECT_TRUE((*host1)->ReadSmall(CommitObject("job", 2)).status().IsNotFound());
+  EXPECT_TRUE(LoadPart(**host1, "job", 2).ok());
 }
 
 TEST_F(PerHostTierTest, AMissingRankLeavesNothingCommittedAndNoPart) {
@@ -343,6 +392,9 @@ TEST_F(PerHostTierTest, AMissingRankLeavesNothingCommittedAndNoPart) {
 TEST_F(PerHostTierTest, OptionsThatCannotWorkAreRefused) {
   auto o = Options(0);
   o.tiers.resize(1);
+  EXPECT_EQ(Pipeline::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = Options(0);
+  o.rebuild_rate_bytes_per_sec = 1 << 20;
   EXPECT_EQ(Pipeline::Open(o).status().code(), StatusCode::kInvalidArgument);
   o = Options(0);
   o.tiers[1].backlog = BacklogPolicy::kCoalesce;

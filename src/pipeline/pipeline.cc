@@ -17,6 +17,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "format/abort_note.h"
+#include "format/commit_record.h"
 #include "format/layout.h"
 #include "format/limits.h"
 #include "io/aligned_buffer.h"
@@ -271,6 +273,10 @@ class PipelineImpl final : public Pipeline {
     if (opts_.tier0_per_host && world > 1) {
       part = PartToCommit{nullptr, rank, world, save};
       part->save.incremental = false;
+      if (Status st = PreparePartSave(id); !st.ok()) {
+        SaveEnded();
+        return st;
+      }
     }
     auto w = part ? NewPartWriter(stores_[0]->backend(), opts_.store, id, rank, world, part->save)
                   : NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
@@ -503,19 +509,20 @@ class PipelineImpl final : public Pipeline {
   uint64_t ApplyRetention(const std::string& name) {
     std::lock_guard<std::mutex> lock(retention_mu_);
     uint64_t removed = 0;
+    // With a per-host tier 0, every rank's pipeline prunes its own parts,
+    // listing its tier 0 alone; the shared tiers are rank 0's to prune (or
+    // a pipeline's that saved no rank of the name: `sluice drain`).
+    if (opts_.tier0_per_host) {
+      removed += PruneParts(name);
+      std::lock_guard<std::mutex> names(mu_);
+      if (saved_names_.count(name) && !coordinated_names_.count(name)) return removed;
+    }
     // While any tier cannot be listed, what it holds is unknown: remove
     // nothing anywhere.
     bool unreachable = false;
     auto plans = Plan(name, &unreachable);
     if (unreachable) return 0;
-    // With a per-host tier 0, every rank's pipeline prunes its own tier
-    // 0; the shared tiers only rank 0's (or one that saved no rank).
-    size_t tiers = stores_.size();
-    if (opts_.tier0_per_host) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (saved_names_.count(name) && !coordinated_names_.count(name)) tiers = 1;
-    }
-    for (size_t k = 0; k < tiers; ++k) {
+    for (size_t k = 0; k < stores_.size(); ++k) {
       for (uint64_t step : plans[k].to_remove) {
         if (stores_[k]->Remove({name, step}).ok()) ++removed;
       }
@@ -560,11 +567,12 @@ class PipelineImpl final : public Pipeline {
   // Copies this rank's part from tier 0 to tier 1 and commits there with
   // the other ranks (a relay writer under the part's writer id: rank 0
   // gathers, the others wait), then records the part on tier 0. Not
-  // retried: the other ranks' commit protocol does not wait for a retry,
-  // so a failure leaves the step uncommitted on every tier (gc takes what
-  // it left) and the save fails, as a multi-rank save on a shared tier 0
-  // does when its commit fails.
-  Status CommitPartOnce(DrainJob& job) {
+  // retried: the other ranks' commit protocol does not wait for a retry.
+  // Failing before the commit leaves the step uncommitted on every tier
+  // (gc takes what it left), as a multi-rank save on a shared tier 0 whose
+  // commit fails; failing after it (`*committed` set) leaves the checkpoint
+  // on tier 1 without this host's part.
+  Status CommitPartOnce(DrainJob& job, bool* committed) {
     const CheckpointId id{job.name, job.step};
     PartToCommit& part = *job.part;
     Backend& local = stores_[0]->backend();
@@ -586,18 +594,22 @@ class PipelineImpl final : public Pipeline {
     }
     RETURN_IF_ERROR(relay->CommitPublished(published).status());
     relay.reset();
+    *committed = true;
     ASSIGN_OR_RETURN(std::string record, shared.ReadSmall(CommitObject(id.name, id.step)));
-    RETURN_IF_ERROR(PublishPart(local, record, part.rank).WithContext("recording the part on tier 0"));
-    return Status::OK();
+    ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(record, "commit record on tier 1"));
+    if (part.rank >= commit.ranks.size() || commit.ranks[part.rank].manifest != published.object) {
+      return Status::AlreadyExists("tier 1's commit record no longer names this rank's manifest");
+    }
+    return PublishPart(local, record, part.rank);
   }
 
   void CommitPart(DrainJob job) {
-    job.handle->SetState(1, TierState::kWriting);
-    Status st = CommitPartOnce(job);
+    bool committed = false;
+    Status st = CommitPartOnce(job, &committed);
     job.part->writer.reset();  // tier 0's lock goes: the part record (or gc) takes over
-    if (!st.ok()) {
-      Status why = st.WithContext(Label({job.name, job.step}) + ": rank " + std::to_string(job.part->rank) +
-                                  "'s part, tier 0 (" + opts_.tiers[0].uri + ") to tier 1 (" +
+    const std::string label = Label({job.name, job.step}) + ": rank " + std::to_string(job.part->rank) + "'s part";
+    if (!committed) {
+      Status why = st.WithContext(label + ", tier 0 (" + opts_.tiers[0].uri + ") to tier 1 (" +
                                   opts_.tiers[1].uri + ")");
       job.handle->SetState(0, TierState::kFailed, why);
       job.handle->SetState(1, TierState::kFailed, why);
@@ -605,19 +617,92 @@ class PipelineImpl final : public Pipeline {
       CountError("save", why);
       return;
     }
-    job.handle->SetState(0, TierState::kCommitted);
     job.handle->SetState(1, TierState::kCommitted);
+    if (st.ok()) {
+      job.handle->SetState(0, TierState::kCommitted);
+    } else {
+      // Committed on tier 1, which restores of this rank then read.
+      Status why = st.WithContext(label + " is committed on tier 1 (" + opts_.tiers[1].uri +
+                                  ") but could not be recorded on tier 0 (" + opts_.tiers[0].uri + ")");
+      job.handle->SetState(0, TierState::kFailed, why);
+      job.handle->FailForGood(why);
+      CountError("save", why);
+    }
     if (job.part->rank != 0) {
       for (size_t k = 2; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
-    } else {
+    } else if (stores_.size() > 2) {
       // Rank 0 drains the whole checkpoint on from tier 1.
+      uint64_t bytes = job.bytes;
+      if (auto loaded = LoadCheckpoint(stores_[1]->backend(), job.name, job.step); loaded.ok()) {
+        bytes = 0;
+        for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
+      }
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t k = 2; k < stores_.size(); ++k) {
-        QueueDrainLocked(DrainJob{job.name, job.step, k, job.handle, 0, Clock::now(), job.bytes, std::nullopt});
+        QueueDrainLocked(DrainJob{job.name, job.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
       }
       PublishBacklogLocked();
     }
     ApplyRetention(job.name);
+  }
+
+  // A part save may not start where tier 1 already holds the step; part
+  // records tier 0 keeps of a commit tier 1 no longer has (the step was
+  // removed there, then is saved again) are stale, and go first, so that
+  // this save's record can take their place (gc takes their data).
+  Status PreparePartSave(const CheckpointId& id) {
+    auto there = stores_[1]->backend().ReadSmall(CommitObject(id.name, id.step));
+    if (there.ok()) {
+      return Status::AlreadyExists(Label(id) + " is already committed on tier 1 (" + opts_.tiers[1].uri + ")");
+    }
+    if (!there.status().IsNotFound()) return Status::OK();  // tier 1 is asked again at the commit
+    auto stale = stores_[0]->backend().List(PartPrefix(id.name, id.step));
+    if (!stale.ok()) return stale.status().WithContext(Label(id));
+    for (const auto& o : *stale) {
+      Status st = stores_[0]->backend().Remove(o.name);
+      if (!st.ok() && !st.IsNotFound()) return st.WithContext(Label(id) + ": remove a stale part record");
+    }
+    return Status::OK();
+  }
+
+  // The rank's part could not be written on tier 0: the other ranks learn
+  // it from an abort note on tier 1, where they wait (only for an attempt id
+  // this save alone uses, as a rank writer does).
+  void TellPartFailed(const CheckpointId& id, const PartToCommit& part, const Status& why) {
+    if (part.save.attempt.empty() || !part.save.attempt_is_unique) return;
+    AbortNote note;
+    note.attempt = part.save.attempt;
+    note.rank = part.rank;
+    note.reason = why.ToString();
+    note.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    (void)stores_[1]->backend().PublishIfAbsent(AbortNoteObject(id.name, id.step, part.save.attempt),
+                                                EncodeAbortNote(note));
+  }
+
+  // Each host's own parts of `name` beyond tier 0's keep_last, newest kept:
+  // removed whatever their state. A part is no use without the shared
+  // tier's commit, so tier 0 never keeps one as a last copy.
+  uint64_t PruneParts(const std::string& name) {
+    const uint32_t keep = opts_.tiers[0].keep_last;
+    if (keep == 0) return 0;
+    auto listed = stores_[0]->List(name, true);
+    if (!listed.ok()) return 0;
+    std::vector<uint64_t> parts;
+    for (const auto& c : *listed) {
+      if (!c.part_ranks.empty() || (c.damaged && PartRecordsIn(name, c.step))) parts.push_back(c.step);
+    }
+    std::sort(parts.rbegin(), parts.rend());
+    uint64_t removed = 0;
+    for (size_t i = keep; i < parts.size(); ++i) {
+      if (stores_[0]->Remove({name, parts[i]}).ok()) ++removed;
+    }
+    return removed;
+  }
+  bool PartRecordsIn(const std::string& name, uint64_t step) {
+    auto listed = stores_[0]->backend().List(PartPrefix(name, step));
+    return listed.ok() && !listed->empty();
   }
 
   // Live state for a scrape: memory only, never a store listing.
@@ -693,6 +778,7 @@ class PipelineImpl final : public Pipeline {
       SaveEnded();
       if (!stats.ok()) {
         Status why = stats.status().WithContext("tier 0 (" + opts_.tiers[0].uri + ")");
+        if (job.part) TellPartFailed(id, *job.part, why);
         job.handle->SetState(0, TierState::kFailed, why);
         job.handle->FailForGood(why);
         CountError("save", why);
@@ -761,7 +847,12 @@ class PipelineImpl final : public Pipeline {
           auto ready = drains_.end();
           auto earliest = Clock::time_point::max();
           bool dropped = false;
-          for (auto it = drains_.begin(); it != drains_.end();) {
+          // A part commit first: the other ranks wait for it (rank timeout),
+          // while drains to later tiers can wait.
+          for (auto it = drains_.begin(); it != drains_.end() && ready == drains_.end(); ++it) {
+            if (it->part) ready = it;
+          }
+          for (auto it = drains_.begin(); it != drains_.end() && ready == drains_.end();) {
             // Coalesce: a newer step of the name waits for the same tier.
             if (auto newer = NewerQueuedLocked(*it)) {
               SupersedeLocked(*it, *newer);

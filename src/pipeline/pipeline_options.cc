@@ -49,6 +49,10 @@ Status PipelineOptions::Validate() const {
           "with a per-host tier 0, tier 1 (" + tiers[1].uri +
           ") must drain every step (backlog policy drain-every): every rank copies its part of every step there");
     }
+    if (rebuild_rate_bytes_per_sec > 0) {
+      // It would copy every rank onto one host's tier 0.
+      return Status::InvalidArgument("a per-host tier 0 is not rebuilt from later tiers (rebuild rate must be 0)");
+    }
   }
   return Status::OK();
 }

@@ -11,6 +11,7 @@
 #include "engine/object_copy.h"
 #include "checkpoint/references.h"
 #include "format/layout.h"
+#include "io/crc32c.h"
 
 namespace sluice {
 namespace {
@@ -27,6 +28,10 @@ class TieredReader final : public CheckpointReader {
   Status Init(LoadedCheckpoint loaded) {
     for (const auto& m : loaded.manifests) {
       for (auto& o : ObjectsToCopy(m)) objects_[o.name] = std::move(o);
+      for (const auto& it : m.items) {
+        auto& crcs = chunk_crcs_[it.key];
+        for (const auto& c : it.chunks) crcs.push_back(c.crc32c);
+      }
     }
     ASSIGN_OR_RETURN(reader_, NewCheckpointReader(
                                   tiers_[primary_]->backend(), options_, std::move(loaded),
@@ -69,6 +74,17 @@ class TieredReader final : public CheckpointReader {
       Status st = others_[j]->ReadRange(item.key, item_offset, out, length);
       if (!st.ok()) {
         last = st;
+        continue;
+      }
+      // That tier checked the bytes against its own manifest: they must
+      // also be the chunk this checkpoint's commit names (a tier holding
+      // another save of the step, after a removal there, is not a copy).
+      auto crcs = chunk_crcs_.find(item.key);
+      if (crcs == chunk_crcs_.end() || chunk >= crcs->second.size() ||
+          Crc32c(out, length) != crcs->second[chunk]) {
+        last = Status::Corruption("item '" + item.key + "' chunk " + std::to_string(chunk) + " on tier " +
+                                  std::to_string(j) + " (" + tiers_[j]->backend().uri() +
+                                  ") is not the chunk this tier's commit names (another save of the step?)");
         continue;
       }
       // Another host's rank of a part: read where it lives, nothing to repair.
@@ -123,6 +139,7 @@ class TieredReader final : public CheckpointReader {
   std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
   std::map<std::string, ObjectToCopy> objects_;
   std::set<std::string> held_elsewhere_;  // objects of ranks the primary's part does not hold
+  std::map<std::string, std::vector<uint32_t>> chunk_crcs_;  // item key -> its chunks' crc32c
 };
 
 // Tier `k`'s part of (name, step) combined with the first later tier's

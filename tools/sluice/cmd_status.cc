@@ -95,7 +95,7 @@ Snapshot Take(const PipelineOptions& options, const std::string& name) {
     for (size_t k = 0; k < c.tiers.size(); ++k) {
       const auto& tc = c.tiers[k];
       NameOnTier& n = per_tier[k];
-      if (tc.state == "committed") {
+      if (tc.state == "committed" || tc.state == "part") {  // part: this host's ranks of it
         n.newest = n.any ? std::max(n.newest, c.info.step) : c.info.step;
         n.any = true;
         ++n.steps;
