@@ -75,12 +75,6 @@ struct HedgeStats {
   double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
   uint64_t deadline_ms = 0;      // the current deadline after which a write is late
   std::vector<int> suspect_osds; // OSDs most late writes shared, avoided for now
-  // Reads of data objects: late ones are asked again, the first answer wins.
-  uint64_t read_bytes = 0;        // bytes callers asked for
-  uint64_t read_extra_bytes = 0;  // bytes asked for again
-  uint64_t reads_hedged = 0;      // reads asked again
-  uint64_t read_hedges_won = 0;   // of them, answered first by the second request
-  uint64_t read_deadline_ms = 0;  // the current deadline after which a read is late
 };
 class HedgedWrites {
  public:

@@ -328,23 +328,10 @@ int CmdRestore(int argc, char** argv) {
   if (!st.ok()) return Fail(st);
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
-    JsonValue out = {{"name", info.name}, {"step", info.step}, {"bytes", sink.bytes()}, {"items", sink.files()},
-                     {"hole_bytes", sink.hole_bytes()}, {"seconds", secs},
-                     {"bytes_per_second", secs > 0 ? sink.bytes() / secs : 0},
-                     {"cpu_seconds", ProcessCpuSeconds() - cpu0},
-                     {"to", *to}, {"fallbacks", recovery.fallbacks.size()}, {"repairs", recovery.repairs.size()}};
-    // What hedged reads cost, per RADOS tier that hedges (doc/ceph.md).
-    JsonValue hedging = JsonValue::array();
-    for (size_t k = 0; k < (*pipeline)->tier_count(); ++k) {
-      if (const HedgedWrites* h = (*pipeline)->tier(k).backend().caps().hedged_writes) {
-        const HedgeStats hs = h->Stats();
-        hedging.push_back({{"tier", k}, {"read_bytes", hs.read_bytes}, {"read_extra_bytes", hs.read_extra_bytes},
-                           {"reads_hedged", hs.reads_hedged}, {"read_hedges_won", hs.read_hedges_won},
-                           {"read_deadline_ms", hs.read_deadline_ms}});
-      }
-    }
-    if (hedging.size() > 0) out["hedging"] = std::move(hedging);
-    PrintJson(out);
+    PrintJson({{"name", info.name}, {"step", info.step}, {"bytes", sink.bytes()}, {"items", sink.files()},
+               {"hole_bytes", sink.hole_bytes()}, {"seconds", secs},
+               {"bytes_per_second", secs > 0 ? sink.bytes() / secs : 0}, {"cpu_seconds", ProcessCpuSeconds() - cpu0},
+               {"to", *to}, {"fallbacks", recovery.fallbacks.size()}, {"repairs", recovery.repairs.size()}});
   } else {
     std::printf("restored %s@%llu: %llu items, %s in %.2f s (%s) into %s, all chunks verified\n",
                 info.name.c_str(), static_cast<unsigned long long>(info.step),

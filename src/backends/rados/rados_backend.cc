@@ -151,7 +151,7 @@ class RadosBackend final : public Backend {
     struct timespec mtime {};
     int ret = cluster_->io.stat2(Oid(name), &size, &mtime);
     if (ret < 0) return RadosError(ret, "open object " + name);
-    return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size, hedge_);
+    return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size);
   }
 
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {

@@ -17,7 +17,7 @@ namespace sluice {
 namespace {
 
 constexpr size_t kLatencySamples = 256;
-// Below this many samples the median means little: the deadline is at least
+// Below this many samples the p95 means little: the deadline is at least
 // kUnsampledDeadline.
 constexpr size_t kMinSamples = 16;
 constexpr auto kUnsampledDeadline = std::chrono::milliseconds(500);
@@ -45,19 +45,9 @@ HedgeState::Clock::duration HedgeState::Deadline() const {
   return DeadlineLocked();
 }
 
-void LatencyWindow::Record(std::chrono::steady_clock::duration d) {
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  if (samples_ns_.size() < kLatencySamples) {
-    samples_ns_.push_back(ns);
-  } else {
-    samples_ns_[next_] = ns;
-    next_ = (next_ + 1) % kLatencySamples;
-  }
-  ++since_computed_;
-}
-
-int64_t LatencyWindow::MedianNs() const {
-  if (samples_ns_.empty()) return 0;
+HedgeState::Clock::duration HedgeState::DeadlineLocked() const {
+  const auto floor = std::chrono::milliseconds(options_.floor_ms);
+  if (samples_ns_.size() < kMinSamples) return std::max<Clock::duration>(floor, kUnsampledDeadline);
   if (since_computed_ >= kRecomputeEvery || p50_ns_ == 0) {
     std::vector<int64_t> sorted = samples_ns_;
     const size_t k = (sorted.size() - 1) / 2;
@@ -65,58 +55,28 @@ int64_t LatencyWindow::MedianNs() const {
     p50_ns_ = sorted[k];
     since_computed_ = 0;
   }
-  return p50_ns_;
-}
-
-HedgeState::Clock::duration HedgeState::DeadlineOf(const LatencyWindow& w) const {
-  const auto floor = std::chrono::milliseconds(options_.floor_ms);
-  if (w.size() < kMinSamples) return std::max<Clock::duration>(floor, kUnsampledDeadline);
-  const auto late =
-      std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(w.MedianNs()) * options_.factor));
+  const auto late = std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(p50_ns_) * options_.factor));
   return std::max<Clock::duration>(floor, late);
 }
 
-HedgeState::Clock::duration HedgeState::DeadlineLocked() const { return DeadlineOf(writes_); }
-
 HedgeState::Clock::duration HedgeState::SlowAfter() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (writes_.size() < kMinSamples) return DeadlineLocked();
+  if (samples_ns_.size() < kMinSamples) return DeadlineLocked();
+  (void)DeadlineLocked();  // brings p50_ns_ up to date
   return std::max<Clock::duration>(std::chrono::milliseconds(options_.floor_ms) / 2,
-                                   std::chrono::nanoseconds(writes_.MedianNs() * 2));
+                                   std::chrono::nanoseconds(p50_ns_ * 2));
 }
 
 void HedgeState::RecordLatency(Clock::duration d) {
   std::lock_guard<std::mutex> lock(mu_);
-  writes_.Record(d);
-}
-
-HedgeState::Clock::duration HedgeState::ReadDeadline() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return DeadlineOf(reads_);
-}
-
-void HedgeState::RecordReadLatency(Clock::duration d) {
-  std::lock_guard<std::mutex> lock(mu_);
-  reads_.Record(d);
-}
-
-void HedgeState::ReadSubmitted(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.read_bytes += bytes;
-}
-
-bool HedgeState::ReserveRead(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const double allowed = options_.extra * static_cast<double>(stats_.read_bytes + kBudgetCredit);
-  if (static_cast<double>(stats_.read_extra_bytes + bytes) > allowed) return false;
-  stats_.read_extra_bytes += bytes;
-  ++stats_.reads_hedged;
-  return true;
-}
-
-void HedgeState::CountReadWon() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.read_hedges_won;
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (samples_ns_.size() < kLatencySamples) {
+    samples_ns_.push_back(ns);
+  } else {
+    samples_ns_[next_sample_] = ns;
+    next_sample_ = (next_sample_ + 1) % kLatencySamples;
+  }
+  ++since_computed_;
 }
 
 void HedgeState::MarkSlow(uint32_t pg) {
@@ -250,8 +210,6 @@ HedgeStats HedgeState::Stats() const {
   s.suspect_osds = SuspectsLocked();
   s.deadline_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
-  s.read_deadline_ms =
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineOf(reads_)).count());
   return s;
 }
 

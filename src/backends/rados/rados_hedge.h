@@ -18,12 +18,6 @@
 // bytes callers wrote, and an object larger than `max_held_bytes` is not
 // held in memory and not hedged.
 //
-// Reads are hedged too (HedgeState's read side): a read of a data object
-// past `factor` x the median of recent reads is asked again (librados
-// balanced reads: likely of another replica), and the first answer wins.
-// A read cannot be placed, so nothing is avoided; extra bytes read are
-// bounded by `extra` x the bytes read, as for writes.
-//
 // Internal to src/backends/rados.
 #ifndef SLUICE_BACKENDS_RADOS_RADOS_HEDGE_H_
 #define SLUICE_BACKENDS_RADOS_RADOS_HEDGE_H_
@@ -52,21 +46,6 @@ struct HedgeOptions {
   uint64_t max_held_bytes = 32ull << 20;
   unsigned max_copies = 3;      // the first write and two hedges
   unsigned avoid_ms = 30'000;   // how long a late placement group is avoided
-};
-
-// Recent latencies of one kind of operation, and their median (recomputed
-// every few samples, not per question). Not thread-safe: HedgeState locks.
-class LatencyWindow {
- public:
-  void Record(std::chrono::steady_clock::duration d);
-  size_t size() const { return samples_ns_.size(); }
-  int64_t MedianNs() const;  // 0 while empty
-
- private:
-  std::vector<int64_t> samples_ns_;  // ring of recent latencies
-  size_t next_ = 0;
-  mutable size_t since_computed_ = 0;
-  mutable int64_t p50_ns_ = 0;
 };
 
 // What the objects of one backend share: recent latencies, the placement
@@ -114,17 +93,6 @@ class HedgeState final : public HedgedWrites {
   void CountAvoided();
   HedgeStats Stats() const override;
 
-  // Reads (NewRadosReadable with this state): a read is late past
-  // ReadDeadline(), as a write is past Deadline(), from reads' own latencies.
-  Clock::duration ReadDeadline() const;
-  // A read answered by its first request.
-  void RecordReadLatency(Clock::duration d);
-  void ReadSubmitted(uint64_t bytes);
-  // Takes `bytes` of the read budget (extra x bytes read) if they fit;
-  // counts the read as hedged if so.
-  bool ReserveRead(uint64_t bytes);
-  void CountReadWon();
-
   // Every operation the hedged objects start, counted until it completes,
   // so that the cluster handle outlives them (WaitIdle before shutdown).
   void OpStarted();
@@ -134,14 +102,15 @@ class HedgeState final : public HedgedWrites {
 
  private:
   Clock::duration DeadlineLocked() const;
-  Clock::duration DeadlineOf(const LatencyWindow& w) const;
   std::vector<int> SuspectsLocked() const;
 
   const HedgeOptions options_;
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
-  LatencyWindow writes_;  // first copies' writes
-  LatencyWindow reads_;   // reads answered by their first request
+  std::vector<int64_t> samples_ns_;  // ring of recent latencies
+  size_t next_sample_ = 0;
+  mutable size_t since_computed_ = 0;  // samples since p50_ns_ was computed
+  mutable int64_t p50_ns_ = 0;
   std::map<uint32_t, Clock::time_point> slow_until_;
   FetchActing fetch_acting_;
   ActingSets acting_;                         // as of acting_at_

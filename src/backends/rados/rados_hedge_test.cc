@@ -145,33 +145,6 @@ TEST(HedgeStateTest, AMapThatCouldNotBeReadIsAskedForAgainLater) {
   EXPECT_EQ(fetches, 2);
 }
 
-TEST(HedgeStateTest, ReadsHaveTheirOwnDeadlineAndBudget) {
-  HedgeOptions o;
-  o.floor_ms = 100;
-  o.factor = 3;
-  o.extra = 0.25;
-  HedgeState s(o, nullptr);
-  EXPECT_EQ(s.ReadDeadline(), milliseconds(500));
-  // Slow writes do not make reads late later, nor the reverse.
-  for (int i = 0; i < 40; ++i) s.RecordLatency(milliseconds(400));
-  for (int i = 0; i < 40; ++i) s.RecordReadLatency(milliseconds(60));
-  EXPECT_EQ(s.ReadDeadline(), milliseconds(180));
-  EXPECT_EQ(s.Deadline(), milliseconds(1200));
-  // 0.25 x (bytes read + 256 MiB), apart from the write budget.
-  EXPECT_TRUE(s.ReserveRead(64ull << 20));
-  EXPECT_FALSE(s.ReserveRead(1));
-  s.ReadSubmitted(256ull << 20);
-  EXPECT_TRUE(s.ReserveRead(64ull << 20));
-  EXPECT_TRUE(s.Reserve(64ull << 20)) << "the write budget is untouched by reads";
-  s.CountReadWon();
-  const HedgeStats st = s.Stats();
-  EXPECT_EQ(st.read_bytes, 256ull << 20);
-  EXPECT_EQ(st.read_extra_bytes, 128ull << 20);
-  EXPECT_EQ(st.reads_hedged, 2u);
-  EXPECT_EQ(st.read_hedges_won, 1u);
-  EXPECT_EQ(st.read_deadline_ms, 180u);
-}
-
 TEST(HedgeStateTest, WaitIdleWaitsForEveryOperation) {
   HedgeState s(HedgeOptions{}, nullptr);
   EXPECT_TRUE(s.WaitIdle(milliseconds(1)));

@@ -1,15 +1,11 @@
 #include "backends/rados/rados_object.h"
 
-#include "backends/rados/rados_hedge.h"
-
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -42,19 +38,6 @@ namespace {
 // calls OnComplete on its finisher thread; the owner thread reaps.
 class AioQueue {
  public:
-  using Clock = std::chrono::steady_clock;
-  // A read and, once it is late, the second request for the same bytes
-  // (hedged reads, rados_hedge.h): the first answer is the read's.
-  struct ReadGroup {
-    size_t requests_out = 0;
-    bool answered = false;
-    bool hedged = false;  // asked again, or found late with no budget left
-    Clock::time_point sent;
-    uint64_t offset = 0;
-    size_t len = 0;
-    void* into = nullptr;
-    uint64_t tag = 0;
-  };
   struct Op {
     AioQueue* queue = nullptr;
     uint64_t tag = 0;
@@ -64,29 +47,15 @@ class AioQueue {
     librados::bufferlist bl;
     librados::ObjectReadOperation read_op;  // reads: kept until the reap, as it names `bl`
     librados::AioCompletion* completion = nullptr;
-    std::shared_ptr<ReadGroup> group;  // hedged reads only
-    bool second = false;               // the late read's second request
-    Clock::time_point sent, done_at;   // done_at: stamped by librados' callback
   };
 
-  // `hedge` (optional): reads are hedged with it.
-  AioQueue(std::shared_ptr<Cluster> cluster, std::string oid, std::string name, size_t depth,
-           std::shared_ptr<HedgeState> hedge = nullptr)
-      : cluster_(std::move(cluster)), oid_(std::move(oid)), name_(std::move(name)), depth_(depth),
-        hedge_(std::move(hedge)) {}
+  AioQueue(std::shared_ptr<Cluster> cluster, std::string oid, std::string name, size_t depth)
+      : cluster_(std::move(cluster)), oid_(std::move(oid)), name_(std::move(name)), depth_(depth) {}
 
-  // Waits out whatever is in flight (a hedged read's slower request too):
-  // librados must not complete into freed memory. Each operation is
-  // bounded by the op timeout.
+  // Waits out whatever is in flight: librados must not complete into freed
+  // memory. Each operation is bounded by the op timeout.
   ~AioQueue() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (requests_out_ > 0) {
-      done_cv_.wait(lock, [&] { return !done_.empty(); });
-      std::unique_ptr<Op> op(done_.front());
-      done_.pop_front();
-      --requests_out_;
-      op->completion->release();
-    }
+    while (in_flight_ > 0) (void)Reap();
   }
 
   Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) {
@@ -131,60 +100,32 @@ class AioQueue {
   }
 
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) {
-    if (!hedge_) return SendRead(offset, buf, len, tag, nullptr);
-    auto group = std::make_shared<ReadGroup>();
-    group->sent = Clock::now();
-    group->offset = offset;
-    group->len = len;
-    group->into = buf;
-    group->tag = tag;
-    RETURN_IF_ERROR(SendRead(offset, buf, len, tag, group));
-    hedge_->ReadSubmitted(len);
-    waiting_.push_back(std::move(group));
-    return Status::OK();
-  }
-
-  Status SendRead(uint64_t offset, void* buf, size_t len, uint64_t tag, const std::shared_ptr<ReadGroup>& group) {
     auto op = NewOp(tag, offset, len);
     op->read_into = buf;
-    op->group = group;
-    op->second = group != nullptr && group->requests_out > 0;
     // Any replica may serve it (librados balanced reads): data objects are
     // read once written and acknowledged, so every replica holds them, and
     // a slow OSD then delays a third of the reads of its placement groups,
     // not all those it is primary for. A replica that cannot serve a read
     // consistently (one being recovered) bounces it to the primary.
     op->read_op.read(offset, len, &op->bl, nullptr);
-    op->sent = Clock::now();
     int ret =
         cluster_->io.aio_operate(oid_, op->completion, &op->read_op, librados::OPERATION_BALANCE_READS, nullptr);
-    const bool second = op->second;
-    RETURN_IF_ERROR(Submit(std::move(op), ret, "read", !second));
-    if (group) ++group->requests_out;
-    return Status::OK();
+    return Submit(std::move(op), ret, "read");
   }
 
   Result<IoCompletion> Reap() {
     if (in_flight_ == 0) return Status::InvalidArgument("Reap with nothing in flight on " + name_);
-    std::unique_ptr<Op> op;
-    int ret = 0;
-    for (;;) {
-      op.reset(NextDone());
-      --requests_out_;
-      ret = op->completion->get_return_value();
-      op->completion->release();
-      if (!op->group) break;
-      ReadGroup& g = *op->group;
-      --g.requests_out;
-      if (g.answered) continue;                       // the other request answered first
-      if (ret < 0 && g.requests_out > 0) continue;  // the other may still answer
-      g.answered = true;
-      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), op->group));
-      if (!g.hedged) hedge_->RecordReadLatency(op->done_at - op->sent);
-      if (op->second && ret >= 0) hedge_->CountReadWon();
-      break;
+    Op* raw = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return !done_.empty(); });
+      raw = done_.front();
+      done_.pop_front();
     }
+    std::unique_ptr<Op> op(raw);
     --in_flight_;
+    int ret = op->completion->get_return_value();
+    op->completion->release();
     IoCompletion c;
     c.tag = op->tag;
     if (ret < 0) {
@@ -232,7 +173,6 @@ class AioQueue {
  private:
   static void OnComplete(librados::completion_t, void* arg) {
     Op* op = static_cast<Op*>(arg);
-    op->done_at = Clock::now();
     AioQueue* q = op->queue;
     std::lock_guard<std::mutex> lock(q->mu_);
     q->done_.push_back(op);
@@ -251,66 +191,22 @@ class AioQueue {
     return op;
   }
 
-  // `counted`: a new operation for the caller (not a read's second request).
-  Status Submit(std::unique_ptr<Op> op, int ret, const char* verb, bool counted = true) {
+  Status Submit(std::unique_ptr<Op> op, int ret, const char* verb) {
     if (ret < 0) {
       op->completion->release();
       return RadosError(ret, std::string("start ") + verb + " of object " + name_ + " at " +
                                  std::to_string(op->offset));
     }
-    if (counted) ++in_flight_;
-    ++requests_out_;
+    ++in_flight_;
     (void)op.release();  // owned by the completion queue until reaped
     return Status::OK();
-  }
-
-  // The next completed request; meanwhile, reads past the read deadline are
-  // asked again (each once, within the budget).
-  Op* NextDone() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      if (!done_.empty()) {
-        Op* op = done_.front();
-        done_.pop_front();
-        return op;
-      }
-      std::optional<Clock::time_point> next;
-      if (hedge_) {
-        const Clock::duration deadline = hedge_->ReadDeadline();
-        for (const auto& g : waiting_) {
-          if (!g->hedged) next = std::min(next.value_or(Clock::time_point::max()), g->sent + deadline);
-        }
-      }
-      if (!next) {
-        done_cv_.wait(lock, [&] { return !done_.empty(); });
-        continue;
-      }
-      if (done_cv_.wait_until(lock, *next, [&] { return !done_.empty(); })) continue;
-      lock.unlock();
-      HedgeLateReads();
-      lock.lock();
-    }
-  }
-
-  void HedgeLateReads() {
-    const Clock::time_point now = Clock::now();
-    const Clock::duration deadline = hedge_->ReadDeadline();
-    for (const auto& g : waiting_) {
-      if (g->hedged || now < g->sent + deadline) continue;
-      g->hedged = true;  // once, whether or not it goes out
-      if (!hedge_->ReserveRead(g->len)) continue;
-      (void)SendRead(g->offset, g->into, g->len, g->tag, g);  // if it cannot go out, the first answers
-    }
   }
 
   std::shared_ptr<Cluster> cluster_;
   std::string oid_;
   std::string name_;
   size_t depth_;
-  std::shared_ptr<HedgeState> hedge_;  // reads are hedged when set
-  size_t in_flight_ = 0;  // the caller's operations; owner thread only, as are the next five
-  size_t requests_out_ = 0;  // librados operations not yet reaped (a hedged read's two)
-  std::vector<std::shared_ptr<ReadGroup>> waiting_;  // hedged reads not yet answered
+  size_t in_flight_ = 0;  // touched only by the owner thread, as are the next three
   bool lend_ = false;
   uint64_t written_end_ = 0;
   bool any_failed_ = false;
@@ -360,8 +256,8 @@ class RadosWritable final : public RadosChecksummingWritable {
 class RadosReadable final : public ReadableObject {
  public:
   RadosReadable(std::shared_ptr<Cluster> cluster, std::string oid, std::string name, size_t depth,
-                uint64_t size, std::shared_ptr<HedgeState> hedge)
-      : aio_(std::move(cluster), std::move(oid), std::move(name), depth, std::move(hedge)), size_(size) {}
+                uint64_t size)
+      : aio_(std::move(cluster), std::move(oid), std::move(name), depth), size_(size) {}
 
   uint64_t size() const override { return size_; }
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
@@ -404,10 +300,8 @@ std::unique_ptr<WritableObject> NewRadosWritable(std::shared_ptr<Cluster> cluste
 }
 
 std::unique_ptr<ReadableObject> NewRadosReadable(std::shared_ptr<Cluster> cluster, std::string oid,
-                                                 std::string name, size_t depth, uint64_t size,
-                                                 std::shared_ptr<HedgeState> hedge) {
-  return std::make_unique<RadosReadable>(std::move(cluster), std::move(oid), std::move(name), depth, size,
-                                         std::move(hedge));
+                                                 std::string name, size_t depth, uint64_t size) {
+  return std::make_unique<RadosReadable>(std::move(cluster), std::move(oid), std::move(name), depth, size);
 }
 
 void HintDataObject(librados::ObjectWriteOperation* op, uint64_t object_bytes) {

@@ -18,8 +18,6 @@
 
 namespace sluice {
 
-class HedgeState;
-
 // The one place a librados return code (-errno) becomes a Status. Connection
 // trouble is Unavailable so that callers know a retry may succeed.
 Status RadosError(int ret, const std::string& what);
@@ -56,10 +54,8 @@ class RadosChecksummingWritable : public WritableObject {
 // (`name` is the backend's name, for messages), `depth` operations in flight.
 std::unique_ptr<WritableObject> NewRadosWritable(std::shared_ptr<Cluster> cluster, std::string oid,
                                                  std::string name, size_t depth);
-// `hedge` (optional): late reads are asked again (rados_hedge.h).
 std::unique_ptr<ReadableObject> NewRadosReadable(std::shared_ptr<Cluster> cluster, std::string oid,
-                                                 std::string name, size_t depth, uint64_t size,
-                                                 std::shared_ptr<HedgeState> hedge = nullptr);
+                                                 std::string name, size_t depth, uint64_t size);
 
 // The allocation hint of a data object (`object_bytes` expected), the one
 // rados bench gives: BlueStore then sizes its blobs and checksum blocks for
