@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -387,6 +388,45 @@ TEST_F(PerHostTierTest, AMissingRankLeavesNothingCommittedAndNoPart) {
   auto left = (*host)->List(StepPrefix("job", 9));
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty());
+}
+
+TEST_F(PerHostTierTest, ARankWhosePartCannotBeWrittenFailsTheOthersAtOnce) {
+  // Rank 1's source runs short of what it declared: its part is never
+  // written. With an attempt id of this save alone, rank 0 learns it from an
+  // abort note on the shared tier instead of waiting out its rank timeout.
+  class Short final : public ItemSource {
+   public:
+    Result<size_t> Read(void* buf, size_t len) override {
+      if (given_ >= (1 << 20)) return size_t{0};
+      size_t n = std::min<size_t>(len, (1 << 20) - given_);
+      std::memset(buf, 1, n);
+      given_ += n;
+      return n;
+    }
+    size_t given_ = 0;
+  };
+  const SaveOptions save{"once-7", true, true};
+  auto p0 = Open(Options(0));
+  auto p1 = Open(Options(1));
+  std::thread bad([&] {
+    auto pending = p1->Begin({"job", 7}, 1, 2, save);
+    ASSERT_TRUE(pending.ok());
+    Short src;
+    ASSERT_TRUE((*pending)->AddItem("rank1", "m", 4 << 20, src).ok());
+    EXPECT_FALSE((*pending)->Snapshot().ok());
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto pending = p0->Begin({"job", 7}, 0, 2, save);
+  ASSERT_TRUE(pending.ok());
+  const std::string data = Item(0, 7);
+  ASSERT_TRUE((*pending)->AddItem("rank0", "m", data.data(), data.size()).ok());
+  auto h = (*pending)->Snapshot();
+  ASSERT_TRUE(h.ok());
+  Status st = (*h)->Wait();
+  bad.join();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("rank 1 gave up"), std::string::npos) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "not the 20 s rank timeout";
 }
 
 TEST_F(PerHostTierTest, OptionsThatCannotWorkAreRefused) {

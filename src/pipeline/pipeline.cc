@@ -216,6 +216,7 @@ class PipelineImpl final : public Pipeline {
       left.swap(drains_);
     }
     for (auto& j : left) {
+      if (j.part) TellPartFailed({j.name, j.step}, *j.part, Status::Unavailable("its pipeline closed first"));
       if (j.handle && j.part) {
         j.handle->FailForGood(Status::Unavailable(
             Label({j.name, j.step}) + ": the pipeline closed before rank " + std::to_string(j.part->rank) +

@@ -378,7 +378,11 @@ int CmdSave(int argc, char** argv) {
     for (size_t k = 0; k < final_progress.size(); ++k) {
       const auto& t = final_progress[k];
       if (t.state == TierState::kCommitted) {
-        std::printf("  tier %zu %s: committed, durable after %.2f s\n", k, t.uri.c_str(), t.durable_seconds);
+        // With a tier 0 per host, tier 0 holds this rank's part of a
+        // checkpoint committed on tier 1.
+        const bool part = k == 0 && po.tier0_per_host && *world > 1;
+        std::printf("  tier %zu %s: %s, durable after %.2f s\n", k, t.uri.c_str(),
+                    part ? "part recorded (the checkpoint is committed on tier 1)" : "committed", t.durable_seconds);
       } else if (t.state == TierState::kSkipped) {
         std::printf("  tier %zu %s: drained by rank 0\n", k, t.uri.c_str());
       } else {
