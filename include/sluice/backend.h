@@ -210,6 +210,17 @@ class Backend {
   // Opens an existing object for reading; NotFound if absent.
   virtual Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) = 0;
 
+  // Open for a caller that already knows the object's size (from a
+  // manifest, checked by a Stat): a backend may skip asking for it (RADOS:
+  // a synchronous round trip to the object's primary, which one slow OSD
+  // holds up for seconds). size() is then `size`, and an object that is
+  // missing or shorter shows at its reads (NotFound, or fewer bytes), not
+  // here. The default is Open.
+  virtual Result<std::unique_ptr<ReadableObject>> OpenKnown(const std::string& name, uint64_t size) {
+    (void)size;
+    return Open(name);
+  }
+
   // Atomically creates `name` holding exactly `bytes`, durable on success.
   // AlreadyExists if it exists (then nothing is changed). A reader never sees
   // a partial object. This is the commit primitive.

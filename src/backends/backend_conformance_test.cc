@@ -405,6 +405,37 @@ TEST_P(BackendConformance, MissingObjectsAreNotFound) {
   EXPECT_TRUE(backend_->Remove("nope").IsNotFound());
 }
 
+TEST_P(BackendConformance, OpenKnownReadsLikeOpenAndAMissingObjectIsNotFound) {
+  const std::string data = Pattern(3 << 20, 11);
+  WriteObject("known/obj.dat", data);
+  auto r = backend_->OpenKnown("known/obj.dat", data.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->size(), data.size());
+  auto buf = AlignedBuffer::Allocate(data.size());
+  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE((*r)->StartRead(0, buf->data(), data.size(), 7).ok());
+  auto c = (*r)->Reap();
+  ASSERT_TRUE(c.ok() && c->status.ok());
+  ASSERT_EQ(c->bytes, data.size());
+  const uint8_t* got = c->data != nullptr ? c->data : buf->data();
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(got), c->bytes) == data);
+  // Missing: NotFound, at the open or at the first read.
+  auto missing = backend_->OpenKnown("known/nope.dat", 4096);
+  if (missing.ok()) {
+    auto mbuf = AlignedBuffer::Allocate(4096);
+    ASSERT_TRUE(mbuf.ok());
+    Status started = (*missing)->StartRead(0, mbuf->data(), 4096, 1);
+    Status read = started;
+    if (started.ok()) {
+      auto mc = (*missing)->Reap();
+      read = mc.ok() ? mc->status : mc.status();
+    }
+    EXPECT_TRUE(read.IsNotFound()) << read.ToString();
+  } else {
+    EXPECT_TRUE(missing.status().IsNotFound()) << missing.status().ToString();
+  }
+}
+
 TEST_P(BackendConformance, PublishIfAbsentIsExclusiveAndWhole) {
   ASSERT_TRUE(backend_->PublishIfAbsent("rec/COMMIT", "first").ok());
   Status second = backend_->PublishIfAbsent("rec/COMMIT", "second");

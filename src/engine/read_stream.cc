@@ -83,7 +83,11 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
     Opened& o = opened[k];
     if (o.tried) return Status::OK();
     o.tried = true;
-    auto r = backend.Open(objects[k].object);
+    // Where the chunks end: the object's size as its manifest has it (the
+    // caller checked it with a Stat), so a backend need not ask again.
+    uint64_t known = 0;
+    for (const auto& t : objects[k].tasks) known = std::max<uint64_t>(known, t.ref->offset + t.ref->length);
+    auto r = backend.OpenKnown(objects[k].object, known);
     if (!r.ok()) {
       o.problem = r.status().IsNotFound() ? "object missing" : r.status().ToString();
       return Status::OK();
@@ -162,10 +166,12 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
       std::string problem;
       if (obj == nullptr) {
         problem = opened[head.object].problem;
+      } else if (head.result.status.IsNotFound()) {
+        problem = "object missing";  // found at the read (Backend::OpenKnown)
       } else if (!head.result.status.ok()) {
         problem = head.result.status.ToString();
       } else if (head.result.bytes < rel + r.length) {
-        problem = "object truncated (" + std::to_string(obj->size()) + " bytes)";
+        problem = "object truncated (" + std::to_string(head.offset + head.result.bytes) + " bytes or fewer)";
       } else if (tasks[i].verify && (rel == 0 && r.length == head.result.bytes && head.result.crc32c
                       ? head.result.crc32c()  // the backend knows it already
                       : Crc32c(base + rel, r.length)) != r.crc32c) {

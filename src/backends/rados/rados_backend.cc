@@ -154,6 +154,11 @@ class RadosBackend final : public Backend {
     return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size);
   }
 
+  Result<std::unique_ptr<ReadableObject>> OpenKnown(const std::string& name, uint64_t size) override {
+    RETURN_IF_ERROR(CheckName(name));
+    return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size);
+  }
+
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
     RETURN_IF_ERROR(CheckName(name));
     // One operation, applied atomically by the primary: it fails as a whole
