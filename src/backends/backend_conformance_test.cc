@@ -41,6 +41,7 @@ struct BackendConfig {
   std::string root;    // directory for file stores
   std::string query;   // URI options
   std::string uri;     // other stores: a full URI; each test gets its own sub-prefix
+  int extra_dirs = 0;  // file stores over several directories: how many besides the first (dirs=)
 };
 
 std::vector<BackendConfig> BackendUris() {
@@ -51,6 +52,9 @@ std::vector<BackendConfig> BackendUris() {
   out.push_back({"file_threads", base, "io=threads", ""});
   out.push_back({"file_buffered", base, "direct=off", ""});
   out.push_back({"file_threads_buffered", base, "io=threads&direct=off&qd=3", ""});
+  // Over several directories: objects spread, hedged writes on.
+  out.push_back({"file_dirs3", base, "", "", 2});
+  out.push_back({"file_dirs2_threads_hedge_off", base, "io=threads&hedge=off", "", 1});
   if (const char* roots = std::getenv("SLUICE_CONFORMANCE_ROOTS")) {
     std::string s = roots;
     size_t pos = 0;
@@ -102,7 +106,15 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     buf.push_back('\0');
     ASSERT_NE(mkdtemp(buf.data()), nullptr) << "cannot make a directory under " << GetParam().root;
     dir_ = buf.data();
-    uri_ = "file://" + dir_ + (GetParam().query.empty() ? "" : "?" + GetParam().query);
+    std::string query = GetParam().query;
+    for (int i = 0; i < GetParam().extra_dirs; ++i) {
+      std::vector<char> more(tmpl.begin(), tmpl.end());
+      more.push_back('\0');
+      ASSERT_NE(mkdtemp(more.data()), nullptr);
+      extra_dirs_.push_back(more.data());
+      query += std::string(i == 0 ? (query.empty() ? "" : "&") + std::string("dirs=") : ",") + more.data();
+    }
+    uri_ = "file://" + dir_ + (query.empty() ? "" : "?" + query);
     auto b = OpenBackend(uri_, true);
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     backend_ = std::move(b).value();
@@ -119,6 +131,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     }
     backend_.reset();
     std::string cmd = "rm -rf '" + dir_ + "'";
+    for (const auto& d : extra_dirs_) cmd += " '" + d + "'";
     (void)std::system(cmd.c_str());
   }
 
@@ -203,6 +216,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
   }
 
   std::string dir_;
+  std::vector<std::string> extra_dirs_;  // a multi-directory store's other directories
   std::string uri_;
   std::unique_ptr<Backend> backend_;
 };

@@ -9,9 +9,11 @@
 #ifndef SLUICE_IO_IO_ENGINE_H_
 #define SLUICE_IO_IO_ENGINE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "sluice/status.h"
@@ -42,6 +44,10 @@ class IoEngine {
   // Blocks for the next completion. REQUIRES: in_flight() > 0. The
   // completion's status carries -errno as a Status ("write at offset N: ...").
   virtual Result<IoResult> Reap() = 0;
+  // As Reap, but gives up at `deadline`: an empty result then, with
+  // nothing reaped. For callers that act when a request is late (a hedged
+  // write). REQUIRES: in_flight() > 0.
+  virtual Result<std::optional<IoResult>> ReapUntil(std::chrono::steady_clock::time_point deadline) = 0;
   virtual size_t in_flight() const = 0;
   virtual size_t queue_depth() const = 0;
   virtual std::string name() const = 0;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -49,6 +51,17 @@ class ThreadEngine final : public IoEngine {
     completed_.pop_front();
     --in_flight_;
     return c;
+  }
+
+  Result<std::optional<IoResult>> ReapUntil(std::chrono::steady_clock::time_point deadline) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_cv_.wait_until(lock, deadline, [this] { return !completed_.empty(); })) {
+      return std::optional<IoResult>();
+    }
+    IoResult c = std::move(completed_.front());
+    completed_.pop_front();
+    --in_flight_;
+    return std::optional<IoResult>(std::move(c));
   }
 
   size_t in_flight() const override { return in_flight_; }

@@ -3,6 +3,8 @@
 #include <liburing.h>
 
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,9 +59,43 @@ class UringEngine final : public IoEngine {
   }
 
   Result<IoResult> Reap() override {
+    IoResult out;
+    bool got = false;
+    RETURN_IF_ERROR(ReapWithin(nullptr, &out, &got));
+    return out;
+  }
+
+  Result<std::optional<IoResult>> ReapUntil(std::chrono::steady_clock::time_point deadline) override {
+    IoResult out;
+    bool got = false;
+    RETURN_IF_ERROR(ReapWithin(&deadline, &out, &got));
+    if (!got) return std::optional<IoResult>();
+    return std::optional<IoResult>(std::move(out));
+  }
+
+  size_t in_flight() const override { return in_flight_; }
+  size_t queue_depth() const override { return depth_; }
+  std::string name() const override { return "io_uring"; }
+
+ private:
+  // Reap, waiting no later than *deadline where one is given: *got says
+  // whether *out holds a completion.
+  Status ReapWithin(const std::chrono::steady_clock::time_point* deadline, IoResult* out, bool* got) {
     for (;;) {
       io_uring_cqe* cqe = nullptr;
-      int rc = io_uring_wait_cqe(&ring_, &cqe);
+      int rc = 0;
+      if (deadline == nullptr) {
+        rc = io_uring_wait_cqe(&ring_, &cqe);
+      } else {
+        auto left = *deadline - std::chrono::steady_clock::now();
+        if (left < std::chrono::steady_clock::duration::zero()) left = std::chrono::steady_clock::duration::zero();
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        __kernel_timespec ts{};
+        ts.tv_sec = ns / 1'000'000'000;
+        ts.tv_nsec = ns % 1'000'000'000;
+        rc = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+        if (rc == -ETIME) return Status::OK();
+      }
       if (rc == -EINTR) continue;
       if (rc < 0) {
         // The ring itself failed: no completion can be had. Count what was
@@ -95,15 +131,12 @@ class UringEngine final : public IoEngine {
       done.bytes = s.done;
       free_.push_back(slot);
       --in_flight_;
-      return done;
+      *out = std::move(done);
+      *got = true;
+      return Status::OK();
     }
   }
 
-  size_t in_flight() const override { return in_flight_; }
-  size_t queue_depth() const override { return depth_; }
-  std::string name() const override { return "io_uring"; }
-
- private:
   struct Slot {
     IoRequest req;
     size_t done = 0;

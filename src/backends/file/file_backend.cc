@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/file/file_directory.h"
+#include "backends/file/multi_dir_backend.h"
 #include "backends/uri_query.h"
 #include "io/aligned_buffer.h"
 #include "io/io_engine.h"
@@ -54,9 +56,11 @@ Status FsyncDir(const std::string& dir) {
   return Status::OK();
 }
 
+}  // namespace
+
 // mkdir -p, fsyncing the parent of every directory it creates so that the
 // new entries survive a crash once the files inside are synced.
-Status MakeDirs(const std::string& dir) {
+Status MakeFileStoreDirs(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) return Status::IOError(dir + " exists and is not a directory");
@@ -64,12 +68,16 @@ Status MakeDirs(const std::string& dir) {
   }
   if (errno != ENOENT) return Status::FromErrno(errno, "stat " + dir);
   std::string parent = ParentOf(dir);
-  if (parent != dir) RETURN_IF_ERROR(MakeDirs(parent));
+  if (parent != dir) RETURN_IF_ERROR(MakeFileStoreDirs(parent));
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Status::FromErrno(errno, "mkdir " + dir);
   }
   return FsyncDir(parent);
 }
+
+namespace {
+
+Status MakeDirs(const std::string& dir) { return MakeFileStoreDirs(dir); }
 
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^
@@ -92,13 +100,9 @@ Status WriteAllFd(int fd, const char* p, size_t n, const std::string& what) {
   return Status::OK();
 }
 
-struct FileOptions {
-  IoEngineKind io = IoEngineKind::kAuto;
-  enum class Direct { kAuto, kOn, kOff } direct = Direct::kAuto;
-  unsigned queue_depth = 16;
-};
-
-Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query) {
+// The options a directory takes; the others (dirs=, hedging) are the
+// multi-directory store's (`rest`, in order).
+Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query, std::string* rest) {
   FileOptions o;
   RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
     auto bad = [&](const char* expect) {
@@ -117,9 +121,12 @@ Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query)
       else return bad("auto, on or off");
     } else if (key == "qd") {
       ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
+    } else if (IsMultiDirOption(key)) {
+      *rest += (rest->empty() ? "" : "&") + key + "=" + val;
     } else {
       return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
-                                     "' (file stores take io, direct, qd)");
+                                     "' (file stores take io, direct, qd, dirs, hedge, hedge_extra, "
+                                     "hedge_floor_ms)");
     }
     return Status::OK();
   }));
@@ -199,7 +206,7 @@ class FileReadable final : public ReadableObject {
   uint64_t size_;
 };
 
-class FileBackend final : public Backend {
+class FileBackend final : public FileDirectory {
  public:
   FileBackend(std::string uri, std::string root, FileOptions opts, bool direct,
               std::string engine_name)
@@ -214,8 +221,9 @@ class FileBackend final : public Backend {
   const BackendCaps& caps() const override { return caps_; }
   const std::string& uri() const override { return uri_; }
 
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
-                                                 uint64_t size_hint) override {
+  const std::string& root() const override { return root_; }
+
+  Result<int> CreateObjectFile(const std::string& name, uint64_t size_hint) override {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
@@ -232,9 +240,24 @@ class FileBackend final : public Backend {
         return st;
       }
     }
+    return fd.release();
+  }
+
+  Status FinishObjectFile(int fd, const std::string& name, uint64_t final_size) override {
+    if (::ftruncate(fd, static_cast<off_t>(final_size)) != 0) {
+      return Status::FromErrno(errno, "truncate " + name);
+    }
+    if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync " + name);
+    return FsyncDir(ParentOf(PathOf(name)));
+  }
+
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
+                                                 uint64_t size_hint) override {
+    ASSIGN_OR_RETURN(int raw_fd, CreateObjectFile(name, size_hint));
+    Fd fd(raw_fd);
     ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
     return std::unique_ptr<WritableObject>(
-        new FileWritable(path, name, fd.release(), std::move(engine)));
+        new FileWritable(PathOf(name), name, fd.release(), std::move(engine)));
   }
 
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
@@ -544,7 +567,10 @@ class FileBackend final : public Backend {
       if (S_ISDIR(st.st_mode)) {
         result = Walk(rel + "/", out);
         if (!result.ok()) break;
-      } else if (S_ISREG(st.st_mode) && !IsTemporary(n)) {
+      } else if (S_ISREG(st.st_mode) && !IsTemporary(n) &&
+                 !(rel_dir.empty() && n.rfind(kStoreFilePrefix, 0) == 0)) {
+        // (The store's own files in the root, e.g. a multi-directory
+        // store's layout record, are not objects.)
         int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
         out->push_back(ObjectInfo{rel, static_cast<uint64_t>(st.st_size), ms});
       }
@@ -583,10 +609,8 @@ Result<bool> ProbeDirect(const std::string& root) {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const std::string& path,
-                                                 const std::string& query,
-                                                 bool create_if_missing) {
-  ASSIGN_OR_RETURN(FileOptions opts, ParseQuery(uri, query));
+Result<std::unique_ptr<FileDirectory>> OpenFileDirectory(const std::string& uri, const std::string& path,
+                                                         const FileOptions& opts, bool create_if_missing) {
   std::string root = path;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   struct stat st;
@@ -618,7 +642,20 @@ Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const s
   // Probe the engine once so caps().io_path tells the truth.
   ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts.io, 1));
   std::string engine_name = engine->name();
-  return std::unique_ptr<Backend>(new FileBackend(uri, root, opts, direct, engine_name));
+  return std::unique_ptr<FileDirectory>(new FileBackend(uri, root, opts, direct, engine_name));
+}
+
+Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const std::string& path,
+                                                 const std::string& query,
+                                                 bool create_if_missing) {
+  std::string multi_dir_query;
+  ASSIGN_OR_RETURN(FileOptions opts, ParseQuery(uri, query, &multi_dir_query));
+  // A store over several directories when the URI names more (dirs=) or
+  // the directory records that it is one.
+  ASSIGN_OR_RETURN(bool multi, IsMultiDirStore(path, multi_dir_query));
+  if (multi) return OpenMultiDirFileBackend(uri, path, multi_dir_query, opts, create_if_missing);
+  ASSIGN_OR_RETURN(auto dir, OpenFileDirectory(uri, path, opts, create_if_missing));
+  return std::unique_ptr<Backend>(std::move(dir));
 }
 
 }  // namespace sluice

@@ -33,96 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/hedge_state.h"
 #include "backends/rados/rados_object.h"
 #include "sluice/backend.h"
 
 namespace sluice {
-
-struct HedgeOptions {
-  bool enabled = true;
-  double extra = 0.25;          // hedged bytes / bytes written, at most
-  unsigned floor_ms = 100;      // no write is late sooner than this
-  double factor = 3.0;          // late: past factor x the median of recent writes
-  uint64_t max_held_bytes = 32ull << 20;
-  unsigned max_copies = 3;      // the first write and two hedges
-  unsigned avoid_ms = 30'000;   // how long a late placement group is avoided
-};
-
-// What the objects of one backend share: recent latencies, the placement
-// groups found slow, the byte budget, and the operations still in flight
-// (also those of objects that stopped waiting for them). Thread-safe.
-class HedgeState final : public HedgedWrites {
- public:
-  using Clock = std::chrono::steady_clock;
-  // Every placement group's acting OSDs, by PG seed (the pool's PGs only);
-  // NotSupported when the client may not ask (no mgr 'allow r' cap: never
-  // asked again), another error when it may later.
-  using ActingSets = std::map<uint32_t, std::vector<int>>;
-  using FetchActing = std::function<Result<ActingSets>()>;
-  // `fetch_acting` may be empty: slow placement groups are then avoided
-  // one by one, never by the OSD they share.
-  HedgeState(HedgeOptions options, FetchActing fetch_acting)
-      : options_(options), fetch_acting_(std::move(fetch_acting)) {}
-  const HedgeOptions& options() const { return options_; }
-
-  // How long a write may take before it is late: factor x the median of
-  // recent latencies, at least floor_ms (and 500 ms until 16 are known).
-  Clock::duration Deadline() const;
-  // Past this a finished write counts against its OSDs (MarkSlow):
-  // twice the median, at least half the floor.
-  Clock::duration SlowAfter() const;
-  // A write that finished on the first copy of an object never hedged.
-  void RecordLatency(Clock::duration d);
-  // A write to placement group `pg` was late. The PG is avoided for
-  // avoid_ms; so is every PG of an OSD that most recent late writes' PGs share
-  // (the slow OSD: it serves about half the PGs of a 6-OSD, 3-host pool,
-  // far more than a client learns one late PG at a time).
-  void MarkSlow(uint32_t pg);
-  // A write to `pg` finished before its deadline: its OSDs are cleared.
-  void MarkOnTime(uint32_t pg);
-  bool IsSlow(uint32_t pg);
-  // The OSDs suspected slow now, for messages and tests.
-  std::vector<int> SuspectOsds();
-
-  void Submitted(uint64_t bytes);
-  // Takes `bytes` of the extra-byte budget if they fit.
-  bool Reserve(uint64_t bytes);
-  void CountRefused();
-  void CountHedged();
-  void CountWon();
-  void CountAvoided();
-  HedgeStats Stats() const override;
-
-  // Every operation the hedged objects start, counted until it completes,
-  // so that the cluster handle outlives them (WaitIdle before shutdown).
-  void OpStarted();
-  void OpEnded();
-  // False if operations were still in flight after `timeout`.
-  bool WaitIdle(Clock::duration timeout);
-
- private:
-  Clock::duration DeadlineLocked() const;
-  std::vector<int> SuspectsLocked() const;
-
-  const HedgeOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::vector<int64_t> samples_ns_;  // ring of recent latencies
-  size_t next_sample_ = 0;
-  mutable size_t since_computed_ = 0;  // samples since p50_ns_ was computed
-  mutable int64_t p50_ns_ = 0;
-  std::map<uint32_t, Clock::time_point> slow_until_;
-  FetchActing fetch_acting_;
-  ActingSets acting_;                         // as of acting_at_
-  Clock::time_point acting_at_{};
-  bool acting_unavailable_ = false;           // the cluster refused: do not ask again
-  Clock::time_point acting_failed_at_{};      // the last time asking failed (timed out)
-  std::deque<std::vector<int>> recent_late_;     // acting sets of the latest late PGs
-  std::deque<std::vector<int>> recent_on_time_;  // and of the latest written on time
-  std::map<int, Clock::time_point> suspect_until_;
-  HedgeStats stats_;
-  size_t ops_in_flight_ = 0;
-};
 
 // `name` as the hedged object `k` beside it: "a/b-000003.dat" -> "a/b-000003-h<k>.dat"
 // (other names get "-h<k>" appended). k = 0 is `name` itself.

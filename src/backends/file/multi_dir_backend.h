@@ -1,0 +1,62 @@
+// A file store over several directories, one per device (e.g. each NVMe
+// drive of a host): file:///nvme0/ckpt?dirs=/nvme1/ckpt,/nvme2/ckpt.
+//
+// The first directory is the store's home: it holds every published
+// record (manifests, commit records, locks) and a record of the store's
+// layout (.sluice-dirs), so that later opens need no dirs= and one that
+// names other directories is refused. Each other directory holds a marker
+// naming the home and its own index, so that it is never opened as a store
+// of its own (garbage collection there would find none of the records that
+// name its objects).
+//
+// Data objects (CreateRelocatable) are spread over the directories: each
+// goes to the directory with the fewest objects being written, away from
+// directories found slow. An object placed in directory k > 0 is stored
+// under its name with "-d<k>" before its extension, and every operation
+// finds an object's directory from its name alone (a name with no such
+// suffix, or with k past the last directory, lives in the home), so names
+// copied to another store (a drain) or read back need nothing else.
+//
+// Hedged writes (hedge=on, the default): as on RADOS (doc/ceph.md), an
+// object whose write is late past a deadline derived from recent write
+// latencies (hedge_floor_ms, 3x the median) is written again, whole, into
+// another directory, and the first copy that holds every byte is the one
+// the caller records; the others are removed. Extra bytes are bounded by
+// hedge_extra. Objects are at most 64 MiB here, so that a hedge rewrites
+// at most that, and each object's bytes are held in memory until it is
+// finished. hedge=off spreads objects all the same and holds nothing.
+//
+// Internal to src/backends/file.
+#ifndef SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_
+#define SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "backends/file/file_directory.h"
+#include "sluice/backend.h"
+
+namespace sluice {
+
+// True for the URI options the multi-directory store takes (dirs, hedge,
+// hedge_extra, hedge_floor_ms).
+bool IsMultiDirOption(const std::string& key);
+
+// Whether `path` opens as a multi-directory store: `query` (its options
+// only) names other directories, or the directory records that it is the
+// home of one. InvalidArgument when `path` is another directory of a
+// multi-directory store, or when `query` has hedging options for a
+// single directory.
+Result<bool> IsMultiDirStore(const std::string& path, const std::string& query);
+
+Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri, const std::string& home,
+                                                         const std::string& query, const FileOptions& options,
+                                                         bool create_if_missing);
+
+// The directory index a name's suffix gives ("a/r0-x-000001-d2.dat" -> 2);
+// 0 for a name without one, and for k >= `dirs`.
+size_t DirectoryOfName(const std::string& name, size_t dirs);
+
+}  // namespace sluice
+
+#endif  // SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_

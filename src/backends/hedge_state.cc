@@ -1,0 +1,226 @@
+#include "backends/hedge_state.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace sluice {
+
+namespace {
+
+constexpr size_t kLatencySamples = 256;
+// Below this many samples the p95 means little: the deadline is at least
+// kUnsampledDeadline.
+constexpr size_t kMinSamples = 16;
+constexpr auto kUnsampledDeadline = std::chrono::milliseconds(500);
+// An OSD in at least kMinLateForSuspect of the last kRecentLate late
+// placement groups, and in three quarters of them, is suspected slow.
+constexpr size_t kRecentLate = 8;
+constexpr size_t kMinLateForSuspect = 4;
+// An OSD in kOnTimeToClear of the last kRecentOnTime PGs written on time
+// is not suspected (a slow OSD's PGs are rarely on time under load).
+constexpr size_t kRecentOnTime = 16;
+constexpr size_t kOnTimeToClear = 2;
+// The median is recomputed after this many new samples, not per question.
+constexpr size_t kRecomputeEvery = 16;
+constexpr uint64_t kBudgetCredit = 256ull << 20;
+}  // namespace
+
+HedgeState::Clock::duration HedgeState::Deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DeadlineLocked();
+}
+
+HedgeState::Clock::duration HedgeState::DeadlineLocked() const {
+  const auto floor = std::chrono::milliseconds(options_.floor_ms);
+  if (samples_ns_.size() < kMinSamples) return std::max<Clock::duration>(floor, kUnsampledDeadline);
+  if (since_computed_ >= kRecomputeEvery || p50_ns_ == 0) {
+    std::vector<int64_t> sorted = samples_ns_;
+    const size_t k = (sorted.size() - 1) / 2;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(k), sorted.end());
+    p50_ns_ = sorted[k];
+    since_computed_ = 0;
+  }
+  const auto late = std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(p50_ns_) * options_.factor));
+  return std::max<Clock::duration>(floor, late);
+}
+
+HedgeState::Clock::duration HedgeState::SlowAfter() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (samples_ns_.size() < kMinSamples) return DeadlineLocked();
+  (void)DeadlineLocked();  // brings p50_ns_ up to date
+  return std::max<Clock::duration>(std::chrono::milliseconds(options_.floor_ms) / 2,
+                                   std::chrono::nanoseconds(p50_ns_ * 2));
+}
+
+void HedgeState::RecordLatency(Clock::duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (samples_ns_.size() < kLatencySamples) {
+    samples_ns_.push_back(ns);
+  } else {
+    samples_ns_[next_sample_] = ns;
+    next_sample_ = (next_sample_ + 1) % kLatencySamples;
+  }
+  ++since_computed_;
+}
+
+void HedgeState::MarkSlow(uint32_t pg) {
+  const Clock::time_point now = Clock::now();
+  const auto avoid = std::chrono::milliseconds(options_.avoid_ms);
+  // The acting sets are fetched again once they are older than the
+  // avoidance window (a lost OSD's PGs move); outside the lock, as it is a
+  // round trip to the cluster.
+  bool fetch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slow_until_[pg] = now + avoid;
+    fetch = fetch_acting_ && !acting_unavailable_ && (acting_.empty() || now - acting_at_ >= avoid) &&
+            (acting_failed_at_ == Clock::time_point{} || now - acting_failed_at_ >= avoid);
+  }
+  std::optional<Result<ActingSets>> fetched;
+  if (fetch) fetched.emplace(fetch_acting_());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fetched) {
+    if (fetched->ok()) {
+      acting_ = std::move(fetched->value());
+      acting_at_ = now;
+    } else if (fetched->status().code() == StatusCode::kNotSupported) {
+      acting_unavailable_ = true;  // refused (no mgr cap): not asked again
+    } else {
+      acting_failed_at_ = now;  // asked again after the avoidance window
+    }
+  }
+  auto it = acting_.find(pg);
+  if (it == acting_.end()) return;
+  recent_late_.push_back(it->second);
+  while (recent_late_.size() > kRecentLate) recent_late_.pop_front();
+  // The suspects: the OSDs found in the most recent late PGs, in three
+  // quarters of them at least, and not cleared by writes on time.
+  std::map<int, size_t> late, on_time;
+  for (const auto& set : recent_late_) {
+    for (int osd : set) ++late[osd];
+  }
+  for (const auto& set : recent_on_time_) {
+    for (int osd : set) ++on_time[osd];
+  }
+  size_t most = 0;
+  for (const auto& [osd, n] : late) most = std::max(most, n);
+  if (recent_late_.size() < kMinLateForSuspect || most * 4 < recent_late_.size() * 3) return;
+  for (const auto& [osd, n] : late) {
+    if (n == most && on_time[osd] < kOnTimeToClear) suspect_until_[osd] = now + avoid;
+  }
+}
+
+void HedgeState::MarkOnTime(uint32_t pg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = acting_.find(pg);
+  if (it == acting_.end()) return;
+  recent_on_time_.push_back(it->second);
+  while (recent_on_time_.size() > kRecentOnTime) recent_on_time_.pop_front();
+  // A suspect seen writing on time again is one no longer.
+  for (int osd : it->second) {
+    size_t n = 0;
+    for (const auto& set : recent_on_time_) n += static_cast<size_t>(std::count(set.begin(), set.end(), osd));
+    if (n >= kOnTimeToClear) suspect_until_.erase(osd);
+  }
+}
+
+bool HedgeState::IsSlow(uint32_t pg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  auto it = slow_until_.find(pg);
+  if (it != slow_until_.end()) {
+    if (it->second > now) return true;
+    slow_until_.erase(it);
+  }
+  auto set = acting_.find(pg);
+  if (set == acting_.end()) return false;
+  for (int osd : set->second) {
+    auto s = suspect_until_.find(osd);
+    if (s != suspect_until_.end() && s->second > now) return true;
+  }
+  return false;
+}
+
+std::vector<int> HedgeState::SuspectOsds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SuspectsLocked();
+}
+
+std::vector<int> HedgeState::SuspectsLocked() const {
+  std::vector<int> out;
+  for (const auto& [osd, until] : suspect_until_) {
+    if (until > Clock::now()) out.push_back(osd);
+  }
+  return out;
+}
+
+void HedgeState::Submitted(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.bytes_submitted += bytes;
+}
+
+bool HedgeState::Reserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The budget is a fraction of the bytes written, plus the same fraction
+  // of kBudgetCredit: the first late objects of a run come before many
+  // bytes were written, and are the ones that teach where the slow OSD is.
+  const double allowed = options_.extra * static_cast<double>(stats_.bytes_submitted + kBudgetCredit);
+  if (static_cast<double>(stats_.extra_bytes + bytes) > allowed) return false;
+  stats_.extra_bytes += bytes;
+  return true;
+}
+
+void HedgeState::CountRefused() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.hedges_refused;
+}
+void HedgeState::CountHedged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.objects_hedged;
+}
+void HedgeState::CountWon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.hedges_won;
+}
+void HedgeState::CountAvoided() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.slow_avoided;
+}
+
+HedgeStats HedgeState::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  HedgeStats s = stats_;
+  s.budget = options_.extra;
+  s.suspect_osds = SuspectsLocked();
+  s.deadline_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
+  return s;
+}
+
+void HedgeState::OpStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++ops_in_flight_;
+}
+
+void HedgeState::OpEnded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--ops_in_flight_ == 0) idle_cv_.notify_all();
+}
+
+bool HedgeState::WaitIdle(Clock::duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [&] { return ops_in_flight_ == 0; });
+}
+
+std::string NameBeside(const std::string& name, const std::string& tag) {
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash) && dot > 0) {
+    return name.substr(0, dot) + tag + name.substr(dot);
+  }
+  return name + tag;
+}
+
+}  // namespace sluice
