@@ -860,8 +860,11 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
   all.insert(all.end(), layout.dirs.begin(), layout.dirs.end());
   for (size_t k = 0; k < all.size(); ++k) {
     if (k > 0) {
-      ASSIGN_OR_RETURN(auto d, OpenFileDirectory(uri, all[k], file_options, create_if_missing));
-      dirs.push_back(std::move(d));
+      auto d = OpenFileDirectory(uri, all[k], file_options, create_if_missing);
+      if (!d.ok()) {
+        return d.status().WithContext("directory " + std::to_string(k) + " of the multi-directory store " + home);
+      }
+      dirs.push_back(std::move(d).value());
     }
     struct stat st;
     if (::stat(all[k].c_str(), &st) != 0) return Status::FromErrno(errno, "store directory " + all[k]);
