@@ -22,6 +22,7 @@ packages=(
   zfs-fuse                           # a ZFS pool on a file in the filesystem tests
   python3                            # bench/run_bench.sh and tests parse JSON with it
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
+  faketime                           # tests/clock_skew_test.sh: hosts whose clocks disagree
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
   ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
   python3 python3-venv               # python/: a virtual environment with torch 2.x (below)
