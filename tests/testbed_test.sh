@@ -322,7 +322,10 @@ mkdir -p "$W/hedge-big"
 for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bin"; done
 # Not through tb(): a function run in the background is a subshell, and $!
 # would be that shell, not the save (testbed exec execs the command).
-"$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
+# A cache of its own: it learns the slow OSD afresh, with hedges, instead
+# of avoiding it from the start as the save above shared it
+# (HedgeState::ShareSuspects).
+"$TESTBED" exec c2 env XDG_CACHE_HOME="$W/fresh-cache" "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
   --object-size 8MiB --rate-limit 0=16MiB >/dev/null 2>"$W/killed.err" &
 pk=$!
 for i in $(seq 1 100); do  # killed once it has written a few objects

@@ -1,7 +1,14 @@
 #include "backends/hedge_state.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <utility>
 
 namespace sluice {
@@ -80,7 +87,7 @@ void HedgeState::MarkSlow(uint32_t pg) {
   }
   std::optional<Result<ActingSets>> fetched;
   if (fetch) fetched.emplace(fetch_acting_());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (fetched) {
     if (fetched->ok()) {
       acting_ = std::move(fetched->value());
@@ -107,23 +114,92 @@ void HedgeState::MarkSlow(uint32_t pg) {
   size_t most = 0;
   for (const auto& [osd, n] : late) most = std::max(most, n);
   if (recent_late_.size() < kMinLateForSuspect || most * 4 < recent_late_.size() * 3) return;
+  bool added = false;
   for (const auto& [osd, n] : late) {
-    if (n == most && on_time[osd] < kOnTimeToClear) suspect_until_[osd] = now + avoid;
+    if (n == most && on_time[osd] < kOnTimeToClear) {
+      auto at = suspect_until_.find(osd);
+      added = added || at == suspect_until_.end() || at->second <= now;
+      suspect_until_[osd] = now + avoid;
+    }
   }
+  if (!added) return;
+  std::vector<int> suspects = SuspectsLocked();
+  lock.unlock();
+  WriteShared(std::move(suspects));
 }
 
 void HedgeState::MarkOnTime(uint32_t pg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = acting_.find(pg);
   if (it == acting_.end()) return;
   recent_on_time_.push_back(it->second);
   while (recent_on_time_.size() > kRecentOnTime) recent_on_time_.pop_front();
   // A suspect seen writing on time again is one no longer.
+  bool cleared = false;
   for (int osd : it->second) {
     size_t n = 0;
     for (const auto& set : recent_on_time_) n += static_cast<size_t>(std::count(set.begin(), set.end(), osd));
-    if (n >= kOnTimeToClear) suspect_until_.erase(osd);
+    if (n >= kOnTimeToClear) cleared = suspect_until_.erase(osd) > 0 || cleared;
   }
+  if (!cleared) return;
+  std::vector<int> suspects = SuspectsLocked();
+  lock.unlock();
+  WriteShared(std::move(suspects));
+}
+
+namespace {
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void HedgeState::ShareSuspects(std::string path) {
+  shared_path_ = std::move(path);
+  if (shared_path_.empty()) return;
+  // "osd <id> <until, unix ms>" per line.
+  std::ifstream in(shared_path_);
+  std::string line;
+  const int64_t now_ms = WallMs();
+  std::map<int, int64_t> fresh;  // osd -> ms left
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string word;
+    int osd = -1;
+    int64_t until = 0;
+    if (fields >> word >> osd >> until && word == "osd" && osd >= 0 && until > now_ms) {
+      fresh[osd] = std::min<int64_t>(until - now_ms, kSharedSuspectMs);
+    }
+  }
+  if (fresh.empty()) return;
+  // Suspects are avoided through the acting sets: fetch them now.
+  std::optional<Result<ActingSets>> fetched;
+  if (fetch_acting_) fetched.emplace(fetch_acting_());
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  if (fetched && fetched->ok()) {
+    acting_ = std::move(fetched->value());
+    acting_at_ = now;
+  } else if (fetched && fetched->status().code() == StatusCode::kNotSupported) {
+    acting_unavailable_ = true;
+  }
+  for (const auto& [osd, left] : fresh) suspect_until_[osd] = now + std::chrono::milliseconds(left);
+}
+
+void HedgeState::WriteShared(std::vector<int> suspects) {
+  if (shared_path_.empty()) return;
+  std::string text;
+  const int64_t until = WallMs() + kSharedSuspectMs;
+  for (int osd : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
+  // Whole or not at all: a temporary beside it, renamed over it.
+  const std::string tmp = shared_path_ + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), shared_path_.c_str()) != 0) ::unlink(tmp.c_str());
 }
 
 bool HedgeState::IsSlow(uint32_t pg) {

@@ -70,6 +70,15 @@ class HedgeState final : public HedgedWrites {
   // A write to `pg` finished before its deadline: its OSDs are cleared.
   void MarkOnTime(uint32_t pg);
   bool IsSlow(uint32_t pg);
+  // Shares suspects with later processes through the file at `path` (a
+  // few lines; empty: not shared). Suspects found there and still fresh
+  // are avoided from the start, so that a new process does not learn a
+  // lasting fault again with hedges of its own (each leaves a loser queued
+  // at the slow device); every change of the suspects is written back,
+  // each to be avoided for kSharedSuspectMs. Best effort: a file that
+  // cannot be read or written changes nothing else. Call once, before use.
+  void ShareSuspects(std::string path);
+  static constexpr int64_t kSharedSuspectMs = 5 * 60 * 1000;
   // The OSDs suspected slow now, for messages and tests.
   std::vector<int> SuspectOsds();
 
@@ -92,6 +101,8 @@ class HedgeState final : public HedgedWrites {
  private:
   Clock::duration DeadlineLocked() const;
   std::vector<int> SuspectsLocked() const;
+  // Writes the suspects to shared_path_ (when set), outside mu_.
+  void WriteShared(std::vector<int> suspects);
 
   const HedgeOptions options_;
   mutable std::mutex mu_;
@@ -109,6 +120,7 @@ class HedgeState final : public HedgedWrites {
   std::deque<std::vector<int>> recent_late_;     // acting sets of the latest late PGs
   std::deque<std::vector<int>> recent_on_time_;  // and of the latest written on time
   std::map<int, Clock::time_point> suspect_until_;
+  std::string shared_path_;  // set once, before use
   HedgeStats stats_;
   size_t ops_in_flight_ = 0;
 };

@@ -518,6 +518,9 @@ class PipelineImpl final : public Pipeline {
       std::lock_guard<std::mutex> names(mu_);
       if (saved_names_.count(name) && !coordinated_names_.count(name)) return removed;
     }
+    // One tier that keeps every step has nothing to remove: no listing
+    // (on RADOS a pool walk, seconds when an OSD is slow).
+    if (stores_.size() == 1 && opts_.tiers[0].keep_last == 0) return removed;
     // While any tier cannot be listed, what it holds is unknown: remove
     // nothing anywhere.
     bool unreachable = false;

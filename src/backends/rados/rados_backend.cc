@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -36,6 +38,31 @@ int64_t UnixMs(const struct timespec& ts) {
 
 // Every PG of the pool with its acting OSDs, from the mgr's PG map (one
 // round trip; the client needs mgr 'allow r', which sluice's recipe gives).
+// Where this user's processes share the OSDs they found slow in a pool
+// (HedgeState::ShareSuspects): $XDG_CACHE_HOME/sluice, else
+// ~/.cache/sluice, else /tmp/sluice-<uid>; empty when none can be made.
+std::string SharedSuspectsPath(Cluster& cluster, const std::string& pool) {
+  std::string fsid;
+  if (cluster.rados.cluster_fsid(&fsid) < 0 || fsid.empty()) return "";
+  std::string dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    dir = std::string(xdg) + "/sluice";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    dir = std::string(home) + "/.cache/sluice";
+  } else {
+    dir = "/tmp/sluice-" + std::to_string(::getuid());
+  }
+  // mkdir -p, private to the user.
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string part = dir.substr(0, slash);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return "";
+    if (slash == std::string::npos) break;
+  }
+  std::string safe_pool;
+  for (char c : pool) safe_pool += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  return dir + "/slow-osds-" + fsid + "-" + safe_pool;
+}
+
 Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
   librados::bufferlist in, out;
   std::string outs;
@@ -108,6 +135,7 @@ class RadosBackend final : public Backend {
         return FetchActingSets(*cluster);
       });
       caps_.hedged_writes = hedge_.get();
+      hedge_->ShareSuspects(SharedSuspectsPath(*cluster_, opts_.pool));
       char extra[32];
       std::snprintf(extra, sizeof(extra), "%.0f%%", opts_.hedge_extra * 100);
       caps_.io_path += ", hedged writes (late past " + std::to_string(static_cast<int>(h.factor)) +

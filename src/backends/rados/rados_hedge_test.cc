@@ -5,6 +5,12 @@
 #include "backends/rados/rados_hedge.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include <chrono>
 #include <thread>
@@ -114,6 +120,61 @@ TEST(HedgeStateTest, TheOsdLateWritesShareIsSuspectedAndItsGroupsAvoided) {
   s.MarkOnTime(with0[2]);
   EXPECT_TRUE(s.SuspectOsds().empty());
   EXPECT_FALSE(s.IsSlow(with0[30]));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(HedgeStateTest, SuspectsAreSharedWithLaterProcesses) {
+  char dir[] = "/tmp/sluice-hedge-share-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/slow-osds";
+  const auto sets = SixOsds();
+  std::vector<uint32_t> with0, without0;
+  for (const auto& [pg, osds] : sets) (osds[0] == 0 ? with0 : without0).push_back(pg);
+  {
+    // A process learns osd.0 and writes it down.
+    HedgeState first(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    first.ShareSuspects(path);
+    EXPECT_TRUE(ReadFile(path).empty());  // nothing known, nothing written
+    for (uint32_t pg : without0) first.MarkOnTime(pg);
+    for (size_t i = 0; i < 6; ++i) first.MarkSlow(with0[i * 3]);
+    ASSERT_EQ(first.SuspectOsds(), std::vector<int>{0});
+    EXPECT_EQ(ReadFile(path).rfind("osd 0 ", 0), 0u) << ReadFile(path);
+  }
+  {
+    // The next one avoids osd.0's groups before any write of its own.
+    int fetches = 0;
+    HedgeState next(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+      ++fetches;
+      return SixOsds();
+    });
+    next.ShareSuspects(path);
+    EXPECT_EQ(fetches, 1);
+    EXPECT_EQ(next.SuspectOsds(), std::vector<int>{0});
+    for (uint32_t pg : with0) EXPECT_TRUE(next.IsSlow(pg)) << pg;
+    for (uint32_t pg : without0) EXPECT_FALSE(next.IsSlow(pg)) << pg;
+    // osd.0 on time again: cleared, and written down so.
+    next.MarkOnTime(with0[1]);
+    next.MarkOnTime(with0[2]);
+    EXPECT_TRUE(next.SuspectOsds().empty());
+    EXPECT_TRUE(ReadFile(path).empty()) << ReadFile(path);
+  }
+  {
+    // An entry past its time, or garbage, is no suspect.
+    std::ofstream(path) << "osd 3 1000\nosd x 99999999999999\nnonsense\n";
+    HedgeState later(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    later.ShareSuspects(path);
+    EXPECT_TRUE(later.SuspectOsds().empty());
+    // No file at all: nothing either.
+    HedgeState none(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    none.ShareSuspects(std::string(dir) + "/absent");
+    EXPECT_TRUE(none.SuspectOsds().empty());
+  }
+  std::string cmd = std::string("rm -rf '") + dir + "'";
+  (void)std::system(cmd.c_str());
 }
 
 TEST(HedgeStateTest, WithoutTheMapOnlyLatePlacementGroupsAreAvoided) {
