@@ -1,6 +1,7 @@
 #include "checkpoint/catalog.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <set>
@@ -33,13 +34,22 @@ bool IsDataObject(const std::string& object) {
   return parsed && parsed->rest.rfind("data/", 0) == 0;
 }
 
-Result<Steps> GroupBySteps(Backend& backend, std::string_view name) {
+// `hints`, where given, gets the latest-step hints listed (LatestHintObject).
+Result<Steps> GroupBySteps(Backend& backend, std::string_view name, std::vector<ObjectInfo>* hints = nullptr) {
   std::string prefix = name.empty() ? CheckpointsPrefix() : NamePrefix(name);
   ASSIGN_OR_RETURN(auto listed, backend.List(prefix));
   Steps steps;
   for (auto& o : listed) {
     auto parsed = ParseObjectName(o.name);
-    if (!parsed) continue;
+    if (!parsed) {
+      const std::string latest = "/LATEST";
+      if (hints != nullptr && o.name.size() > latest.size() &&
+          o.name.compare(o.name.size() - latest.size(), latest.size(), latest) == 0 &&
+          o.name.find('/', CheckpointsPrefix().size()) == o.name.size() - latest.size()) {
+        hints->push_back(std::move(o));
+      }
+      continue;
+    }
     StepObjects& s = steps[{parsed->name, parsed->step}];
     if (parsed->rest == "COMMIT") s.has_commit = true;
     if (parsed->rest.rfind("parts/", 0) == 0) s.has_part = true;
@@ -298,6 +308,12 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   for (const auto& o : listed) {
     if (is_record(o.name)) RETURN_IF_ERROR(backend.Remove(o.name));
   }
+  // A latest-step hint naming it goes too (it is a hint: a save that finds
+  // it stale lists instead, so a failure here is no error).
+  const std::string hint = LatestHintObject(id.name);
+  if (auto named = backend.ReadSmall(hint); named.ok() && *named == std::to_string(id.step)) {
+    (void)backend.Remove(hint);
+  }
   // Only then is it asked who still needs its data objects (later steps
   // that share chunks with it, writers about to): a writer that registers
   // after this point finds the commit record gone and does not build on it.
@@ -337,7 +353,8 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
 // commit that names objects of another step (chunks shared across steps,
 // parity) keeps them alive without gc knowing why.
 Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, ""));
+  std::vector<ObjectInfo> hints;
+  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, "", &hints));
   const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
   std::unordered_set<std::string> marked;
   std::set<std::pair<std::string, uint64_t>> committed;  // at the mark
@@ -431,6 +448,22 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
         ++report.objects_removed;
         report.bytes_removed += o.size;
       }
+    }
+  }
+  // A latest-step hint naming no committed step (it was removed, or never
+  // committed here) goes like any object nothing reaches.
+  for (const ObjectInfo& h : hints) {
+    if (h.mtime_unix_ms > cutoff) continue;
+    const std::string name = h.name.substr(CheckpointsPrefix().size(),
+                                           h.name.size() - CheckpointsPrefix().size() - std::string("/LATEST").size());
+    auto bytes = backend.ReadSmall(h.name);
+    if (!bytes.ok()) continue;
+    const bool digits = !bytes->empty() && bytes->size() <= 20 &&
+                        bytes->find_first_not_of("0123456789") == std::string::npos;
+    if (digits && backend.ReadSmall(CommitObject(name, std::strtoull(bytes->c_str(), nullptr, 10))).ok()) continue;
+    if (backend.Remove(h.name).ok()) {
+      ++report.objects_removed;
+      report.bytes_removed += h.size;
     }
   }
   // Last, so that what the removals above left empty goes too. No age

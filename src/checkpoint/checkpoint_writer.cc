@@ -256,6 +256,7 @@ class Writer final : public RankWriter {
     if (rank_ == 0) {
       RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
       stats.committed = true;
+      PublishLatestHint();
     } else {
       ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
       Status waited = WaitForCommit(manifest_name);
@@ -265,6 +266,16 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(waited);
     }
     return stats;
+  }
+
+  // Records this step as the name's latest (LatestHintObject), so that the
+  // next incremental save finds its base without listing. Best effort: a
+  // hint that cannot be written, or that a concurrent save of another step
+  // overwrites, only costs that save a listing or an older base.
+  void PublishLatestHint() {
+    const std::string hint = LatestHintObject(id_.name);
+    (void)backend_.Remove(hint);
+    (void)backend_.PublishIfAbsent(hint, std::to_string(id_.step));
   }
 
   // Names this rank's manifest at the first free pointer of its rank, where

@@ -158,16 +158,31 @@ Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToC
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
                                                uint64_t step, uint32_t rank,
                                                std::string_view writer) {
-  ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+  // The step the last save committed (LatestHintObject), when its commit
+  // record is there; else the newest committed step a listing finds.
   std::optional<uint64_t> base;
-  for (const auto& o : listed) {
-    auto parsed = ParseObjectName(o.name);
-    if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || parsed->step == step) continue;
-    if (!base || parsed->step > *base) base = parsed->step;
+  Result<std::string> before = Status::NotFound("no base");
+  if (auto hint = backend.ReadSmall(LatestHintObject(name)); hint.ok()) {
+    uint64_t hinted = 0;
+    const bool digits = !hint->empty() && hint->size() <= 20 &&
+                        std::all_of(hint->begin(), hint->end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) hinted = std::strtoull(hint->c_str(), nullptr, 10);
+    if (digits && hinted != step) {
+      before = backend.ReadSmall(CommitObject(name, hinted));
+      if (before.ok()) base = hinted;
+    }
   }
-  if (!base) return std::optional<BaseIndex>();
+  if (!base) {
+    ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+    for (const auto& o : listed) {
+      auto parsed = ParseObjectName(o.name);
+      if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || parsed->step == step) continue;
+      if (!base || parsed->step > *base) base = parsed->step;
+    }
+    if (!base) return std::optional<BaseIndex>();
+    before = backend.ReadSmall(CommitObject(name, *base));
+  }
   const std::string commit = CommitObject(name, *base);
-  auto before = backend.ReadSmall(commit);
   if (!before.ok()) {
     if (before.status().IsNotFound()) return std::optional<BaseIndex>();
     return before.status();

@@ -22,6 +22,8 @@ std::string StepPrefix(std::string_view name, uint64_t step) {
 std::string CommitObject(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "COMMIT";
 }
+std::string LatestHintObject(std::string_view name) { return NamePrefix(name) + "LATEST"; }
+
 std::string ManifestPrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "manifest/";
 }

@@ -25,6 +25,11 @@ std::string CheckpointsPrefix();                                   // "ckpt/"
 std::string NamePrefix(std::string_view name);                     // "ckpt/<name>/"
 std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
 std::string CommitObject(std::string_view name, uint64_t step);
+// "ckpt/<name>/LATEST": the step a save of `name` last committed, in
+// decimal. A hint, not a record: an incremental save reads it to find its
+// base without listing (a RADOS listing walks the whole pool), checks that
+// the step's commit record exists, and lists when it does not.
+std::string LatestHintObject(std::string_view name);
 std::string ManifestPrefix(std::string_view name, uint64_t step);  // ".../manifest/"
 std::string ManifestObject(std::string_view name, uint64_t step, uint32_t rank,
                            std::string_view writer);

@@ -11,11 +11,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/references.h"
+#include "sluice/backend_wrapper.h"
 #include "format/layout.h"
 #include "io/content_hash.h"
 #include "pipeline/drain.h"
@@ -342,6 +346,68 @@ TEST_F(IncrementalTest, AStepNumberSavedAgainAfterRemovalSharesWhatItsFolderKept
   ASSERT_TRUE(dst.ok());
   ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 5, CopyControl{}).ok());
   ExpectIntact(**dst, 5, again);
+}
+
+// The latest-step hint (LatestHintObject): a save records its step there
+// after committing, and the next incremental save finds its base by it,
+// without a listing (on RADOS a walk of the whole pool, seconds past a slow
+// OSD); a hint naming no committed step falls back to the listing, and rm
+// and gc take a hint that names nothing.
+TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
+  auto p = Open(1);
+  ASSERT_NE(p, nullptr);
+  Save(*p, 1, State(10));
+  Save(*p, 2, State(11));
+  const std::string hint_file = Tier(0) + "/" + LatestHintObject("m");
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(read(hint_file), "2");
+  struct CountingLists : BackendWrapper {
+    using BackendWrapper::BackendWrapper;
+    int lists = 0;
+    Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+      ++lists;
+      return BackendWrapper::List(prefix);
+    }
+  };
+  auto opened = OpenBackend(Tier(0), false);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  CountingLists counted(**opened);
+  auto base = ReferenceBase(counted, "m", 3, 0, "0123456789abcdef");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE(base->has_value());
+  EXPECT_EQ((*base)->step(), 2u);
+  EXPECT_EQ(counted.lists, 0);
+  // A hint naming a step never committed: the listing finds step 2.
+  ASSERT_TRUE((*opened)->Remove(LatestHintObject("m")).ok());
+  ASSERT_TRUE((*opened)->PublishIfAbsent(LatestHintObject("m"), "7").ok());
+  base = ReferenceBase(counted, "m", 4, 0, "0123456789abcdee");
+  ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+  EXPECT_EQ((*base)->step(), 2u);
+  EXPECT_EQ(counted.lists, 1);
+  // Garbage: the same.
+  ASSERT_TRUE((*opened)->Remove(LatestHintObject("m")).ok());
+  ASSERT_TRUE((*opened)->PublishIfAbsent(LatestHintObject("m"), "2x").ok());
+  base = ReferenceBase(counted, "m", 5, 0, "0123456789abcded");
+  ASSERT_TRUE(base.ok() && base->has_value());
+  EXPECT_EQ((*base)->step(), 2u);
+  EXPECT_EQ(counted.lists, 2);
+  // gc takes a hint that names no committed step...
+  auto store = Store::Open(Tier(0), StoreOptions{});
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CollectGarbage(0).ok());
+  struct stat st;
+  EXPECT_NE(::stat(hint_file.c_str(), &st), 0) << "a garbage hint survived gc";
+  // ...and rm the hint that names the step it removes.
+  Save(*p, 3, State(12));
+  EXPECT_EQ(read(hint_file), "3");
+  ASSERT_TRUE((*store)->CollectGarbage(0).ok());
+  EXPECT_EQ(read(hint_file), "3") << "gc took a good hint";
+  ASSERT_TRUE((*store)->Remove({"m", 3}).ok());
+  EXPECT_NE(::stat(hint_file.c_str(), &st), 0) << "rm left a hint naming the step it removed";
+  ExpectIntact(**store, 2, State(11));
 }
 
 }  // namespace
