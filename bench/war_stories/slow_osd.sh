@@ -56,14 +56,21 @@ rados_bench() {  # rados_bench HEALTH ROUND: MiB/s of a 5 s 4 MiB write bench
     >"$OUT/rados-$1-$2.txt" 2>&1 || true
   "$TB" exec c1 rados -p "$SLUICE_TESTBED_POOL" cleanup --run-name "war$1$2" >/dev/null 2>&1 || true
 }
+# As a trainer saves: successive steps of one name (one per hedge mode),
+# every byte changed since the step before (--change 1), so that each save
+# writes all WRITE_MIB and finds its base by the name's latest-step hint.
+declare -A write_step
 sluice_write() {  # sluice_write HEDGE HEALTH ROUND: a WRITE_MIB save straight to RADOS
-  local uri=$SLUICE_TESTBED_RADOS_URI
+  local uri=$SLUICE_TESTBED_RADOS_URI name="war-write-$1-$$"
   [ "$1" = off ] && uri="$uri&hedge=off"
-  "$TB" exec c1 "$SLUICE" save --store "$uri" --name "war-write-$1-$2-$3-$$" --step 1 \
-    --synthetic "${WRITE_MIB}MiB" --items 32 --object-size 8MiB --json >"$OUT/write-$1-$2-$3.json" 2>/dev/null || true
-  # The pool is small: what was written goes again.
-  "$TB" exec c1 "$SLUICE" rm --store "$SLUICE_TESTBED_RADOS_URI" --name "war-write-$1-$2-$3-$$" --step 1 \
-    >/dev/null 2>&1 || true
+  local step=$((${write_step[$1]:-0} + 1))
+  write_step[$1]=$step
+  "$TB" exec c1 "$SLUICE" save --store "$uri" --name "$name" --step "$step" --synthetic "${WRITE_MIB}MiB" \
+    --items 32 --change 1 --object-size 8MiB --json >"$OUT/write-$1-$2-$3.json" 2>/dev/null || true
+  # The pool is small: the step before the last goes (untimed).
+  [ "$step" -gt 2 ] && "$TB" exec c1 "$SLUICE" rm --store "$SLUICE_TESTBED_RADOS_URI" --name "$name" \
+    --step $((step - 2)) >/dev/null 2>&1
+  return 0
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do

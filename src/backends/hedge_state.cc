@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -194,7 +195,9 @@ void HedgeState::WriteShared(std::vector<int> suspects) {
   const int64_t until = WallMs() + kSharedSuspectMs;
   for (int osd : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
   // Whole or not at all: a temporary beside it, renamed over it.
-  const std::string tmp = shared_path_ + ".tmp." + std::to_string(::getpid());
+  // (A name of its own per call: two threads of a process may write at once.)
+  static std::atomic<uint64_t> calls{0};
+  const std::string tmp = shared_path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++calls);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());

@@ -193,13 +193,8 @@ class Writer final : public RankWriter {
   // to the rank timeout, as before.
   void PublishAbort(const Status& why) {
     if (!UsesAbortNotes()) return;
-    AbortNote note;
-    note.attempt = save_.attempt;
-    note.rank = rank_;
-    note.reason = why.ok() ? "it gave up before publishing its manifest" : why.ToString();
-    note.created_unix_ms = NowUnixMs();
-    (void)backend_.PublishIfAbsent(AbortNoteObject(id_.name, id_.step, save_.attempt),
-                                   EncodeAbortNote(note));
+    PublishAbortNote(backend_, id_, save_.attempt, rank_,
+                     why.ok() ? "it gave up before publishing its manifest" : why.ToString());
   }
 
   // Fails when a rank of this attempt gave up: the commit cannot happen.
@@ -562,6 +557,16 @@ class Writer final : public RankWriter {
 };
 
 }  // namespace
+
+void PublishAbortNote(Backend& backend, const CheckpointId& id, const std::string& attempt, uint32_t rank,
+                      const std::string& reason) {
+  AbortNote note;
+  note.attempt = attempt;
+  note.rank = rank;
+  note.reason = reason;
+  note.created_unix_ms = NowUnixMs();
+  (void)backend.PublishIfAbsent(AbortNoteObject(id.name, id.step, attempt), EncodeAbortNote(note));
+}
 
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,

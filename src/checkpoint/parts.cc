@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "format/commit_record.h"
 #include "format/layout.h"
 #include "sluice/names.h"
 
@@ -52,20 +53,9 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
 
 namespace {
 
+// The same commit record: every field, as its encoding holds them.
 bool SameCommit(const CommitRecord& a, const CommitRecord& b) {
-  if (a.name != b.name || a.step != b.step || a.world != b.world || a.created_unix_ms != b.created_unix_ms ||
-      a.ranks.size() != b.ranks.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.ranks.size(); ++i) {
-    const auto& x = a.ranks[i];
-    const auto& y = b.ranks[i];
-    if (x.rank != y.rank || x.manifest != y.manifest || x.manifest_bytes != y.manifest_bytes ||
-        x.manifest_crc32c != y.manifest_crc32c) {
-      return false;
-    }
-  }
-  return true;
+  return EncodeCommitRecord(a) == EncodeCommitRecord(b);
 }
 
 }  // namespace

@@ -81,6 +81,9 @@ class UringEngine final : public IoEngine {
   // Reap, waiting no later than *deadline where one is given: *got says
   // whether *out holds a completion.
   Status ReapWithin(const std::chrono::steady_clock::time_point* deadline, IoResult* out, bool* got) {
+    // (A timed wait may enter the ring to submit, on kernels before 5.11:
+    // never once the engine is done, see Queue.)
+    if (!poisoned_.ok()) return poisoned_;
     for (;;) {
       io_uring_cqe* cqe = nullptr;
       int rc = 0;

@@ -17,7 +17,6 @@
 #include <thread>
 #include <unordered_set>
 
-#include "format/abort_note.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "format/limits.h"
@@ -420,10 +419,11 @@ class PipelineImpl final : public Pipeline {
     return "";
   }
 
-  // What draining (name, step) copies: its own bytes on tier 0, or
-  // `fallback` if they cannot be read (a multi-rank commit not there yet).
-  uint64_t BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback) {
-    auto loaded = LoadCheckpoint(stores_[0]->backend(), name, step);
+  // What draining (name, step) from tier `from` copies: its own bytes
+  // there, or `fallback` if they cannot be read (a multi-rank commit not
+  // there yet).
+  uint64_t BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback, size_t from = 0) {
+    auto loaded = LoadCheckpoint(stores_[from]->backend(), name, step);
     if (!loaded.ok()) return fallback;
     uint64_t bytes = 0;
     for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
@@ -636,11 +636,7 @@ class PipelineImpl final : public Pipeline {
       for (size_t k = 2; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
     } else if (stores_.size() > 2) {
       // Rank 0 drains the whole checkpoint on from tier 1.
-      uint64_t bytes = job.bytes;
-      if (auto loaded = LoadCheckpoint(stores_[1]->backend(), job.name, job.step); loaded.ok()) {
-        bytes = 0;
-        for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
-      }
+      const uint64_t bytes = BytesToDrain(job.name, job.step, job.bytes, /*from=*/1);
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t k = 2; k < stores_.size(); ++k) {
         QueueDrainLocked(DrainJob{job.name, job.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
@@ -674,15 +670,7 @@ class PipelineImpl final : public Pipeline {
   // this save alone uses, as a rank writer does).
   void TellPartFailed(const CheckpointId& id, const PartToCommit& part, const Status& why) {
     if (part.save.attempt.empty() || !part.save.attempt_is_unique) return;
-    AbortNote note;
-    note.attempt = part.save.attempt;
-    note.rank = part.rank;
-    note.reason = why.ToString();
-    note.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
-    (void)stores_[1]->backend().PublishIfAbsent(AbortNoteObject(id.name, id.step, part.save.attempt),
-                                                EncodeAbortNote(note));
+    PublishAbortNote(stores_[1]->backend(), id, part.save.attempt, part.rank, why.ToString());
   }
 
   // Each host's own parts of `name` beyond tier 0's keep_last, newest kept:

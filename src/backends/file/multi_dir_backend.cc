@@ -1,5 +1,6 @@
 #include "backends/file/multi_dir_backend.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,11 +9,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -123,9 +125,11 @@ Result<std::optional<std::string>> ReadIfExists(const std::string& path) {
   return std::optional<std::string>(std::move(out));
 }
 
+std::string NewStoreId();
+
 // Writes `path` whole and durably: a temporary beside it, synced, renamed.
 Status WriteFileDurably(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + NewStoreId();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
   size_t done = 0;
@@ -160,6 +164,43 @@ Status WriteFileDurably(const std::string& path, const std::string& bytes) {
   ::close(d);
   if (rc != 0) return Status::FromErrno(err, "fsync directory " + dir);
   return Status::OK();
+}
+
+
+// Writes `path` whole and durably if it does not exist: a temporary beside
+// it, synced, linked into place (AlreadyExists if it is there).
+Status WriteFileExclusively(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".new." + NewStoreId();
+  RETURN_IF_ERROR(WriteFileDurably(tmp, bytes));
+  const int rc = ::link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (rc != 0) return Status::FromErrno(err, "publish " + path);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  int d = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d < 0) return Status::FromErrno(errno, "open directory " + dir);
+  const int synced = ::fsync(d);
+  const int sync_err = errno;
+  ::close(d);
+  if (synced != 0) return Status::FromErrno(sync_err, "fsync directory " + dir);
+  return Status::OK();
+}
+
+// True when `dir` holds nothing but what a filesystem or sluice keeps in a
+// fresh directory (lost+found, O_DIRECT probes).
+Result<bool> HoldsNothing(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno(errno, "list " + dir);
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    // (sluice's own: O_DIRECT probes, a marker being written.)
+    if (n == "." || n == ".." || n == "lost+found" || n.rfind(kStoreFilePrefix, 0) == 0) continue;
+    empty = false;
+    break;
+  }
+  ::closedir(d);
+  return empty;
 }
 
 // The layout record: the magic, "id <random>", then "dir <k> <path>" for
@@ -223,6 +264,18 @@ Result<Marker> DecodeMarker(const std::string& path, const std::string& bytes) {
   return m;
 }
 
+// FNV-1a of the home's absolute path, in hex.
+std::string StoreIdOf(const std::string& home) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : home) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string NewStoreId() {
   std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
   char buf[17];
@@ -239,54 +292,55 @@ std::string JoinDirs(const std::vector<std::string>& dirs) {
 // Closes what a finished or abandoned object leaves with I/O still in
 // flight (a hedge's loser on a slow device), off the writer's thread: the
 // engine first (its destructor waits for the I/O), then the files and the
-// memory the I/O used.
+// memory the I/O used, then `on_closed`.
 struct Leftover {
   std::unique_ptr<IoEngine> engine;
   std::vector<int> fds;
   std::vector<std::shared_ptr<AlignedBuffer>> memory;
+  std::function<void()> on_closed;
   ~Leftover() {
     engine.reset();
     for (int fd : fds) ::close(fd);
+    memory.clear();
+    if (on_closed) on_closed();
   }
 };
 
+// One thread per leftover, so that one hung device's does not hold up the
+// others'; the destructor waits for them all.
 class LeftoverCloser {
  public:
-  LeftoverCloser() : thread_([this] { Run(); }) {}
   ~LeftoverCloser() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();  // after every leftover is closed
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : closing_) c.thread.join();
   }
   void Add(std::unique_ptr<Leftover> l) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(l));
+    std::lock_guard<std::mutex> lock(mu_);
+    // Threads that are done are joined here, so that they do not pile up.
+    for (auto it = closing_.begin(); it != closing_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = closing_.erase(it);
+      } else {
+        ++it;
+      }
     }
-    cv_.notify_all();
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<Leftover> owned(std::move(l));
+    closing_.push_back(Closing{std::thread([owned, done]() mutable {
+                                 owned.reset();
+                                 done->store(true);
+                               }),
+                               done});
   }
 
  private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      std::unique_ptr<Leftover> l = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      l.reset();
-      lock.lock();
-    }
-  }
+  struct Closing {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Leftover>> queue_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::list<Closing> closing_;
 };
 
 // What the objects of one store share: where objects are being written
@@ -297,7 +351,12 @@ struct Shared {
   std::vector<size_t> writing;  // GUARDED_BY(mu): copies being written, per directory
   size_t next = 0;              // GUARDED_BY(mu): where ties start, so that they rotate
   HedgeState hedge;
-  LeftoverCloser closer;
+  // Bytes held by leftovers whose writes are still in flight: past
+  // kMaxLeftoverBytes no more hedges (a hung directory would otherwise
+  // gather a loser per object).
+  std::atomic<uint64_t> leftover_bytes{0};
+  static constexpr uint64_t kMaxLeftoverBytes = 256ull << 20;
+  LeftoverCloser closer;  // last: its threads finish before the rest goes
 
   // The directory for a new copy: the fewest copies being written, not
   // slow, none of `taken`; a slow one only when nothing else is left.
@@ -348,17 +407,39 @@ class SpreadWritable final : public WritableObject {
         depth_(depth) {}
 
   ~SpreadWritable() override {
-    for (const Copy& c : copies_) shared_->Done(c.dir);
+    // A copy with writes still in flight counts as being written to its
+    // directory until they are done: Place keeps new objects off a
+    // directory that has not taken the last ones yet.
+    std::vector<size_t> busy;
+    for (const Copy& c : copies_) {
+      if (c.pending > 0) {
+        busy.push_back(c.dir);
+      } else {
+        shared_->Done(c.dir);
+      }
+    }
     auto left = std::make_unique<Leftover>();
     for (Copy& c : copies_) {
       if (c.fd >= 0) left->fds.push_back(c.fd);
     }
+    uint64_t held = 0;
     for (Piece& p : pieces_) {
-      if (p.memory) left->memory.push_back(std::move(p.memory));
+      if (p.memory) {
+        held += p.memory->size();
+        left->memory.push_back(std::move(p.memory));
+      }
     }
     left->engine = std::move(engine_);
     if (left->engine && left->engine->in_flight() > 0) {
+      shared_->leftover_bytes += held;
+      Shared* shared = shared_.get();  // the closer, a member, finishes first
+      left->on_closed = [shared, busy, held] {
+        for (size_t dir : busy) shared->Done(dir);
+        shared->leftover_bytes -= held;
+      };
       shared_->closer.Add(std::move(left));
+    } else {
+      for (size_t dir : busy) shared_->Done(dir);
     }
   }
 
@@ -459,6 +540,7 @@ class SpreadWritable final : public WritableObject {
     size_t dir = 0;
     std::string name;
     int fd = -1;
+    size_t pending = 0;                    // writes submitted, not yet reaped
     bool failed = false;
     Status error;
     std::vector<bool> done;                // per piece
@@ -506,6 +588,7 @@ class SpreadWritable final : public WritableObject {
     r.tag = (static_cast<uint64_t>(c) << 32) | p;
     RETURN_IF_ERROR(engine_->Submit(r).WithContext("object " + copy.name));
     copy.sent[p] = Clock::now();
+    ++copy.pending;
     return Status::OK();
   }
 
@@ -591,6 +674,7 @@ class SpreadWritable final : public WritableObject {
   void Apply(const IoResult& r) {
     const size_t c = static_cast<size_t>(r.tag >> 32), p = static_cast<size_t>(r.tag & 0xffffffffu);
     Copy& copy = copies_[c];
+    --copy.pending;
     if (!r.status.ok()) {
       copy.done[p] = false;
       Status st = r.status.WithContext("object " + copy.name);
@@ -623,7 +707,8 @@ class SpreadWritable final : public WritableObject {
   Status Hedge() {
     shared_->hedge.MarkSlow(static_cast<uint32_t>(copies_[target_].dir));
     const HedgeOptions& o = shared_->hedge.options();
-    if (copies_.size() >= std::min<size_t>(o.max_copies, dirs_.size()) || !shared_->hedge.Reserve(held_bytes_)) {
+    if (copies_.size() >= std::min<size_t>(o.max_copies, dirs_.size()) ||
+        shared_->leftover_bytes.load() > Shared::kMaxLeftoverBytes || !shared_->hedge.Reserve(held_bytes_)) {
       shared_->hedge.CountRefused();
       gave_up_ = true;
       return Status::OK();
@@ -835,10 +920,15 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
   const std::string home = Absolute(home_path);
   for (auto& d : options.dirs) d = Absolute(d);
   ASSIGN_OR_RETURN(auto home_dir, OpenFileDirectory(uri, home, file_options, create_if_missing));
+  // The home must not be another store's directory.
+  ASSIGN_OR_RETURN(auto home_marker, ReadIfExists(home + "/" + kMarkerFile));
+  if (home_marker) {
+    return Status::InvalidArgument("store " + home + " is a directory of another multi-directory store (" +
+                                   home + "/" + kMarkerFile + "); it cannot be the home of one");
+  }
   const std::string layout_path = home + "/" + kLayoutFile;
   ASSIGN_OR_RETURN(auto recorded, ReadIfExists(layout_path));
   Layout layout;
-  bool record = false;
   if (recorded) {
     ASSIGN_OR_RETURN(layout, DecodeLayout(layout_path, *recorded));
     if (!options.dirs.empty() && options.dirs != layout.dirs) {
@@ -847,10 +937,15 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
                                      "); name them in that order, or leave dirs= out");
     }
   } else {
-    layout.id = NewStoreId();
+    // The id follows from the home, so that processes making the store at
+    // once, or one after a creation cut short, write the same markers.
+    layout.id = StoreIdOf(home);
     layout.dirs = options.dirs;
-    record = create_if_missing;
   }
+  // A store being made (no layout yet) may make its directories; one that
+  // exists never does: a missing directory is a device not mounted, and
+  // objects written onto the disk beneath would vanish once it is.
+  const bool creating = !recorded && create_if_missing;
   // Distinct directories: one named twice (or a link to another) would
   // take the same objects under two indexes.
   std::vector<std::unique_ptr<FileDirectory>> dirs;
@@ -860,9 +955,12 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
   all.insert(all.end(), layout.dirs.begin(), layout.dirs.end());
   for (size_t k = 0; k < all.size(); ++k) {
     if (k > 0) {
-      auto d = OpenFileDirectory(uri, all[k], file_options, create_if_missing);
+      auto d = OpenFileDirectory(uri, all[k], file_options, creating);
       if (!d.ok()) {
-        return d.status().WithContext("directory " + std::to_string(k) + " of the multi-directory store " + home);
+        Status st = d.status().WithContext("directory " + std::to_string(k) + " of the multi-directory store " + home);
+        if (!d.status().IsNotFound() || !create_if_missing) return st;
+        return Status::NotFound(st.message() + " (a device not mounted? a replaced one is taken back once its "
+                                               "directory exists, empty)");
       }
       dirs.push_back(std::move(d).value());
     }
@@ -876,25 +974,55 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
     seen.emplace_back(st.st_dev, st.st_ino);
   }
   // Each other directory's marker names this store and its index; a
-  // directory marked for another store, or another index, is refused.
+  // directory marked for another store, or another index, is refused, and
+  // so is one that holds anything but has no marker. All are checked
+  // before anything is written.
+  std::vector<size_t> unmarked;
   for (size_t k = 1; k < all.size(); ++k) {
     const std::string marker_path = all[k] + "/" + kMarkerFile;
     ASSIGN_OR_RETURN(auto marker, ReadIfExists(marker_path));
     if (marker) {
       ASSIGN_OR_RETURN(Marker m, DecodeMarker(marker_path, *marker));
-      if (m.id != layout.id || m.index != k) {
+      const bool ours = m.id == layout.id;
+      if (!ours || m.index != k) {
         return Status::InvalidArgument("store " + home + ": directory " + all[k] + " belongs to " +
-                                       (m.id == layout.id ? "this store as directory " + std::to_string(m.index)
-                                                          : "another multi-directory store (home " + m.home + ")") +
+                                       (ours ? "this store as directory " + std::to_string(m.index)
+                                             : "another multi-directory store (home " + m.home + ")") +
                                        ", not to this one as directory " + std::to_string(k));
       }
     } else if (create_if_missing) {
-      // A directory new to the store, or a replaced device's empty one.
-      RETURN_IF_ERROR(WriteFileDurably(marker_path, std::string(kLayoutMagic) + "\nid " + layout.id + "\nhome " +
-                                                        home + "\nindex " + std::to_string(k) + "\n"));
+      // A directory new to the store, or a replaced device's: taken only
+      // when empty.
+      ASSIGN_OR_RETURN(bool empty, HoldsNothing(all[k]));
+      if (!empty) {
+        return Status::InvalidArgument("store " + home + ": directory " + all[k] + " holds files but no marker (" +
+                                       kMarkerFile + ") of this store; give directory " + std::to_string(k) +
+                                       " an empty directory");
+      }
+      unmarked.push_back(k);
     }
   }
-  if (record) RETURN_IF_ERROR(WriteFileDurably(layout_path, EncodeLayout(layout)));
+  for (size_t k : unmarked) {
+    RETURN_IF_ERROR(WriteFileDurably(all[k] + "/" + kMarkerFile, std::string(kLayoutMagic) + "\nid " + layout.id +
+                                                                     "\nhome " + home + "\nindex " +
+                                                                     std::to_string(k) + "\n"));
+  }
+  // The layout last, exclusively: a creation cut short before it is done
+  // again by the next open; of two at once, the one that loses must have
+  // named the same directories.
+  if (creating) {
+    Status published = WriteFileExclusively(layout_path, EncodeLayout(layout));
+    if (published.IsAlreadyExists()) {
+      ASSIGN_OR_RETURN(auto theirs, ReadIfExists(layout_path));
+      ASSIGN_OR_RETURN(Layout other, DecodeLayout(layout_path, theirs.value_or("")));
+      if (other.dirs != layout.dirs) {
+        return Status::InvalidArgument("store " + home + ": made meanwhile over " + JoinDirs(other.dirs) +
+                                       ", not " + JoinDirs(layout.dirs));
+      }
+    } else {
+      RETURN_IF_ERROR(published);
+    }
+  }
   return std::unique_ptr<Backend>(new MultiDirBackend(uri, std::move(dirs), file_options, std::move(options)));
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io/aligned_buffer.h"
@@ -236,6 +237,60 @@ TEST_F(MultiDirTest, AReplacedEmptyDirectoryLosesOnlyItsObjects) {
   std::set<size_t> dirs;
   for (int i = 0; i < 2; ++i) dirs.insert(DirectoryOfName(Write(**b, "e/obj-00000" + std::to_string(i) + ".dat", "x"), 2));
   EXPECT_EQ(dirs.size(), 2u);
+}
+
+TEST_F(MultiDirTest, ACreationCutShortOrRacedEndsInOneStore) {
+  // Four processes' worth of opens of a fresh store at once: one layout
+  // wins, and every open uses it.
+  std::vector<std::thread> openers;
+  std::vector<Status> got(4);
+  for (int i = 0; i < 4; ++i) {
+    openers.emplace_back([&, i] { got[i] = OpenBackend(Uri("dirs=" + a_ + "," + b_), true).status(); });
+  }
+  for (auto& t : openers) t.join();
+  for (const auto& st : got) EXPECT_TRUE(st.ok()) << st.ToString();
+  // Cut short after the layout, before a marker: the next open writes it.
+  ASSERT_EQ(::unlink((b_ + "/.sluice-dir-of").c_str()), 0);
+  auto again = OpenBackend(Uri(), true);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(FileExists(b_ + "/.sluice-dir-of"));
+  std::string name = Write(**again, "c/obj-000001.dat", "x");
+  EXPECT_EQ(Read(**again, name), "x");
+}
+
+TEST_F(MultiDirTest, AMissingOrForeignDirectoryIsNeverTakenSilently) {
+  std::string stored;
+  {
+    auto b = OpenBackend(Uri("dirs=" + a_), true);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    for (int i = 0; i < 2; ++i) stored = Write(**b, "m/obj-00000" + std::to_string(i) + ".dat", "y");
+  }
+  // Missing (a device not mounted): not made on the disk beneath.
+  std::string cmd = "mv '" + a_ + "' '" + a_ + ".away'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto missing = OpenBackend(Uri(), true);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(missing.status().IsNotFound()) << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("not mounted"), std::string::npos) << missing.status().ToString();
+  struct stat st;
+  EXPECT_NE(::stat(a_.c_str(), &st), 0) << "the missing directory was made";
+  // Back, but its marker gone while it holds objects: refused.
+  cmd = "mv '" + a_ + ".away' '" + a_ + "' && rm '" + a_ + "/.sluice-dir-of'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto foreign = OpenBackend(Uri(), true);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("holds files but no marker"), std::string::npos)
+      << foreign.status().ToString();
+  // Read-only opens do not judge it: they read what is there.
+  auto reading = OpenBackend(Uri(), false);
+  ASSERT_TRUE(reading.ok()) << reading.status().ToString();
+  EXPECT_EQ(Read(**reading, stored), "y");
+  // Another store's directory cannot be a home.
+  auto home_of_other = OpenBackend("file://" + b_ + "?dirs=" + base_ + "/x", true);
+  EXPECT_TRUE(home_of_other.ok()) << home_of_other.status().ToString();
+  auto bad_home = OpenBackend("file://" + base_ + "/x?dirs=" + base_ + "/y", true);
+  ASSERT_FALSE(bad_home.ok());
+  EXPECT_NE(bad_home.status().message().find("cannot be the home"), std::string::npos) << bad_home.status().ToString();
 }
 
 TEST_F(MultiDirTest, WithHedgingOffObjectsStillSpread) {
