@@ -1,7 +1,11 @@
 #include "backends/hedge_state.h"
 
+#include "backends/uri_query.h"
+
 #include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -291,6 +295,30 @@ void HedgeState::OpEnded() {
 bool HedgeState::WaitIdle(Clock::duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return idle_cv_.wait_for(lock, timeout, [&] { return ops_in_flight_ == 0; });
+}
+
+Result<bool> ParseHedgeUriOption(const std::string& uri, const std::string& key, const std::string& val,
+                                 HedgeUriOptions* out) {
+  if (key == "hedge") {
+    if (val != "on" && val != "off") {
+      return Status::InvalidArgument("store URI '" + uri + "': option hedge='" + val + "' (expected on or off)");
+    }
+    out->hedge = val == "on";
+  } else if (key == "hedge_extra") {
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end != '\0' || errno != 0 || !(v >= 0 && v <= 4)) {
+      return Status::InvalidArgument("store URI '" + uri + "': option hedge_extra='" + val +
+                                     "' (expected a fraction of the bytes written, 0..4, e.g. 0.25)");
+    }
+    out->extra = v;
+  } else if (key == "hedge_floor_ms") {
+    ASSIGN_OR_RETURN(out->floor_ms, ParseUnsignedOption(uri, key, val, 1, 600'000));
+  } else {
+    return false;
+  }
+  return true;
 }
 
 std::string NameBeside(const std::string& name, const std::string& tag) {

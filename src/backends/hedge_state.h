@@ -125,6 +125,18 @@ class HedgeState final : public HedgedWrites {
   size_t ops_in_flight_ = 0;
 };
 
+// The hedging options of a store URI, parsed the same for every backend
+// that hedges: hedge=on|off, hedge_extra=F (0..4), hedge_floor_ms=MS.
+struct HedgeUriOptions {
+  bool hedge = true;
+  double extra = 0.25;
+  unsigned floor_ms = 100;
+};
+// Takes `key`=`val` into `out` when it is one of them (true), or leaves it
+// (false); InvalidArgument naming `uri` for a bad value.
+Result<bool> ParseHedgeUriOption(const std::string& uri, const std::string& key, const std::string& val,
+                                 HedgeUriOptions* out);
+
 // `name` with `tag` put before its extension: ("a/b-000003.dat", "-h1") ->
 // "a/b-000003-h1.dat" (a name with no extension gets the tag appended).
 std::string NameBeside(const std::string& name, const std::string& tag);

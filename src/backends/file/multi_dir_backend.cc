@@ -69,22 +69,14 @@ Result<MultiDirOptions> ParseMultiDirQuery(const std::string& uri, const std::st
         return Status::InvalidArgument("store URI '" + uri + "': more than " + std::to_string(kMaxDirectories) +
                                        " directories");
       }
-    } else if (key == "hedge") {
-      if (val != "on" && val != "off") {
-        return Status::InvalidArgument("store URI '" + uri + "': option hedge='" + val + "' (expected on or off)");
+    } else {
+      HedgeUriOptions h{o.hedge, o.hedge_extra, o.hedge_floor_ms};
+      ASSIGN_OR_RETURN(bool taken, ParseHedgeUriOption(uri, key, val, &h));
+      if (taken) {
+        o.hedge = h.hedge;
+        o.hedge_extra = h.extra;
+        o.hedge_floor_ms = h.floor_ms;
       }
-      o.hedge = val == "on";
-    } else if (key == "hedge_extra") {
-      char* end = nullptr;
-      errno = 0;
-      double v = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0' || errno != 0 || !(v >= 0 && v <= 4)) {
-        return Status::InvalidArgument("store URI '" + uri + "': option hedge_extra='" + val +
-                                       "' (expected a fraction in 0..4)");
-      }
-      o.hedge_extra = v;
-    } else if (key == "hedge_floor_ms") {
-      ASSIGN_OR_RETURN(o.hedge_floor_ms, ParseUnsignedOption(uri, key, val, 1, 600'000));
     }
     return Status::OK();
   }));

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "backends/hedge_state.h"
 #include "backends/uri_query.h"
 
 namespace sluice {
@@ -44,26 +45,17 @@ Result<RadosOptions> ParseUri(const std::string& uri, const std::string& locatio
       ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsignedOption(uri, key, val, 1, 3600));
     } else if (key == "op_timeout_s") {
       ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsignedOption(uri, key, val, 0, 86400));
-    } else if (key == "hedge") {
-      if (val != "on" && val != "off") {
-        return Status::InvalidArgument("store URI '" + uri + "': option hedge='" + val + "' (expected on or off)");
-      }
-      o.hedge = val == "on";
-    } else if (key == "hedge_extra") {
-      char* end = nullptr;
-      errno = 0;
-      double v = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0' || errno != 0 || !(v >= 0 && v <= 4)) {
-        return Status::InvalidArgument("store URI '" + uri + "': option hedge_extra='" + val +
-                                       "' (expected a fraction of the bytes written, 0..4, e.g. 0.25)");
-      }
-      o.hedge_extra = v;
-    } else if (key == "hedge_floor_ms") {
-      ASSIGN_OR_RETURN(o.hedge_floor_ms, ParseUnsignedOption(uri, key, val, 1, 600'000));
     } else {
-      return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
-                                     "' (rados stores take conf, id, keyring, qd, "
-                                     "connect_timeout_s, op_timeout_s, hedge, hedge_extra, hedge_floor_ms)");
+      HedgeUriOptions h{o.hedge, o.hedge_extra, o.hedge_floor_ms};
+      ASSIGN_OR_RETURN(bool taken, ParseHedgeUriOption(uri, key, val, &h));
+      if (!taken) {
+        return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
+                                       "' (rados stores take conf, id, keyring, qd, "
+                                       "connect_timeout_s, op_timeout_s, hedge, hedge_extra, hedge_floor_ms)");
+      }
+      o.hedge = h.hedge;
+      o.hedge_extra = h.extra;
+      o.hedge_floor_ms = h.floor_ms;
     }
     return Status::OK();
   }));
