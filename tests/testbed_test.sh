@@ -315,8 +315,10 @@ n=$(data_objects hedged)
 check "one copy of each object is left in RADOS: $n data objects for 16 written (losers removed)" [ "$n" = 16 ]
 on c3 restore --store "$URI" --name hedged --to "$W/restored-hedged"
 check "another host restores hedged@1 bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-hedged")" = "$(digest "$W/hedge")" ]
-# kill -9 while hedges are in flight (the save is held to 16 MiB/s, and
-# killed once a few of its objects exist, so that it is still writing): nothing is committed, and gc
+# kill -9 while hedges are in flight (the save is held to 4 MiB/s, and
+# killed once a few of its objects exist, so that it is still writing; a
+# listing of the pool takes seconds past the slow OSD, so the save is held
+# long enough for it): nothing is committed, and gc
 # takes every copy, winner or loser, once the slow OSD has caught up.
 mkdir -p "$W/hedge-big"
 for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bin"; done
@@ -326,12 +328,15 @@ for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bi
 # of avoiding it from the start as the save above shared it
 # (HedgeState::ShareSuspects).
 "$TESTBED" exec c2 env XDG_CACHE_HOME="$W/fresh-cache" "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
-  --object-size 8MiB --rate-limit 0=16MiB >/dev/null 2>"$W/killed.err" &
+  --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/killed.err" &
 pk=$!
-for i in $(seq 1 100); do  # killed once it has written a few objects
+t_end=$(($(date +%s) + 60))
+while [ "$(date +%s)" -lt "$t_end" ]; do  # killed once it has written a few objects
   [ "$(data_objects hedge-killed)" -ge 6 ] && break
   sleep 0.2
 done
+running=no
+kill -0 "$pk" 2>/dev/null && running=yes
 kill -9 "$pk" 2>/dev/null
 wait "$pk" 2>/dev/null
 slow_osd 0
@@ -345,7 +350,7 @@ for i in $(seq 1 20); do
   before=$now
 done
 on c2 ls --store "$URI" --name hedge-killed --all --json
-check "kill -9 mid-save: hedge-killed@1 is not committed (ls: $(pyj '[(c["step"], c["complete"]) for c in d]'))" \
+check "kill -9 mid-save (running=$running): hedge-killed@1 is not committed (ls: $(pyj '[(c["step"], c["complete"]) for c in d]'))" \
   [ "$(pyj 'len([c for c in d if c["complete"]])')" = 0 ]
 on c2 gc --store "$URI" --min-age 0
 after=$(data_objects hedge-killed)
