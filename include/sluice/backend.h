@@ -81,6 +81,13 @@ class HedgedWrites {
   virtual ~HedgedWrites() = default;
   // Totals since the backend was opened. Thread-safe.
   virtual HedgeStats Stats() const = 0;
+  // Whether a write to `name` would go where writes were late lately: its
+  // placement group spans an OSD suspected slow, or its directory was found
+  // slow. A caller free to choose a name (a writer id, which names its lock,
+  // manifest and references records) picks one for which this is false, so
+  // that records written one at a time keep away from a slow device too.
+  // Thread-safe and cheap: no I/O.
+  virtual bool PlacementSlow(const std::string& name) const = 0;
 };
 
 // What a backend can do; callers adapt to it instead of checking types.

@@ -107,6 +107,19 @@ void HedgeState::MarkSlow(uint32_t pg) {
   if (it == acting_.end()) return;
   recent_late_.push_back(it->second);
   while (recent_late_.size() > kRecentLate) recent_late_.pop_front();
+  // A late write on a suspect's placement group bears the suspicion out:
+  // it is kept, and shared again once the shared copy is half way to
+  // expiring (a process that avoids the suspect from its first write
+  // rarely writes late enough to find it anew, and without this the
+  // fault would be learnt again, hedges and all, every kSharedSuspectMs).
+  bool confirmed = false;
+  for (int osd : it->second) {
+    auto at = suspect_until_.find(osd);
+    if (at == suspect_until_.end() || at->second <= now) continue;
+    at->second = std::max(at->second, now + avoid);
+    confirmed = true;
+  }
+  bool share = confirmed && now - shared_at_ >= std::chrono::milliseconds(kSharedSuspectMs / 2);
   // The suspects: the OSDs found in the most recent late PGs, in three
   // quarters of them at least, and not cleared by writes on time.
   std::map<int, size_t> late, on_time;
@@ -118,16 +131,16 @@ void HedgeState::MarkSlow(uint32_t pg) {
   }
   size_t most = 0;
   for (const auto& [osd, n] : late) most = std::max(most, n);
-  if (recent_late_.size() < kMinLateForSuspect || most * 4 < recent_late_.size() * 3) return;
-  bool added = false;
-  for (const auto& [osd, n] : late) {
-    if (n == most && on_time[osd] < kOnTimeToClear) {
-      auto at = suspect_until_.find(osd);
-      added = added || at == suspect_until_.end() || at->second <= now;
-      suspect_until_[osd] = now + avoid;
+  if (recent_late_.size() >= kMinLateForSuspect && most * 4 >= recent_late_.size() * 3) {
+    for (const auto& [osd, n] : late) {
+      if (n == most && on_time[osd] < kOnTimeToClear) {
+        auto at = suspect_until_.find(osd);
+        share = share || at == suspect_until_.end() || at->second <= now;  // a new suspect
+        suspect_until_[osd] = now + avoid;
+      }
     }
   }
-  if (!added) return;
+  if (!share) return;
   std::vector<int> suspects = SuspectsLocked();
   lock.unlock();
   WriteShared(std::move(suspects));
@@ -190,11 +203,20 @@ void HedgeState::ShareSuspects(std::string path) {
   } else if (fetched && fetched->status().code() == StatusCode::kNotSupported) {
     acting_unavailable_ = true;
   }
-  for (const auto& [osd, left] : fresh) suspect_until_[osd] = now + std::chrono::milliseconds(left);
+  int64_t longest = 0;
+  for (const auto& [osd, left] : fresh) {
+    suspect_until_[osd] = now + std::chrono::milliseconds(left);
+    longest = std::max(longest, left);
+  }
+  shared_at_ = now - std::chrono::milliseconds(kSharedSuspectMs - longest);
 }
 
 void HedgeState::WriteShared(std::vector<int> suspects) {
   if (shared_path_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shared_at_ = Clock::now();
+  }
   std::string text;
   const int64_t until = WallMs() + kSharedSuspectMs;
   for (int osd : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
@@ -209,14 +231,16 @@ void HedgeState::WriteShared(std::vector<int> suspects) {
   if (!written || ::rename(tmp.c_str(), shared_path_.c_str()) != 0) ::unlink(tmp.c_str());
 }
 
-bool HedgeState::IsSlow(uint32_t pg) {
+bool HedgeState::IsSlow(uint32_t pg) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Clock::time_point now = Clock::now();
+  return IsSlowLocked(pg, Clock::now());
+}
+
+bool HedgeState::IsSlowLocked(uint32_t pg, Clock::time_point now) const {
+  // (An expired entry stays in slow_until_ until MarkSlow renews it: at
+  // most one per placement group.)
   auto it = slow_until_.find(pg);
-  if (it != slow_until_.end()) {
-    if (it->second > now) return true;
-    slow_until_.erase(it);
-  }
+  if (it != slow_until_.end() && it->second > now) return true;
   auto set = acting_.find(pg);
   if (set == acting_.end()) return false;
   for (int osd : set->second) {
@@ -224,6 +248,22 @@ bool HedgeState::IsSlow(uint32_t pg) {
     if (s != suspect_until_.end() && s->second > now) return true;
   }
   return false;
+}
+
+bool HedgeState::PrimarySlow(uint32_t pg) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto set = acting_.find(pg);
+  if (set == acting_.end() || set->second.empty()) return false;
+  auto s = suspect_until_.find(set->second.front());
+  return s != suspect_until_.end() && s->second > Clock::now();
+}
+
+bool HedgeState::PlacementSlow(const std::string& name) const {
+  if (!placement_of_) return false;
+  const std::optional<uint32_t> placement = placement_of_(name);
+  if (!placement) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return IsSlowLocked(*placement, Clock::now());
 }
 
 std::vector<int> HedgeState::SuspectOsds() {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,16 @@ class HedgeState final : public HedgedWrites {
   void MarkSlow(uint32_t pg);
   // A write to `pg` finished before its deadline: its OSDs are cleared.
   void MarkOnTime(uint32_t pg);
-  bool IsSlow(uint32_t pg);
+  bool IsSlow(uint32_t pg) const;
+  // Whether reads served by `pg`'s primary would wait on a suspect: its
+  // first acting OSD is suspected slow (false where acting sets are unknown).
+  bool PrimarySlow(uint32_t pg) const;
+  // Where the backend puts an object called `name` (a PG seed, a directory
+  // index); nullopt where it cannot tell. Set once, before use; unset,
+  // PlacementSlow is always false.
+  using PlacementOf = std::function<std::optional<uint32_t>(const std::string& name)>;
+  void SetPlacementOf(PlacementOf placement_of) { placement_of_ = std::move(placement_of); }
+  bool PlacementSlow(const std::string& name) const override;
   // Shares suspects with later processes through the file at `path` (a
   // few lines; empty: not shared). Suspects found there and still fresh
   // are avoided from the start, so that a new process does not learn a
@@ -100,6 +110,7 @@ class HedgeState final : public HedgedWrites {
 
  private:
   Clock::duration DeadlineLocked() const;
+  bool IsSlowLocked(uint32_t pg, Clock::time_point now) const;
   std::vector<int> SuspectsLocked() const;
   // Writes the suspects to shared_path_ (when set), outside mu_.
   void WriteShared(std::vector<int> suspects);
@@ -113,6 +124,7 @@ class HedgeState final : public HedgedWrites {
   mutable int64_t p50_ns_ = 0;
   std::map<uint32_t, Clock::time_point> slow_until_;
   FetchActing fetch_acting_;
+  PlacementOf placement_of_;  // set once, before use
   ActingSets acting_;                         // as of acting_at_
   Clock::time_point acting_at_{};
   bool acting_unavailable_ = false;           // the cluster refused: do not ask again
@@ -121,6 +133,7 @@ class HedgeState final : public HedgedWrites {
   std::deque<std::vector<int>> recent_on_time_;  // and of the latest written on time
   std::map<int, Clock::time_point> suspect_until_;
   std::string shared_path_;  // set once, before use
+  Clock::time_point shared_at_{};  // when the shared suspects were last written (or read)
   HedgeStats stats_;
   size_t ops_in_flight_ = 0;
 };

@@ -11,6 +11,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/latest_hint.h"
 #include "checkpoint/parts.h"
 #include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
@@ -42,12 +43,7 @@ Result<Steps> GroupBySteps(Backend& backend, std::string_view name, std::vector<
   for (auto& o : listed) {
     auto parsed = ParseObjectName(o.name);
     if (!parsed) {
-      const std::string latest = "/LATEST";
-      if (hints != nullptr && o.name.size() > latest.size() &&
-          o.name.compare(o.name.size() - latest.size(), latest.size(), latest) == 0 &&
-          o.name.find('/', CheckpointsPrefix().size()) == o.name.size() - latest.size()) {
-        hints->push_back(std::move(o));
-      }
+      if (hints != nullptr && NameOfLatestHint(o.name)) hints->push_back(std::move(o));
       continue;
     }
     StepObjects& s = steps[{parsed->name, parsed->step}];
@@ -310,10 +306,7 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   }
   // A latest-step hint naming it goes too (it is a hint: a save that finds
   // it stale lists instead, so a failure here is no error).
-  const std::string hint = LatestHintObject(id.name);
-  if (auto named = backend.ReadSmall(hint); named.ok() && *named == std::to_string(id.step)) {
-    (void)backend.Remove(hint);
-  }
+  RemoveLatestHintsNaming(backend, id.name, id.step);
   // Only then is it asked who still needs its data objects (later steps
   // that share chunks with it, writers about to): a writer that registers
   // after this point finds the commit record gone and does not build on it.
@@ -454,13 +447,11 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
   // committed here) goes like any object nothing reaches.
   for (const ObjectInfo& h : hints) {
     if (h.mtime_unix_ms > cutoff) continue;
-    const std::string name = h.name.substr(CheckpointsPrefix().size(),
-                                           h.name.size() - CheckpointsPrefix().size() - std::string("/LATEST").size());
+    const std::string name = *NameOfLatestHint(h.name);
     auto bytes = backend.ReadSmall(h.name);
     if (!bytes.ok()) continue;
-    const bool digits = !bytes->empty() && bytes->size() <= 20 &&
-                        bytes->find_first_not_of("0123456789") == std::string::npos;
-    if (digits && backend.ReadSmall(CommitObject(name, std::strtoull(bytes->c_str(), nullptr, 10))).ok()) continue;
+    const std::optional<uint64_t> step = ParseHintedStep(*bytes);
+    if (step && backend.ReadSmall(CommitObject(name, *step)).ok()) continue;
     if (backend.Remove(h.name).ok()) {
       ++report.objects_removed;
       report.bytes_removed += h.size;

@@ -62,6 +62,15 @@ Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& com
   return m;
 }
 
+Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes) {
+  const std::string commit_name = CommitObject(name, step);
+  ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(bytes, "commit record " + commit_name));
+  if (commit.name != name || commit.step != step) {
+    return Status::Corruption("commit record " + commit_name + " describes " + Label(commit.name, commit.step));
+  }
+  return commit;
+}
+
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
   const std::string label = Label(name, step);
   const std::string commit_name = CommitObject(name, step);
@@ -71,11 +80,7 @@ Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name,
     return bytes.status().WithContext(label);
   }
   LoadedCheckpoint out;
-  ASSIGN_OR_RETURN(out.commit, DecodeCommitRecord(*bytes, "commit record " + commit_name));
-  if (out.commit.name != name || out.commit.step != step) {
-    return Status::Corruption("commit record " + commit_name + " describes " +
-                              Label(out.commit.name, out.commit.step));
-  }
+  ASSIGN_OR_RETURN(out.commit, DecodeCommitOf(name, step, *bytes));
   for (const auto& r : out.commit.ranks) {
     ASSIGN_OR_RETURN(Manifest m, LoadCommittedManifest(backend, out.commit, r));
     out.manifests.push_back(std::move(m));

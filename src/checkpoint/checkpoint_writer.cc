@@ -15,6 +15,7 @@
 #include "io/crc32c.h"
 #include "engine/stream_writer.h"
 #include "checkpoint/commit_coordinator.h"
+#include "checkpoint/latest_hint.h"
 #include "checkpoint/writer_registry.h"
 #include "format/limits.h"
 
@@ -251,7 +252,9 @@ class Writer final : public RankWriter {
     if (rank_ == 0) {
       RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
       stats.committed = true;
-      PublishLatestHint();
+      // Best effort: a hint not written, or overwritten by a concurrent save
+      // of another step, only costs the next save a listing or an older base.
+      PublishLatestHint(backend_, id_.name, id_.step);
     } else {
       ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
       Status waited = WaitForCommit(manifest_name);
@@ -261,16 +264,6 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(waited);
     }
     return stats;
-  }
-
-  // Records this step as the name's latest (LatestHintObject), so that the
-  // next incremental save finds its base without listing. Best effort: a
-  // hint that cannot be written, or that a concurrent save of another step
-  // overwrites, only costs that save a listing or an older base.
-  void PublishLatestHint() {
-    const std::string hint = LatestHintObject(id_.name);
-    (void)backend_.Remove(hint);
-    (void)backend_.PublishIfAbsent(hint, std::to_string(id_.step));
   }
 
   // Names this rank's manifest at the first free pointer of its rank, where
@@ -617,13 +610,13 @@ Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptio
 Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save) {
-  return NewWriter(backend, options, id, rank, world, save, NewWriterId(), Role::kWhole);
+  return NewWriter(backend, options, id, rank, world, save, NewWriterIdAwayFromSlow(backend, id.name, id.step, rank), Role::kWhole);
 }
 
 Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save) {
-  return NewWriter(local, options, id, rank, world, save, NewWriterId(), Role::kPart);
+  return NewWriter(local, options, id, rank, world, save, NewWriterIdAwayFromSlow(local, id.name, id.step, rank), Role::kPart);
 }
 
 Result<std::unique_ptr<RankWriter>> NewRelayWriter(Backend& shared, const StoreOptions& options,

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/latest_hint.h"
 #include "checkpoint/writer_registry.h"
 #include "format/layout.h"
 
@@ -162,14 +163,12 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   // record is there; else the newest committed step a listing finds.
   std::optional<uint64_t> base;
   Result<std::string> before = Status::NotFound("no base");
-  if (auto hint = backend.ReadSmall(LatestHintObject(name)); hint.ok()) {
-    uint64_t hinted = 0;
-    const bool digits = !hint->empty() && hint->size() <= 20 &&
-                        std::all_of(hint->begin(), hint->end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) hinted = std::strtoull(hint->c_str(), nullptr, 10);
-    if (digits && hinted != step) {
-      before = backend.ReadSmall(CommitObject(name, hinted));
-      if (before.ok()) base = hinted;
+  for (uint64_t hinted : ReadLatestHints(backend, name)) {
+    if (hinted == step) continue;
+    before = backend.ReadSmall(CommitObject(name, hinted));
+    if (before.ok()) {
+      base = hinted;
+      break;
     }
   }
   if (!base) {
@@ -187,10 +186,15 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
     if (before.status().IsNotFound()) return std::optional<BaseIndex>();
     return before.status();
   }
-  // A damaged base is not built upon: its chunks are written again.
-  auto loaded = LoadCheckpoint(backend, name, *base);
-  if (!loaded.ok() || rank >= loaded->manifests.size()) return std::optional<BaseIndex>();
-  BaseIndex index(*base, loaded->manifests[rank]);
+  // A damaged base is not built upon: its chunks are written again. (The
+  // commit record just read, not read again: on RADOS each read of a record
+  // whose primary is a slow OSD waits in its queue. Only this rank's
+  // manifest.)
+  auto record = DecodeCommitOf(name, *base, *before);
+  if (!record.ok() || rank >= record->ranks.size()) return std::optional<BaseIndex>();
+  auto manifest = LoadCommittedManifest(backend, *record, record->ranks[rank]);
+  if (!manifest.ok()) return std::optional<BaseIndex>();
+  BaseIndex index(*base, *manifest);
   if (index.chunks() == 0) return std::optional<BaseIndex>();
   std::set<uint64_t> steps = index.object_steps();
   steps.insert(*base);

@@ -88,6 +88,22 @@ WriterState StateOfLock(const WriterLock& lock, std::string_view writer) {
 
 }  // namespace
 
+std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uint64_t step,
+                                    std::optional<uint32_t> manifest_rank) {
+  std::string writer = NewWriterId();
+  const HedgedWrites* hedged = backend.caps().hedged_writes;
+  if (hedged == nullptr) return writer;
+  constexpr int kCandidates = 64;
+  for (int k = 1; k < kCandidates; ++k) {
+    const bool slow = hedged->PlacementSlow(WriterLockObject(name, step, writer)) ||
+                      hedged->PlacementSlow(WriterRefsObject(name, step, writer)) ||
+                      (manifest_rank && hedged->PlacementSlow(ManifestObject(name, step, *manifest_rank, writer)));
+    if (!slow) break;
+    writer = NewWriterId();
+  }
+  return writer;
+}
+
 Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer) {
   const auto pid = static_cast<uint32_t>(getpid());

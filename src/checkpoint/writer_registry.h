@@ -12,6 +12,7 @@
 #define SLUICE_CHECKPOINT_WRITER_REGISTRY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,15 @@
 namespace sluice {
 
 constexpr int64_t kUnknownWriterStaleMs = 24ll * 3600 * 1000;
+
+// A new writer id (NewWriterId) for (name, step) whose records (lock,
+// references and, for `manifest_rank`, manifest: each written and waited
+// for on its own) keep away from placements the backend found slow
+// (HedgedWrites::PlacementSlow). The id is random anyway: choosing among
+// candidates costs only hashing. With one slow OSD of six in a 3-host pool,
+// about one candidate in eight qualifies; after 64 the last one is taken.
+std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uint64_t step,
+                                    std::optional<uint32_t> manifest_rank);
 
 Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer);

@@ -22,7 +22,22 @@ std::string StepPrefix(std::string_view name, uint64_t step) {
 std::string CommitObject(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "COMMIT";
 }
-std::string LatestHintObject(std::string_view name) { return NamePrefix(name) + "LATEST"; }
+std::string LatestHintObject(std::string_view name, uint32_t slot) {
+  return NamePrefix(name) + "LATEST" + (slot == 0 ? "" : "." + std::to_string(slot));
+}
+
+std::optional<std::string> NameOfLatestHint(std::string_view object) {
+  const std::string_view top = "ckpt/";
+  if (object.substr(0, top.size()) != top) return std::nullopt;
+  const std::string_view rest = object.substr(top.size());
+  const size_t slash = rest.find('/');
+  if (slash == 0 || slash == std::string_view::npos) return std::nullopt;
+  const std::string name(rest.substr(0, slash));
+  for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
+    if (object == LatestHintObject(name, slot)) return name;
+  }
+  return std::nullopt;
+}
 
 std::string ManifestPrefix(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "manifest/";

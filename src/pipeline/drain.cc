@@ -47,7 +47,8 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   if (AnyLiveWriter(dst, name, step)) {
     return Status::Unavailable(label + ": another save or drain of this step is running there");
   }
-  const std::string writer_id = NewWriterId();
+  // (Its manifests keep the names they have at the source.)
+  const std::string writer_id = NewWriterIdAwayFromSlow(dst, name, step, std::nullopt);
   RETURN_IF_ERROR(AcquireWriterLock(dst, name, step, writer_id).WithContext(label));
   struct ReleaseOnReturn {
     Backend& b;

@@ -771,6 +771,9 @@ class MultiDirBackend final : public Backend {
       caps_.io_path += ", hedged writes (late past 3x the median, at least " +
                        std::to_string(options_.hedge_floor_ms) + " ms; at most " + extra + " extra)";
       caps_.hedged_writes = &shared_->hedge;
+      shared_->hedge.SetPlacementOf([dirs = dirs_.size()](const std::string& name) -> std::optional<uint32_t> {
+        return static_cast<uint32_t>(DirectoryOfName(name, dirs));
+      });
     }
   }
 

@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -108,6 +112,48 @@ Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
   return sets;
 }
 
+// One read of a small object: stat and read in one round trip, the read
+// capped one byte past the largest record so that a huge object is
+// refused, not slurped.
+struct SmallRead {
+  SmallRead() {
+    op.stat2(&size, &mtime, &stat_ret);
+    op.read(0, kMaxSmallObjectBytes + 1, &bl, &read_ret);
+  }
+  librados::ObjectReadOperation op;
+  uint64_t size = 0;
+  struct timespec mtime {};
+  int stat_ret = 0;
+  int read_ret = 0;
+  librados::bufferlist bl;
+  int ret = 0;
+};
+
+// Tries of one hedged small read (RadosBackend::HedgedSmallRead): the first
+// to complete answers; the others finish on their own and are dropped.
+struct SmallReadRace {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::shared_ptr<SmallRead> answer;  // GUARDED_BY(mu)
+};
+struct SmallReadTry {
+  std::shared_ptr<SmallReadRace> race;
+  std::shared_ptr<SmallRead> read;
+  std::shared_ptr<HedgeState> state;  // counts the operation until it completes
+  librados::AioCompletion* completion = nullptr;
+};
+void OnSmallReadComplete(librados::completion_t, void* arg) {
+  std::unique_ptr<SmallReadTry> t(static_cast<SmallReadTry*>(arg));
+  t->read->ret = t->completion->get_return_value();
+  t->completion->release();
+  {
+    std::lock_guard<std::mutex> lock(t->race->mu);
+    if (!t->race->answer) t->race->answer = t->read;
+  }
+  t->race->cv.notify_all();
+  t->state->OpEnded();
+}
+
 class RadosBackend final : public Backend {
  public:
   RadosBackend(std::string uri, RadosOptions opts, std::shared_ptr<Cluster> cluster,
@@ -135,6 +181,15 @@ class RadosBackend final : public Backend {
         return FetchActingSets(*cluster);
       });
       caps_.hedged_writes = hedge_.get();
+      // A name's placement group is computed from the client's OSD map: no I/O.
+      hedge_->SetPlacementOf([weak = std::weak_ptr<Cluster>(cluster_),
+                              prefix = opts_.prefix.empty() ? "" : opts_.prefix + "/"](
+                                 const std::string& name) -> std::optional<uint32_t> {
+        auto cluster = weak.lock();
+        uint32_t pg = 0;
+        if (!cluster || cluster->io.get_object_pg_hash_position2(prefix + name, &pg) < 0) return std::nullopt;
+        return pg;
+      });
       hedge_->ShareSuspects(SharedSuspectsPath(*cluster_, opts_.pool));
       char extra[32];
       std::snprintf(extra, sizeof(extra), "%.0f%%", opts_.hedge_extra * 100);
@@ -197,33 +252,32 @@ class RadosBackend final : public Backend {
     librados::bufferlist bl;
     bl.append(bytes.data(), static_cast<unsigned>(bytes.size()));
     op.write_full(bl);
+    const auto start = HedgeState::Clock::now();
     int ret = cluster_->io.operate(Oid(name), &op);
     if (ret == -EEXIST) return Status::AlreadyExists("object " + name + " already exists");
     if (ret < 0) return RadosError(ret, "publish " + name);
+    NoteRecordWrite(Oid(name), start);
     return Status::OK();
   }
 
   Result<std::string> ReadSmall(const std::string& name) override {
     RETURN_IF_ERROR(CheckName(name));
-    // Stat and read in one round trip; the read is capped one byte past the
-    // largest record so that a huge object is refused, not slurped.
-    librados::ObjectReadOperation op;
-    uint64_t size = 0;
-    struct timespec mtime {};
-    int stat_ret = 0, read_ret = 0;
-    librados::bufferlist bl;
-    op.stat2(&size, &mtime, &stat_ret);
-    op.read(0, kMaxSmallObjectBytes + 1, &bl, &read_ret);
-    int ret = cluster_->io.operate(Oid(name), &op, nullptr);
-    if (ret < 0) return RadosError(ret, "read object " + name);
-    if (stat_ret < 0) return RadosError(stat_ret, "stat object " + name);
-    if (read_ret < 0) return RadosError(read_ret, "read object " + name);
-    if (size > kMaxSmallObjectBytes || bl.length() > kMaxSmallObjectBytes) {
-      return Status::Corruption("object " + name + " is " + std::to_string(size) +
+    std::shared_ptr<SmallRead> read;
+    if (hedge_) {
+      ASSIGN_OR_RETURN(read, HedgedSmallRead(Oid(name)));
+    } else {
+      read = std::make_shared<SmallRead>();
+      read->ret = cluster_->io.operate(Oid(name), &read->op, nullptr);
+    }
+    if (read->ret < 0) return RadosError(read->ret, "read object " + name);
+    if (read->stat_ret < 0) return RadosError(read->stat_ret, "stat object " + name);
+    if (read->read_ret < 0) return RadosError(read->read_ret, "read object " + name);
+    if (read->size > kMaxSmallObjectBytes || read->bl.length() > kMaxSmallObjectBytes) {
+      return Status::Corruption("object " + name + " is " + std::to_string(read->size) +
                                 " bytes, more than any record can be");
     }
-    std::string out(bl.length(), '\0');
-    if (!out.empty()) bl.begin().copy(bl.length(), out.data());
+    std::string out(read->bl.length(), '\0');
+    if (!out.empty()) read->bl.begin().copy(read->bl.length(), out.data());
     return out;
   }
 
@@ -309,8 +363,10 @@ class RadosBackend final : public Backend {
   Status Remove(const std::string& name) override {
     RETURN_IF_ERROR(CheckName(name));
     // Acknowledged only once every replica has committed it: durable.
+    const auto start = HedgeState::Clock::now();
     int ret = cluster_->io.remove(Oid(name));
     if (ret < 0) return RadosError(ret, "remove object " + name);
+    NoteRecordWrite(Oid(name), start);
     return Status::OK();
   }
 
@@ -333,6 +389,55 @@ class RadosBackend final : public Backend {
     return Status::OK();
   }
   std::string Oid(const std::string& name) const { return object_prefix_ + name; }
+
+  // A record written (or removed) one at a time, late, tells of a slow OSD
+  // as a late data write does (HedgeState::MarkSlow): in particular it keeps
+  // a suspect that data writes now avoid from expiring while it is slow.
+  void NoteRecordWrite(const std::string& oid, HedgeState::Clock::time_point start) {
+    if (!hedge_ || HedgeState::Clock::now() - start <= hedge_->SlowAfter()) return;
+    uint32_t pg = 0;
+    if (cluster_->io.get_object_pg_hash_position2(oid, &pg) >= 0) hedge_->MarkSlow(pg);
+  }
+
+  // A small read (a record: commit, manifest, lock) raced against a slow
+  // OSD. Records are read one at a time, each waited for, so one read queued
+  // behind a slow primary costs the whole operation its wait (seconds under
+  // a slow OSD's backlog). Where the object's primary is suspected slow
+  // (hedge_state.h), the first try already lets any replica answer; a try
+  // not answered within the hedge floor is followed by one that lets any
+  // replica answer (random: most likely not the slow one), up to three.
+  // Replica reads are safe on a replicated pool: a write is acknowledged
+  // once every replica holds it, and a replica with a write to the object
+  // still pending sends the read on to the primary.
+  Result<std::shared_ptr<SmallRead>> HedgedSmallRead(const std::string& oid) {
+    constexpr int kTries = 3;
+    auto race = std::make_shared<SmallReadRace>();
+    uint32_t pg = 0;
+    const bool primary_slow = cluster_->io.get_object_pg_hash_position2(oid, &pg) >= 0 && hedge_->PrimarySlow(pg);
+    const auto patience = std::chrono::milliseconds(hedge_->options().floor_ms);
+    std::unique_lock<std::mutex> lock(race->mu);
+    for (int k = 0; k < kTries; ++k) {
+      auto t = std::make_unique<SmallReadTry>();
+      t->race = race;
+      t->read = std::make_shared<SmallRead>();
+      t->state = hedge_;
+      t->completion = librados::Rados::aio_create_completion(t.get(), &OnSmallReadComplete);
+      const int flags = k > 0 || primary_slow ? librados::OPERATION_BALANCE_READS : 0;
+      hedge_->OpStarted();
+      SmallReadTry* raw = t.release();
+      const int ret = cluster_->io.aio_operate(oid, raw->completion, &raw->read->op, flags, nullptr);
+      if (ret < 0) {
+        raw->completion->release();
+        hedge_->OpEnded();
+        delete raw;
+        if (k == 0) return RadosError(ret, "read object " + oid.substr(object_prefix_.size()));
+        break;  // the tries already sent still answer
+      }
+      if (k + 1 < kTries && race->cv.wait_for(lock, patience, [&] { return race->answer != nullptr; })) break;
+    }
+    race->cv.wait(lock, [&] { return race->answer != nullptr; });
+    return race->answer;
+  }
 
   Result<std::vector<ObjectInfo>> StatAll(const std::vector<std::string>& oids) {
     struct Stat {
