@@ -75,6 +75,11 @@ struct HedgeStats {
   double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
   uint64_t deadline_ms = 0;      // the current deadline after which a write is late
   std::vector<int> suspect_osds; // OSDs most late writes shared, avoided for now
+  // Wall time during which writes of hedged objects (losers' included) were
+  // in flight: bytes_submitted / write_seconds is what the data writes
+  // achieved, apart from the records a save writes one at a time. 0 where
+  // the backend does not measure it (the multi-directory file store).
+  double write_seconds = 0;
 };
 class HedgedWrites {
  public:

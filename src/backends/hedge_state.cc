@@ -319,16 +319,21 @@ HedgeStats HedgeState::Stats() const {
   s.suspect_osds = SuspectsLocked();
   s.deadline_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
+  Clock::duration writing = writing_;
+  if (writes_in_flight_ > 0) writing += Clock::now() - writing_since_;
+  s.write_seconds = std::chrono::duration<double>(writing).count();
   return s;
 }
 
-void HedgeState::OpStarted() {
+void HedgeState::OpStarted(bool write) {
   std::lock_guard<std::mutex> lock(mu_);
   ++ops_in_flight_;
+  if (write && writes_in_flight_++ == 0) writing_since_ = Clock::now();
 }
 
-void HedgeState::OpEnded() {
+void HedgeState::OpEnded(bool write) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (write && --writes_in_flight_ == 0) writing_ += Clock::now() - writing_since_;
   if (--ops_in_flight_ == 0) idle_cv_.notify_all();
 }
 

@@ -103,8 +103,10 @@ class HedgeState final : public HedgedWrites {
 
   // Every operation the hedged objects start, counted until it completes,
   // so that the cluster handle outlives them (WaitIdle before shutdown).
-  void OpStarted();
-  void OpEnded();
+  // Writes (`write`) also count toward HedgeStats::write_seconds; other
+  // operations (hedged record reads) do not.
+  void OpStarted(bool write = true);
+  void OpEnded(bool write = true);
   // False if operations were still in flight after `timeout`.
   bool WaitIdle(Clock::duration timeout);
 
@@ -136,6 +138,9 @@ class HedgeState final : public HedgedWrites {
   Clock::time_point shared_at_{};  // when the shared suspects were last written (or read)
   HedgeStats stats_;
   size_t ops_in_flight_ = 0;
+  size_t writes_in_flight_ = 0;
+  Clock::time_point writing_since_{};  // while writes_in_flight_ > 0
+  Clock::duration writing_{};          // summed over earlier busy spells
 };
 
 // The hedging options of a store URI, parsed the same for every backend

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -18,7 +19,9 @@
 #include <string>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/latest_hint.h"
 #include "checkpoint/references.h"
+#include "checkpoint/writer_registry.h"
 #include "sluice/backend_wrapper.h"
 #include "format/layout.h"
 #include "io/content_hash.h"
@@ -408,6 +411,126 @@ TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
   ASSERT_TRUE((*store)->Remove({"m", 3}).ok());
   EXPECT_NE(::stat(hint_file.c_str(), &st), 0) << "rm left a hint naming the step it removed";
   ExpectIntact(**store, 2, State(11));
+}
+
+// A store whose placements are slow by name, as a RADOS pool's are by
+// placement group when one OSD is slow (HedgedWrites::PlacementSlow).
+class SlowNames final : public BackendWrapper, public HedgedWrites {
+ public:
+  SlowNames(Backend& target, std::function<bool(const std::string&)> slow)
+      : BackendWrapper(target), slow_(std::move(slow)) {
+    caps_ = target.caps();
+    caps_.hedged_writes = this;
+  }
+  const BackendCaps& caps() const override { return caps_; }
+  HedgeStats Stats() const override { return {}; }
+  bool PlacementSlow(const std::string& name) const override { return slow_(name); }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    ++lists;
+    return BackendWrapper::List(prefix);
+  }
+  int lists = 0;
+
+ private:
+  BackendCaps caps_;
+  std::function<bool(const std::string&)> slow_;
+};
+
+// The hint's fixed name may fall in a slow OSD's placement group: the
+// other slots are written instead, and read, so that neither a save nor the
+// next one's base lookup waits in that OSD's queue.
+TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
+  auto p = Open(1);
+  ASSERT_NE(p, nullptr);
+  Save(*p, 1, State(10));
+  Save(*p, 2, State(11));
+  auto opened = OpenBackend(Tier(0), false);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Backend& raw = **opened;
+  auto slot = [&](uint32_t k) -> std::string {
+    auto bytes = raw.ReadSmall(LatestHintObject("m", k));
+    return bytes.ok() ? *bytes : "(none)";
+  };
+  EXPECT_EQ(slot(0), "2");
+  EXPECT_EQ(slot(1), "(none)") << "slot 0 was not slow: only it is written";
+  // Slot 0 names step 1 (stale), and is slow now: step 2 goes to the others.
+  ASSERT_TRUE(raw.Remove(LatestHintObject("m", 0)).ok());
+  ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 0), "1").ok());
+  const std::string slot0 = LatestHintObject("m", 0);
+  SlowNames slow0(raw, [&](const std::string& n) { return n == slot0; });
+  PublishLatestHint(slow0, "m", 2);
+  EXPECT_EQ(slot(0), "1");
+  EXPECT_EQ(slot(1), "2");
+  EXPECT_EQ(slot(2), "2");
+  // A reader that knows slot 0 is slow skips it; one that does not reads
+  // all and takes the newest; a store without placements reads slot 0 only.
+  EXPECT_EQ(ReadLatestHints(slow0, "m"), (std::vector<uint64_t>{2}));
+  SlowNames none(raw, [](const std::string&) { return false; });
+  EXPECT_EQ(ReadLatestHints(none, "m"), (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(ReadLatestHints(raw, "m"), (std::vector<uint64_t>{1}));
+  // The base is found by the slots, without a listing.
+  auto base = ReferenceBase(slow0, "m", 3, 0, "0123456789abcdef");
+  ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+  EXPECT_EQ((*base)->step(), 2u);
+  EXPECT_EQ(slow0.lists, 0);
+  // Every slot slow: slot 0 after all.
+  SlowNames all(raw, [](const std::string&) { return true; });
+  PublishLatestHint(all, "m", 2);
+  EXPECT_EQ(slot(0), "2");
+  EXPECT_EQ(ReadLatestHints(all, "m"), (std::vector<uint64_t>{2}));
+  // rm takes every slot naming the step it removes; gc every slot naming
+  // no committed step.
+  ASSERT_TRUE(raw.Remove(LatestHintObject("m", 2)).ok());
+  ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 2), "9").ok());
+  auto store = Store::Open(Tier(0), StoreOptions{});
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CollectGarbage(0).ok());
+  EXPECT_EQ(slot(2), "(none)") << "gc kept a slot naming no committed step";
+  EXPECT_EQ(slot(1), "2");
+  ASSERT_TRUE((*store)->Remove({"m", 2}).ok());
+  EXPECT_EQ(slot(0), "(none)");
+  EXPECT_EQ(slot(1), "(none)");
+  ExpectIntact(**store, 1, State(10));
+}
+
+TEST(LatestHintNames, SlotsAreRecognisedAndOthersAreNot) {
+  EXPECT_EQ(LatestHintObject("m"), "ckpt/m/LATEST");
+  EXPECT_EQ(LatestHintObject("m", 2), "ckpt/m/LATEST.2");
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST"), std::optional<std::string>("m"));
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.1"), std::optional<std::string>("m"));
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.3"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.0"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("ckpt//LATEST"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/00000000000000000001/LATEST"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("other/m/LATEST"), std::nullopt);
+  EXPECT_EQ(ParseHintedStep("12"), std::optional<uint64_t>(12));
+  EXPECT_EQ(ParseHintedStep(""), std::nullopt);
+  EXPECT_EQ(ParseHintedStep("1a"), std::nullopt);
+  EXPECT_EQ(ParseHintedStep("-1"), std::nullopt);
+  EXPECT_EQ(ParseHintedStep(std::string(21, '1')), std::nullopt);
+}
+
+// A writer id names its lock, references and manifest records, written one
+// at a time: it is chosen so that none falls where writes are slow.
+TEST_F(IncrementalTest, WriterIdsKeepTheirRecordsAwayFromSlowPlacements) {
+  auto opened = OpenBackend(Tier(0), true);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  // Half of all ids put every record in a slow place, and any one record of
+  // a quarter of the rest.
+  auto slow = [](const std::string& name) {
+    auto parsed = ParseObjectName(name);
+    const std::string id = parsed ? WriterOfObject(parsed->rest) : "";
+    return id.size() != 16 || id[0] < '8' || (id[1] < '4' && name.find(".refs") != std::string::npos);
+  };
+  SlowNames store(**opened, slow);
+  for (int i = 0; i < 50; ++i) {
+    const std::string id = NewWriterIdAwayFromSlow(store, "m", 7, 3u);
+    EXPECT_FALSE(slow(WriterLockObject("m", 7, id))) << id;
+    EXPECT_FALSE(slow(WriterRefsObject("m", 7, id))) << id;
+    EXPECT_FALSE(slow(ManifestObject("m", 7, 3, id))) << id;
+  }
+  // Without placements: any id.
+  EXPECT_EQ(NewWriterIdAwayFromSlow(**opened, "m", 7, 3u).size(), 16u);
 }
 
 }  // namespace

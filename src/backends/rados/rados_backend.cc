@@ -151,7 +151,7 @@ void OnSmallReadComplete(librados::completion_t, void* arg) {
     if (!t->race->answer) t->race->answer = t->read;
   }
   t->race->cv.notify_all();
-  t->state->OpEnded();
+  t->state->OpEnded(/*write=*/false);
 }
 
 class RadosBackend final : public Backend {
@@ -423,12 +423,12 @@ class RadosBackend final : public Backend {
       t->state = hedge_;
       t->completion = librados::Rados::aio_create_completion(t.get(), &OnSmallReadComplete);
       const int flags = k > 0 || primary_slow ? librados::OPERATION_BALANCE_READS : 0;
-      hedge_->OpStarted();
+      hedge_->OpStarted(/*write=*/false);
       SmallReadTry* raw = t.release();
       const int ret = cluster_->io.aio_operate(oid, raw->completion, &raw->read->op, flags, nullptr);
       if (ret < 0) {
         raw->completion->release();
-        hedge_->OpEnded();
+        hedge_->OpEnded(/*write=*/false);
         delete raw;
         if (k == 0) return RadosError(ret, "read object " + oid.substr(object_prefix_.size()));
         break;  // the tries already sent still answer

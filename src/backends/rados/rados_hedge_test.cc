@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <iterator>
 #include <string>
 
@@ -204,6 +205,99 @@ TEST(HedgeStateTest, AMapThatCouldNotBeReadIsAskedForAgainLater) {
   std::this_thread::sleep_for(milliseconds(150));
   s.MarkSlow(4);
   EXPECT_EQ(fetches, 2);
+}
+
+// What records (named, not relocated) are told: whether a name's placement
+// group is avoided, and whether its primary is a suspect.
+TEST(HedgeStateTest, NamesAreSlowWhereTheirPlacementGroupIs) {
+  auto sets = SixOsds();
+  sets[100] = {2, 0, 5};  // osd.0 a replica only
+  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return sets; });
+  EXPECT_FALSE(s.PlacementSlow("pg-1")) << "no placement function: never slow";
+  s.SetPlacementOf([](const std::string& name) -> std::optional<uint32_t> {
+    if (name.rfind("pg-", 0) != 0) return std::nullopt;
+    return static_cast<uint32_t>(std::stoul(name.substr(3)));
+  });
+  std::vector<uint32_t> with0, without0;
+  for (const auto& [pg, osds] : SixOsds()) (osds[0] == 0 ? with0 : without0).push_back(pg);
+  for (uint32_t pg : with0) EXPECT_FALSE(s.PlacementSlow("pg-" + std::to_string(pg)));
+  for (uint32_t pg : without0) s.MarkOnTime(pg);
+  for (size_t i = 0; i < 6; ++i) s.MarkSlow(with0[i * 3]);
+  ASSERT_EQ(s.SuspectOsds(), std::vector<int>{0});
+  for (uint32_t pg : with0) {
+    EXPECT_TRUE(s.PlacementSlow("pg-" + std::to_string(pg))) << pg;
+    EXPECT_TRUE(s.PrimarySlow(pg)) << pg;
+  }
+  for (uint32_t pg : without0) {
+    EXPECT_FALSE(s.PlacementSlow("pg-" + std::to_string(pg))) << pg;
+    EXPECT_FALSE(s.PrimarySlow(pg)) << pg;
+  }
+  EXPECT_TRUE(s.PlacementSlow("pg-100"));
+  EXPECT_FALSE(s.PrimarySlow(100)) << "osd.0 is no primary there";
+  EXPECT_FALSE(s.PlacementSlow("elsewhere")) << "a name without a placement";
+}
+
+// A process that avoids a suspect from its first write seldom writes late
+// enough to learn it anew: a late record write on one of its placement
+// groups keeps the shared suspicion fresh instead.
+TEST(HedgeStateTest, ALateWriteOnASuspectsGroupRenewsTheSharedSuspicion) {
+  char dir[] = "/tmp/sluice-hedge-renew-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/slow-osds";
+  std::vector<uint32_t> with0, without0;
+  for (const auto& [pg, osds] : SixOsds()) (osds[0] == 0 ? with0 : without0).push_back(pg);
+  const int64_t now_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto until_in_file = [&] {
+    std::istringstream in(ReadFile(path));
+    std::string word;
+    int osd = -1;
+    int64_t until = 0;
+    in >> word >> osd >> until;
+    return osd == 0 ? until : int64_t{0};
+  };
+  // Shared a while ago: a minute left.
+  std::ofstream(path) << "osd 0 " << now_ms + 60'000 << "\n";
+  {
+    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    s.ShareSuspects(path);
+    ASSERT_EQ(s.SuspectOsds(), std::vector<int>{0});
+    s.MarkSlow(without0[0]);  // late, but no suspect there: nothing renewed
+    EXPECT_EQ(until_in_file(), now_ms + 60'000);
+    s.MarkSlow(with0[0]);
+    EXPECT_GE(until_in_file(), now_ms + HedgeState::kSharedSuspectMs) << ReadFile(path);
+  }
+  // Shared just now: left as it is.
+  const int64_t fresh = now_ms + HedgeState::kSharedSuspectMs - 1000;
+  std::ofstream(path) << "osd 0 " << fresh << "\n";
+  {
+    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    s.ShareSuspects(path);
+    s.MarkSlow(with0[0]);
+    EXPECT_EQ(until_in_file(), fresh);
+  }
+  std::string cmd = std::string("rm -rf '") + dir + "'";
+  (void)std::system(cmd.c_str());
+}
+
+TEST(HedgeStateTest, WriteSecondsCountTimeWithWritesInFlight) {
+  HedgeState s(HedgeOptions{}, nullptr);
+  EXPECT_EQ(s.Stats().write_seconds, 0);
+  s.OpStarted();
+  s.OpStarted();
+  std::this_thread::sleep_for(milliseconds(30));
+  s.OpEnded();
+  std::this_thread::sleep_for(milliseconds(30));
+  s.OpEnded();
+  const double busy = s.Stats().write_seconds;
+  EXPECT_GE(busy, 0.055);
+  EXPECT_LT(busy, 5.0);
+  // Idle time and reads count for nothing.
+  std::this_thread::sleep_for(milliseconds(20));
+  s.OpStarted(/*write=*/false);
+  std::this_thread::sleep_for(milliseconds(20));
+  s.OpEnded(/*write=*/false);
+  EXPECT_EQ(s.Stats().write_seconds, busy);
 }
 
 TEST(HedgeStateTest, WaitIdleWaitsForEveryOperation) {
