@@ -75,10 +75,11 @@ struct HedgeStats {
   double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
   uint64_t deadline_ms = 0;      // the current deadline after which a write is late
   std::vector<int> suspect_osds; // OSDs most late writes shared, avoided for now
-  // Wall time during which writes of hedged objects (losers' included) were
-  // in flight: bytes_submitted / write_seconds is what the data writes
-  // achieved, apart from the records a save writes one at a time. 0 where
-  // the backend does not measure it (the multi-directory file store).
+  // Wall time during which operations of hedged objects (losers' writes and
+  // removals included) were in flight: bytes_submitted / write_seconds is
+  // what the data writes achieved, apart from the records a save writes one
+  // at a time (conservative: cleaning up losers counts). 0 where the
+  // backend does not measure it (the multi-directory file store).
   double write_seconds = 0;
 };
 class HedgedWrites {
@@ -86,12 +87,14 @@ class HedgedWrites {
   virtual ~HedgedWrites() = default;
   // Totals since the backend was opened. Thread-safe.
   virtual HedgeStats Stats() const = 0;
-  // Whether a write to `name` would go where writes were late lately: its
-  // placement group spans an OSD suspected slow, or its directory was found
-  // slow. A caller free to choose a name (a writer id, which names its lock,
+  // Whether a write to `name` would go where writes were late lately (RADOS:
+  // its placement group spans an OSD suspected slow, or was itself late).
+  // A caller free to choose a name (a writer id, which names its lock,
   // manifest and references records) picks one for which this is false, so
   // that records written one at a time keep away from a slow device too.
-  // Thread-safe and cheap: no I/O.
+  // Always false where names do not choose placements (the multi-directory
+  // file store keeps every record in its home directory). Thread-safe and
+  // cheap: no I/O.
   virtual bool PlacementSlow(const std::string& name) const = 0;
 };
 

@@ -462,6 +462,18 @@ TEST_P(BackendConformance, PublishIfAbsentIsExclusiveAndWhole) {
   EXPECT_EQ(*backend_->ReadSmall("rec/empty"), "");
 }
 
+// A record larger than a backend's first read of it (RADOS: 1 MiB, the rest
+// read after) comes back whole.
+TEST_P(BackendConformance, ALargeRecordIsReadWhole) {
+  std::string big(3 * (1 << 20) + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  ASSERT_TRUE(backend_->PublishIfAbsent("rec/big", big).ok());
+  auto got = backend_->ReadSmall("rec/big");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), big.size());
+  EXPECT_TRUE(*got == big);
+}
+
 TEST_P(BackendConformance, ReplaceSwapsInTheStagedObjectWhole) {
   // Over an existing object (the repair case): the target then holds the
   // staged bytes, large or small, and the staged name is gone.

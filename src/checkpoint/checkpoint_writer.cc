@@ -613,10 +613,11 @@ Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreO
   return NewWriter(backend, options, id, rank, world, save, NewWriterIdAwayFromSlow(backend, id.name, id.step, rank), Role::kWhole);
 }
 
-Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, const StoreOptions& options,
+Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, Backend& shared, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save) {
-  return NewWriter(local, options, id, rank, world, save, NewWriterIdAwayFromSlow(local, id.name, id.step, rank), Role::kPart);
+  return NewWriter(local, options, id, rank, world, save, NewWriterIdAwayFromSlow(shared, id.name, id.step, rank),
+                   Role::kPart);
 }
 
 Result<std::unique_ptr<RankWriter>> NewRelayWriter(Backend& shared, const StoreOptions& options,

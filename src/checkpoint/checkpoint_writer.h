@@ -60,8 +60,10 @@ Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreO
 // `rank`'s items and manifest to `local` and stops there: no rank pointer,
 // no commit, no abort note (no other rank reads `local`). Its writer lock
 // stays until the writer is destroyed, so gc leaves the part alone while
-// it is copied on and committed elsewhere.
-Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, const StoreOptions& options,
+// it is copied on and committed elsewhere. Its writer id names the relay's
+// records on `shared` too, so it is chosen to keep them away from slow
+// placements there (NewWriterIdAwayFromSlow).
+Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, Backend& shared, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save);
 // A relay writer registers `writer_id` (the part writer's) on `shared`

@@ -27,14 +27,18 @@ std::vector<uint32_t> SlotsToWrite(const Backend& backend, std::string_view name
 
 // Every slot that is not slow: a writer that did not find slot 0 slow
 // wrote it, one that did wrote the others. Slot 0 if every slot is slow.
-std::vector<uint32_t> SlotsToRead(const Backend& backend, std::string_view name) {
-  if (backend.caps().hedged_writes == nullptr) return {0};
-  std::vector<uint32_t> slots;
+// With `slow_ones`, the others.
+std::vector<uint32_t> SlotsToRead(const Backend& backend, std::string_view name, bool slow_ones) {
+  if (backend.caps().hedged_writes == nullptr) return slow_ones ? std::vector<uint32_t>{} : std::vector<uint32_t>{0};
+  std::vector<uint32_t> fast, slow;
   for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
-    if (!SlotSlow(backend, name, slot)) slots.push_back(slot);
+    (SlotSlow(backend, name, slot) ? slow : fast).push_back(slot);
   }
-  if (slots.empty()) slots.push_back(0);
-  return slots;
+  if (fast.empty()) {
+    fast.push_back(0);
+    slow.erase(slow.begin());
+  }
+  return slow_ones ? slow : fast;
 }
 
 }  // namespace
@@ -54,9 +58,9 @@ void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step) {
   }
 }
 
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name) {
+std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool slow_ones) {
   std::vector<uint64_t> steps;
-  for (uint32_t slot : SlotsToRead(backend, name)) {
+  for (uint32_t slot : SlotsToRead(backend, name, slow_ones)) {
     auto bytes = backend.ReadSmall(LatestHintObject(name, slot));
     if (!bytes.ok()) continue;
     if (auto step = ParseHintedStep(*bytes)) steps.push_back(*step);

@@ -28,8 +28,11 @@ namespace sluice {
 
 // Records `step` as `name`'s latest (remove, then publish, per slot).
 void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step);
-// The steps the readable slots name, newest first, without repeats.
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name);
+// The steps the slots that are not slow name, newest first, without
+// repeats; with `slow_ones`, those the slots skipped as slow name instead
+// (a caller that found no committed step otherwise asks them before
+// listing: slot 0 may hold the newest step, written before it was slow).
+std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool slow_ones = false);
 // Removes every slot that names `step` (its checkpoint is being removed).
 void RemoveLatestHintsNaming(Backend& backend, std::string_view name, uint64_t step);
 // The step a hint's bytes name: 1 to 20 decimal digits; nullopt otherwise.

@@ -163,13 +163,13 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   // record is there; else the newest committed step a listing finds.
   std::optional<uint64_t> base;
   Result<std::string> before = Status::NotFound("no base");
-  for (uint64_t hinted : ReadLatestHints(backend, name)) {
-    if (hinted == step) continue;
-    before = backend.ReadSmall(CommitObject(name, hinted));
-    if (before.ok()) {
-      base = hinted;
-      break;
+  for (bool slow_ones : {false, true}) {
+    for (uint64_t hinted : ReadLatestHints(backend, name, slow_ones)) {
+      if (base || hinted == step) continue;
+      before = backend.ReadSmall(CommitObject(name, hinted));
+      if (before.ok()) base = hinted;
     }
+    if (base) break;
   }
   if (!base) {
     ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));

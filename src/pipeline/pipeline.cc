@@ -278,7 +278,8 @@ class PipelineImpl final : public Pipeline {
         return st;
       }
     }
-    auto w = part ? NewPartWriter(stores_[0]->backend(), opts_.store, id, rank, world, part->save)
+    auto w = part ? NewPartWriter(stores_[0]->backend(), stores_[1]->backend(), opts_.store, id, rank, world,
+                                  part->save)
                   : NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
     if (!w.ok()) {
       SaveEnded();

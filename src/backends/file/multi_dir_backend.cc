@@ -770,10 +770,10 @@ class MultiDirBackend final : public Backend {
       std::snprintf(extra, sizeof extra, "%.0f%%", options_.hedge_extra * 100);
       caps_.io_path += ", hedged writes (late past 3x the median, at least " +
                        std::to_string(options_.hedge_floor_ms) + " ms; at most " + extra + " extra)";
+      // (No placement function: records, the only objects whose names
+      // callers choose, all live in the home directory, so no choice of
+      // name keeps them off a slow one. PlacementSlow is always false.)
       caps_.hedged_writes = &shared_->hedge;
-      shared_->hedge.SetPlacementOf([dirs = dirs_.size()](const std::string& name) -> std::optional<uint32_t> {
-        return static_cast<uint32_t>(DirectoryOfName(name, dirs));
-      });
     }
   }
 

@@ -112,13 +112,17 @@ Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
   return sets;
 }
 
-// One read of a small object: stat and read in one round trip, the read
-// capped one byte past the largest record so that a huge object is
-// refused, not slurped.
+// One read of a small object: stat and the first kFirstReadBytes in one
+// round trip (ReadSmall reads the rest of a larger one after). Not the whole
+// cap at once: librados counts a read's requested length against its
+// in-flight byte budget (objecter_inflight_op_bytes, 100 MiB by default),
+// and a read asking for 256 MiB would hold every other operation of the
+// client, data writes included, until it completes.
+constexpr uint64_t kFirstReadBytes = 1ull << 20;
 struct SmallRead {
   SmallRead() {
     op.stat2(&size, &mtime, &stat_ret);
-    op.read(0, kMaxSmallObjectBytes + 1, &bl, &read_ret);
+    op.read(0, kFirstReadBytes, &bl, &read_ret);
   }
   librados::ObjectReadOperation op;
   uint64_t size = 0;
@@ -130,11 +134,14 @@ struct SmallRead {
 };
 
 // Tries of one hedged small read (RadosBackend::HedgedSmallRead): the first
-// to complete answers; the others finish on their own and are dropped.
+// to succeed (or to find no object) answers; the others finish on their own
+// and are dropped.
 struct SmallReadRace {
   std::mutex mu;
   std::condition_variable cv;
   std::shared_ptr<SmallRead> answer;  // GUARDED_BY(mu)
+  int failed = 0;                     // GUARDED_BY(mu): tries that failed otherwise
+  int last_error = 0;                 // GUARDED_BY(mu)
 };
 struct SmallReadTry {
   std::shared_ptr<SmallReadRace> race;
@@ -144,14 +151,23 @@ struct SmallReadTry {
 };
 void OnSmallReadComplete(librados::completion_t, void* arg) {
   std::unique_ptr<SmallReadTry> t(static_cast<SmallReadTry*>(arg));
-  t->read->ret = t->completion->get_return_value();
+  const int ret = t->completion->get_return_value();
   t->completion->release();
+  t->read->ret = ret;
   {
     std::lock_guard<std::mutex> lock(t->race->mu);
-    if (!t->race->answer) t->race->answer = t->read;
+    if (ret >= 0 || ret == -ENOENT) {
+      if (!t->race->answer) t->race->answer = t->read;
+    } else {
+      ++t->race->failed;
+      t->race->last_error = ret;
+    }
   }
   t->race->cv.notify_all();
-  t->state->OpEnded(/*write=*/false);
+  // Last: once no operation is counted, the cluster handle may close.
+  std::shared_ptr<HedgeState> state = std::move(t->state);
+  t.reset();
+  state->OpEnded(/*write=*/false);
 }
 
 class RadosBackend final : public Backend {
@@ -272,9 +288,26 @@ class RadosBackend final : public Backend {
     if (read->ret < 0) return RadosError(read->ret, "read object " + name);
     if (read->stat_ret < 0) return RadosError(read->stat_ret, "stat object " + name);
     if (read->read_ret < 0) return RadosError(read->read_ret, "read object " + name);
-    if (read->size > kMaxSmallObjectBytes || read->bl.length() > kMaxSmallObjectBytes) {
+    if (read->size > kMaxSmallObjectBytes) {
       return Status::Corruption("object " + name + " is " + std::to_string(read->size) +
                                 " bytes, more than any record can be");
+    }
+    // The rest of a record larger than the first read (a big manifest).
+    // Records are never rewritten in place (published whole, or removed and
+    // published again), so the two reads see one object unless it was
+    // replaced in between, which the size then shows.
+    while (read->bl.length() < read->size) {
+      librados::bufferlist more;
+      const uint64_t at = read->bl.length();
+      int ret = cluster_->io.read(Oid(name), more, std::min<uint64_t>(read->size - at, 64ull << 20), at);
+      if (ret < 0) return RadosError(ret, "read object " + name);
+      if (ret == 0) break;
+      read->bl.claim_append(more);
+    }
+    if (read->bl.length() != read->size) {
+      return Status::Unavailable("object " + name + " changed while it was read (" +
+                                 std::to_string(read->bl.length()) + " bytes read, " +
+                                 std::to_string(read->size) + " when it was opened)");
     }
     std::string out(read->bl.length(), '\0');
     if (!out.empty()) read->bl.begin().copy(read->bl.length(), out.data());
@@ -405,17 +438,23 @@ class RadosBackend final : public Backend {
   // a slow OSD's backlog). Where the object's primary is suspected slow
   // (hedge_state.h), the first try already lets any replica answer; a try
   // not answered within the hedge floor is followed by one that lets any
-  // replica answer (random: most likely not the slow one), up to three.
+  // replica answer (random: most likely not the slow one), up to three; a
+  // try that fails is followed by the next at once. The first success, or
+  // the first to find no object, answers; the error is returned only when
+  // every try failed.
   // Replica reads are safe on a replicated pool: a write is acknowledged
-  // once every replica holds it, and a replica with a write to the object
-  // still pending sends the read on to the primary.
+  // once every replica holds it, and a replica that cannot be sure it holds
+  // the newest version of the object (a write to it not yet known complete
+  // everywhere) answers EAGAIN, and the client asks the primary. So a
+  // record written shortly before is still read from its primary. (On an
+  // erasure-coded pool librados ignores the flag.)
   Result<std::shared_ptr<SmallRead>> HedgedSmallRead(const std::string& oid) {
     constexpr int kTries = 3;
     auto race = std::make_shared<SmallReadRace>();
     uint32_t pg = 0;
     const bool primary_slow = cluster_->io.get_object_pg_hash_position2(oid, &pg) >= 0 && hedge_->PrimarySlow(pg);
     const auto patience = std::chrono::milliseconds(hedge_->options().floor_ms);
-    std::unique_lock<std::mutex> lock(race->mu);
+    int sent = 0;
     for (int k = 0; k < kTries; ++k) {
       auto t = std::make_unique<SmallReadTry>();
       t->race = race;
@@ -425,18 +464,30 @@ class RadosBackend final : public Backend {
       const int flags = k > 0 || primary_slow ? librados::OPERATION_BALANCE_READS : 0;
       hedge_->OpStarted(/*write=*/false);
       SmallReadTry* raw = t.release();
+      // Not under race->mu: a send may wait for the client's in-flight
+      // budget, which completions (taking race->mu) give back.
       const int ret = cluster_->io.aio_operate(oid, raw->completion, &raw->read->op, flags, nullptr);
       if (ret < 0) {
         raw->completion->release();
-        hedge_->OpEnded(/*write=*/false);
         delete raw;
-        if (k == 0) return RadosError(ret, "read object " + oid.substr(object_prefix_.size()));
+        hedge_->OpEnded(/*write=*/false);
+        if (sent == 0) return RadosError(ret, "read object " + oid.substr(object_prefix_.size()));
         break;  // the tries already sent still answer
       }
-      if (k + 1 < kTries && race->cv.wait_for(lock, patience, [&] { return race->answer != nullptr; })) break;
+      ++sent;
+      std::unique_lock<std::mutex> lock(race->mu);
+      if (k + 1 == kTries) break;
+      if (race->cv.wait_for(lock, patience, [&] { return race->answer != nullptr || race->failed == sent; }) &&
+          race->answer != nullptr) {
+        return race->answer;
+      }
     }
-    race->cv.wait(lock, [&] { return race->answer != nullptr; });
-    return race->answer;
+    std::unique_lock<std::mutex> lock(race->mu);
+    race->cv.wait(lock, [&] { return race->answer != nullptr || race->failed == sent; });
+    if (race->answer != nullptr) return race->answer;
+    auto failed = std::make_shared<SmallRead>();
+    failed->ret = race->last_error;
+    return failed;
   }
 
   Result<std::vector<ObjectInfo>> StatAll(const std::vector<std::string>& oids) {
