@@ -13,32 +13,15 @@ bool SlotSlow(const Backend& backend, std::string_view name, uint32_t slot) {
   return hedged != nullptr && hedged->PlacementSlow(LatestHintObject(name, slot));
 }
 
-// Slot 0 unless it is slow; then the others that are not (slot 0 again if
-// every slot is).
-std::vector<uint32_t> SlotsToWrite(const Backend& backend, std::string_view name) {
-  if (backend.caps().hedged_writes == nullptr || !SlotSlow(backend, name, 0)) return {0};
-  std::vector<uint32_t> slots;
-  for (uint32_t slot = 1; slot < kLatestHintSlots; ++slot) {
-    if (!SlotSlow(backend, name, slot)) slots.push_back(slot);
-  }
-  if (slots.empty()) slots.push_back(0);
-  return slots;
-}
-
-// Every slot that is not slow: a writer that did not find slot 0 slow
-// wrote it, one that did wrote the others. Slot 0 if every slot is slow.
-// With `slow_ones`, the others.
-std::vector<uint32_t> SlotsToRead(const Backend& backend, std::string_view name, bool slow_ones) {
-  if (backend.caps().hedged_writes == nullptr) return slow_ones ? std::vector<uint32_t>{} : std::vector<uint32_t>{0};
-  std::vector<uint32_t> fast, slow;
+// The slot a save writes and a reader asks first: slot 0 unless its
+// placement is slow, else the first that is not (slot 0 if every one is:
+// with one slow OSD of six in a 3-host pool, one name in 256).
+uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
+  if (backend.caps().hedged_writes == nullptr) return 0;
   for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
-    (SlotSlow(backend, name, slot) ? slow : fast).push_back(slot);
+    if (!SlotSlow(backend, name, slot)) return slot;
   }
-  if (fast.empty()) {
-    fast.push_back(0);
-    slow.erase(slow.begin());
-  }
-  return slow_ones ? slow : fast;
+  return 0;
 }
 
 }  // namespace
@@ -51,16 +34,23 @@ std::optional<uint64_t> ParseHintedStep(std::string_view bytes) {
 }
 
 void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step) {
-  for (uint32_t slot : SlotsToWrite(backend, name)) {
-    const std::string hint = LatestHintObject(name, slot);
-    (void)backend.Remove(hint);
-    (void)backend.PublishIfAbsent(hint, std::to_string(step));
-  }
+  const std::string hint = LatestHintObject(name, PreferredSlot(backend, name));
+  (void)backend.Remove(hint);
+  (void)backend.PublishIfAbsent(hint, std::to_string(step));
 }
 
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool slow_ones) {
+std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots) {
+  std::vector<uint32_t> slots;
+  const uint32_t preferred = PreferredSlot(backend, name);
+  if (!other_slots) {
+    slots.push_back(preferred);
+  } else if (backend.caps().hedged_writes != nullptr) {
+    for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
+      if (slot != preferred) slots.push_back(slot);
+    }
+  }
   std::vector<uint64_t> steps;
-  for (uint32_t slot : SlotsToRead(backend, name, slow_ones)) {
+  for (uint32_t slot : slots) {
     auto bytes = backend.ReadSmall(LatestHintObject(name, slot));
     if (!bytes.ok()) continue;
     if (auto step = ParseHintedStep(*bytes)) steps.push_back(*step);

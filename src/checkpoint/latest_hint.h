@@ -7,11 +7,10 @@
 // step's commit record before building on it.
 //
 // Slots: where the backend can tell that a name's placement is slow
-// (HedgedWrites::PlacementSlow), slot 0 is written while it is not, and the
-// other slots that are not slow are written instead while it is; a reader
-// reads every slot that is not slow and takes the newest step. So a hint
-// whose fixed name falls in a slow OSD's placement group costs no waits in
-// that OSD's queue. Elsewhere only slot 0 is used.
+// (HedgedWrites::PlacementSlow), a save writes slot 0 while it is not, and
+// else the first slot that is not; a reader asks that same slot first. So a
+// hint whose fixed name falls in a slow OSD's placement group costs no
+// waits in that OSD's queue. Elsewhere only slot 0 is used.
 //
 // Thread-safety: thread-safe (no state of its own).
 #ifndef SLUICE_CHECKPOINT_LATEST_HINT_H_
@@ -28,11 +27,12 @@ namespace sluice {
 
 // Records `step` as `name`'s latest (remove, then publish, per slot).
 void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step);
-// The steps the slots that are not slow name, newest first, without
-// repeats; with `slow_ones`, those the slots skipped as slow name instead
-// (a caller that found no committed step otherwise asks them before
-// listing: slot 0 may hold the newest step, written before it was slow).
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool slow_ones = false);
+// The step the slot a save writes now names (none, or one); with
+// `other_slots`, the steps every other slot names, newest first, without
+// repeats: a caller that found no committed step in the first asks them
+// before listing (the newest step may have been written while another slot
+// was preferred, e.g. slot 0 before its placement turned slow).
+std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots = false);
 // Removes every slot that names `step` (its checkpoint is being removed).
 void RemoveLatestHintsNaming(Backend& backend, std::string_view name, uint64_t step);
 // The step a hint's bytes name: 1 to 20 decimal digits; nullopt otherwise.

@@ -163,8 +163,8 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   // record is there; else the newest committed step a listing finds.
   std::optional<uint64_t> base;
   Result<std::string> before = Status::NotFound("no base");
-  for (bool slow_ones : {false, true}) {
-    for (uint64_t hinted : ReadLatestHints(backend, name, slow_ones)) {
+  for (bool other_slots : {false, true}) {
+    for (uint64_t hinted : ReadLatestHints(backend, name, other_slots)) {
       if (base || hinted == step) continue;
       before = backend.ReadSmall(CommitObject(name, hinted));
       if (before.ok()) base = hinted;

@@ -25,14 +25,14 @@ std::string CheckpointsPrefix();                                   // "ckpt/"
 std::string NamePrefix(std::string_view name);                     // "ckpt/<name>/"
 std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
 std::string CommitObject(std::string_view name, uint64_t step);
-// "ckpt/<name>/LATEST" (slot 0), "ckpt/<name>/LATEST.<slot>" (1, 2): the
+// "ckpt/<name>/LATEST" (slot 0), "ckpt/<name>/LATEST.<slot>" (1..7): the
 // step a save of `name` last committed, in decimal. A hint, not a record:
 // an incremental save reads it to find its base without listing (a RADOS
 // listing walks the whole pool), checks that the step's commit record
 // exists, and lists when it does not. The other slots are other names, so
 // other placement groups: written in place of slot 0 while its placement
 // is slow (checkpoint/latest_hint.h).
-constexpr uint32_t kLatestHintSlots = 3;
+constexpr uint32_t kLatestHintSlots = 8;
 std::string LatestHintObject(std::string_view name, uint32_t slot = 0);
 // The checkpoint name of a listed hint object, or nullopt if `object` is
 // not one.

@@ -437,8 +437,8 @@ class SlowNames final : public BackendWrapper, public HedgedWrites {
 };
 
 // The hint's fixed name may fall in a slow OSD's placement group: the
-// other slots are written instead, and read, so that neither a save nor the
-// next one's base lookup waits in that OSD's queue.
+// first slot that is not slow is written instead, and read first, so that
+// neither a save nor the next one's base lookup waits in that OSD's queue.
 TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
   auto p = Open(1);
   ASSERT_NE(p, nullptr);
@@ -453,55 +453,61 @@ TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
   };
   EXPECT_EQ(slot(0), "2");
   EXPECT_EQ(slot(1), "(none)") << "slot 0 was not slow: only it is written";
-  // Slot 0 names step 1 (stale), and is slow now: step 2 goes to the others.
+  // Slot 0 names step 1 (stale), and slots 0 and 1 are slow now: step 2 goes
+  // to slot 2, and only there.
   ASSERT_TRUE(raw.Remove(LatestHintObject("m", 0)).ok());
   ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 0), "1").ok());
-  const std::string slot0 = LatestHintObject("m", 0);
-  SlowNames slow0(raw, [&](const std::string& n) { return n == slot0; });
-  PublishLatestHint(slow0, "m", 2);
+  const std::string slot0 = LatestHintObject("m", 0), slot1 = LatestHintObject("m", 1);
+  SlowNames slow01(raw, [&](const std::string& n) { return n == slot0 || n == slot1; });
+  PublishLatestHint(slow01, "m", 2);
   EXPECT_EQ(slot(0), "1");
-  EXPECT_EQ(slot(1), "2");
+  EXPECT_EQ(slot(1), "(none)");
   EXPECT_EQ(slot(2), "2");
-  // A reader that knows slot 0 is slow skips it; one that does not reads
-  // all and takes the newest; a store without placements reads slot 0 only.
-  EXPECT_EQ(ReadLatestHints(slow0, "m"), (std::vector<uint64_t>{2}));
-  EXPECT_EQ(ReadLatestHints(slow0, "m", /*slow_ones=*/true), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(slot(3), "(none)");
+  // A reader asks the slot a save would write first; the others only when
+  // asked for them; a store without placements has slot 0 alone.
+  EXPECT_EQ(ReadLatestHints(slow01, "m"), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(ReadLatestHints(slow01, "m", /*other_slots=*/true), (std::vector<uint64_t>{1}));
   SlowNames none(raw, [](const std::string&) { return false; });
-  EXPECT_EQ(ReadLatestHints(none, "m"), (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(ReadLatestHints(none, "m"), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(ReadLatestHints(none, "m", true), (std::vector<uint64_t>{2}));
   EXPECT_EQ(ReadLatestHints(raw, "m"), (std::vector<uint64_t>{1}));
-  // The base is found by the slots, without a listing.
-  auto base = ReferenceBase(slow0, "m", 3, 0, "0123456789abcdef");
+  EXPECT_TRUE(ReadLatestHints(raw, "m", true).empty());
+  // The base is found by the slot, without a listing.
+  auto base = ReferenceBase(slow01, "m", 3, 0, "0123456789abcdef");
   ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
   EXPECT_EQ((*base)->step(), 2u);
-  EXPECT_EQ(slow0.lists, 0);
-  // Slot 0 written before it turned slow, the others empty: the slow slot
-  // is read before a listing.
+  EXPECT_EQ(slow01.lists, 0);
+  // Slot 0 written before it turned slow, the others empty: the other
+  // slots are read before a listing.
   for (uint32_t k = 0; k < kLatestHintSlots; ++k) {
     Status removed = raw.Remove(LatestHintObject("m", k));
     ASSERT_TRUE(removed.ok() || removed.IsNotFound()) << removed.ToString();
   }
   ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 0), "2").ok());
-  base = ReferenceBase(slow0, "m", 4, 0, "0123456789abcdee");
+  base = ReferenceBase(slow01, "m", 4, 0, "0123456789abcdee");
   ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
   EXPECT_EQ((*base)->step(), 2u);
-  EXPECT_EQ(slow0.lists, 0);
+  EXPECT_EQ(slow01.lists, 0);
   // Every slot slow: slot 0 after all.
   SlowNames all(raw, [](const std::string&) { return true; });
-  PublishLatestHint(all, "m", 2);
-  EXPECT_EQ(slot(0), "2");
-  EXPECT_EQ(ReadLatestHints(all, "m"), (std::vector<uint64_t>{2}));
+  ASSERT_TRUE(raw.Remove(LatestHintObject("m", 0)).ok());
+  PublishLatestHint(all, "m", 1);
+  EXPECT_EQ(slot(0), "1");
+  EXPECT_EQ(ReadLatestHints(all, "m"), (std::vector<uint64_t>{1}));
   // rm takes every slot naming the step it removes; gc every slot naming
   // no committed step.
   ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 1), "2").ok());
-  ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 2), "9").ok());
+  ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 7), "9").ok());
   auto store = Store::Open(Tier(0), StoreOptions{});
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->CollectGarbage(0).ok());
-  EXPECT_EQ(slot(2), "(none)") << "gc kept a slot naming no committed step";
+  EXPECT_EQ(slot(7), "(none)") << "gc kept a slot naming no committed step";
   EXPECT_EQ(slot(1), "2");
+  EXPECT_EQ(slot(0), "1");
   ASSERT_TRUE((*store)->Remove({"m", 2}).ok());
-  EXPECT_EQ(slot(0), "(none)");
-  EXPECT_EQ(slot(1), "(none)");
+  EXPECT_EQ(slot(1), "(none)") << "rm left a slot naming the step it removed";
+  EXPECT_EQ(slot(0), "1");
   ExpectIntact(**store, 1, State(10));
 }
 
@@ -510,7 +516,8 @@ TEST(LatestHintNames, SlotsAreRecognisedAndOthersAreNot) {
   EXPECT_EQ(LatestHintObject("m", 2), "ckpt/m/LATEST.2");
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST"), std::optional<std::string>("m"));
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.1"), std::optional<std::string>("m"));
-  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.3"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.7"), std::optional<std::string>("m"));
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.8"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.0"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt//LATEST"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt/m/00000000000000000001/LATEST"), std::nullopt);
