@@ -1,6 +1,7 @@
 #include "checkpoint/latest_hint.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "format/layout.h"

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <random>
 
+#include "io/fnv1a.h"
+
 namespace sluice {
 
 std::string CheckpointsPrefix() { return "ckpt/"; }
@@ -72,28 +74,12 @@ std::string PartObject(std::string_view name, uint64_t step, uint32_t rank) {
   return PartPrefix(name, step) + buf;
 }
 
-namespace {
-
-// FNV-1a 64 in hex: a stable, short, filesystem-safe name for any string.
-std::string HashName(std::string_view text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
-
-}  // namespace
-
 std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri) {
-  return DrainNotePrefix(name, step) + HashName(tier_uri) + ".note";
+  return DrainNotePrefix(name, step) + Fnv1aHex(tier_uri) + ".note";
 }
 
 std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_view attempt) {
-  return StepPrefix(name, step) + "aborts/" + HashName(attempt) + ".abort";
+  return StepPrefix(name, step) + "aborts/" + Fnv1aHex(attempt) + ".abort";
 }
 
 std::string WritersPrefix(std::string_view name, uint64_t step) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backends/hedge_state.h"
+#include "io/fnv1a.h"
 #include "backends/uri_query.h"
 #include "io/aligned_buffer.h"
 
@@ -254,18 +255,6 @@ Result<Marker> DecodeMarker(const std::string& path, const std::string& bytes) {
     return Status::Corruption("multi-directory store marker " + path + ": incomplete");
   }
   return m;
-}
-
-// FNV-1a of the home's absolute path, in hex.
-std::string StoreIdOf(const std::string& home) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : home) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 std::string NewStoreId() {
@@ -934,7 +923,7 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
   } else {
     // The id follows from the home, so that processes making the store at
     // once, or one after a creation cut short, write the same markers.
-    layout.id = StoreIdOf(home);
+    layout.id = Fnv1aHex(home);
     layout.dirs = options.dirs;
   }
   // A store being made (no layout yet) may make its directories; one that
