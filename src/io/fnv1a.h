@@ -1,6 +1,9 @@
 // FNV-1a 64 of a string, as 16 lowercase hex digits: a stable, short,
 // filesystem-safe name for any text (a drain note's tier URI, a store's
-// home path). Stable across versions: names already on disk depend on it.
+// home path). Its offset basis is 1469598103934665603, not the standard
+// 14695981039346656037 (a digit short since the first version), so it does
+// not match other FNV-1a implementations; it stays, because names already
+// on disk depend on it.
 #ifndef SLUICE_IO_FNV1A_H_
 #define SLUICE_IO_FNV1A_H_
 
