@@ -36,6 +36,11 @@ constexpr size_t kOnTimeToClear = 2;
 // The median is recomputed after this many new samples, not per question.
 constexpr size_t kRecomputeEvery = 16;
 constexpr uint64_t kBudgetCredit = 256ull << 20;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 HedgeState::Clock::duration HedgeState::Deadline() const {
@@ -105,25 +110,41 @@ void HedgeState::MarkSlow(uint32_t pg) {
   }
   auto it = acting_.find(pg);
   if (it == acting_.end()) return;
-  recent_late_.push_back(it->second);
+  recent_late_.erase(std::remove_if(recent_late_.begin(), recent_late_.end(),
+                                    [pg](const auto& late) { return late.first == pg; }),
+                     recent_late_.end());
+  recent_late_.emplace_back(pg, it->second);
   while (recent_late_.size() > kRecentLate) recent_late_.pop_front();
-  // A late write on a suspect's placement group bears the suspicion out:
-  // it is kept, and shared again once the shared copy is half way to
-  // expiring (a process that avoids the suspect from its first write
-  // rarely writes late enough to find it anew, and without this the
+  const int64_t now_ms = WallMs();
+  bool share = false;
+  // A late write on a PG where exactly one suspect serves bears that
+  // suspicion out: it is kept, and shared again once the shared copy is
+  // half way to expiring (a process that avoids the suspect from its first
+  // write rarely writes late enough to find it anew, and without this the
   // fault would be learnt again, hedges and all, every kSharedSuspectMs).
-  bool confirmed = false;
+  // A PG with two suspects explains neither: renewing both would keep an
+  // OSD first suspected beside the slow one (a tie in the first late PGs)
+  // alive for as long as the slow one, and with it half the PGs left.
+  int sole = -1;
+  int live = 0;
   for (int osd : it->second) {
     auto at = suspect_until_.find(osd);
     if (at == suspect_until_.end() || at->second <= now) continue;
-    at->second = std::max(at->second, now + avoid);
-    confirmed = true;
+    ++live;
+    sole = osd;
   }
-  bool share = confirmed && now - shared_at_ >= std::chrono::milliseconds(kSharedSuspectMs / 2);
+  if (live == 1) {
+    suspect_until_[sole] = std::max(suspect_until_[sole], now + avoid);
+    int64_t& shared = shared_until_ms_[sole];
+    if (shared - now_ms < kSharedSuspectMs / 2) {
+      shared = now_ms + kSharedSuspectMs;
+      share = true;
+    }
+  }
   // The suspects: the OSDs found in the most recent late PGs, in three
   // quarters of them at least, and not cleared by writes on time.
   std::map<int, size_t> late, on_time;
-  for (const auto& set : recent_late_) {
+  for (const auto& [late_pg, set] : recent_late_) {
     for (int osd : set) ++late[osd];
   }
   for (const auto& set : recent_on_time_) {
@@ -135,15 +156,18 @@ void HedgeState::MarkSlow(uint32_t pg) {
     for (const auto& [osd, n] : late) {
       if (n == most && on_time[osd] < kOnTimeToClear) {
         auto at = suspect_until_.find(osd);
-        share = share || at == suspect_until_.end() || at->second <= now;  // a new suspect
-        suspect_until_[osd] = now + avoid;
+        if (at == suspect_until_.end() || at->second <= now) {  // a new suspect
+          shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
+          share = true;
+        }
+        suspect_until_[osd] = std::max(suspect_until_[osd], now + avoid);
       }
     }
   }
   if (!share) return;
-  std::vector<int> suspects = SuspectsLocked();
+  const auto lines = SharedLinesLocked();
   lock.unlock();
-  WriteShared(std::move(suspects));
+  WriteShared(lines);
 }
 
 void HedgeState::MarkOnTime(uint32_t pg) {
@@ -157,22 +181,16 @@ void HedgeState::MarkOnTime(uint32_t pg) {
   for (int osd : it->second) {
     size_t n = 0;
     for (const auto& set : recent_on_time_) n += static_cast<size_t>(std::count(set.begin(), set.end(), osd));
-    if (n >= kOnTimeToClear) cleared = suspect_until_.erase(osd) > 0 || cleared;
+    if (n >= kOnTimeToClear && suspect_until_.erase(osd) > 0) {
+      shared_until_ms_.erase(osd);
+      cleared = true;
+    }
   }
   if (!cleared) return;
-  std::vector<int> suspects = SuspectsLocked();
+  const auto lines = SharedLinesLocked();
   lock.unlock();
-  WriteShared(std::move(suspects));
+  WriteShared(lines);
 }
-
-namespace {
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void HedgeState::ShareSuspects(std::string path) {
   shared_path_ = std::move(path);
@@ -203,23 +221,27 @@ void HedgeState::ShareSuspects(std::string path) {
   } else if (fetched && fetched->status().code() == StatusCode::kNotSupported) {
     acting_unavailable_ = true;
   }
-  int64_t longest = 0;
   for (const auto& [osd, left] : fresh) {
     suspect_until_[osd] = now + std::chrono::milliseconds(left);
-    longest = std::max(longest, left);
+    shared_until_ms_[osd] = now_ms + left;
   }
-  shared_at_ = now - std::chrono::milliseconds(kSharedSuspectMs - longest);
 }
 
-void HedgeState::WriteShared(std::vector<int> suspects) {
-  if (shared_path_.empty()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    shared_at_ = Clock::now();
+std::vector<std::pair<int, int64_t>> HedgeState::SharedLinesLocked() const {
+  std::vector<std::pair<int, int64_t>> lines;
+  const int64_t now_ms = WallMs();
+  for (int osd : SuspectsLocked()) {
+    auto at = shared_until_ms_.find(osd);
+    const int64_t until = at != shared_until_ms_.end() ? at->second : now_ms + kSharedSuspectMs;
+    if (until > now_ms) lines.emplace_back(osd, until);
   }
+  return lines;
+}
+
+void HedgeState::WriteShared(const std::vector<std::pair<int, int64_t>>& suspects) {
+  if (shared_path_.empty()) return;
   std::string text;
-  const int64_t until = WallMs() + kSharedSuspectMs;
-  for (int osd : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
+  for (const auto& [osd, until] : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
   // Whole or not at all: a temporary beside it, renamed over it.
   // (A name of its own per call: two threads of a process may write at once.)
   static std::atomic<uint64_t> calls{0};

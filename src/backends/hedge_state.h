@@ -64,7 +64,8 @@ class HedgeState final : public HedgedWrites {
   // A write that finished on the first copy of an object never hedged.
   void RecordLatency(Clock::duration d);
   // A write to placement group `pg` was late. The PG is avoided for
-  // avoid_ms; so is every PG of an OSD that most recent late writes' PGs share
+  // avoid_ms; so is every PG of an OSD that most recent late PGs (each
+  // counted once) share
   // (the slow OSD: it serves about half the PGs of a 6-OSD, 3-host pool,
   // far more than a client learns one late PG at a time).
   void MarkSlow(uint32_t pg);
@@ -84,9 +85,11 @@ class HedgeState final : public HedgedWrites {
   // few lines; empty: not shared). Suspects found there and still fresh
   // are avoided from the start, so that a new process does not learn a
   // lasting fault again with hedges of its own (each leaves a loser queued
-  // at the slow device); every change of the suspects is written back,
-  // each to be avoided for kSharedSuspectMs. Best effort: a file that
-  // cannot be read or written changes nothing else. Call once, before use.
+  // at the slow device). A new suspect is written with kSharedSuspectMs to
+  // run; a late write only it explains (the one suspect of that PG) renews
+  // its entry once half of that is gone; a suspect cleared is dropped; the
+  // others keep their own expiry. Best effort: a file that cannot be read
+  // or written changes nothing else. Call once, before use.
   void ShareSuspects(std::string path);
   static constexpr int64_t kSharedSuspectMs = 5 * 60 * 1000;
   // The OSDs suspected slow now, for messages and tests.
@@ -114,8 +117,11 @@ class HedgeState final : public HedgedWrites {
   Clock::duration DeadlineLocked() const;
   bool IsSlowLocked(uint32_t pg, Clock::time_point now) const;
   std::vector<int> SuspectsLocked() const;
-  // Writes the suspects to shared_path_ (when set), outside mu_.
-  void WriteShared(std::vector<int> suspects);
+  // The suspects as the shared file lists them: each with its own
+  // expiry (unix ms). Under mu_.
+  std::vector<std::pair<int, int64_t>> SharedLinesLocked() const;
+  // Writes them to shared_path_ (when set), outside mu_.
+  void WriteShared(const std::vector<std::pair<int, int64_t>>& suspects);
 
   const HedgeOptions options_;
   mutable std::mutex mu_;
@@ -131,11 +137,17 @@ class HedgeState final : public HedgedWrites {
   Clock::time_point acting_at_{};
   bool acting_unavailable_ = false;           // the cluster refused: do not ask again
   Clock::time_point acting_failed_at_{};      // the last time asking failed (timed out)
-  std::deque<std::vector<int>> recent_late_;     // acting sets of the latest late PGs
+  // The latest late PGs, each once (a record rewritten late in the same PG
+  // again and again would otherwise outvote the rest), with acting sets.
+  std::deque<std::pair<uint32_t, std::vector<int>>> recent_late_;
   std::deque<std::vector<int>> recent_on_time_;  // and of the latest written on time
   std::map<int, Clock::time_point> suspect_until_;
   std::string shared_path_;  // set once, before use
-  Clock::time_point shared_at_{};  // when the shared suspects were last written (or read)
+  // Each suspect's expiry in the shared file (unix ms): set when it is
+  // found, or read from the file, and renewed only by a late write that it
+  // alone explains, so that an OSD suspected beside the slow one (both in
+  // the first late PGs) is not kept alive by the slow one's renewals.
+  std::map<int, int64_t> shared_until_ms_;
   HedgeStats stats_;
   size_t ops_in_flight_ = 0;
   size_t writes_in_flight_ = 0;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
@@ -170,10 +172,11 @@ class Writer final : public RankWriter {
     } retire{this};
     Result<SaveStats> result = [&]() -> Result<SaveStats> {
       RETURN_IF_ERROR(sticky_);
-      // Refuse early if someone already committed: no point publishing.
-      if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
-        return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
-      }
+      // No second look for a commit record here: the writer was refused at
+      // creation if one existed, and one published since fails the commit's
+      // exclusive publish ("committed by another writer first"), or this
+      // rank's wait for it. A read here would be one more wait on the fixed
+      // name's placement group, which is a slow OSD's for half the steps.
       RETURN_IF_ERROR(complete());
       return PublishAndCommit();
     }();
@@ -254,7 +257,13 @@ class Writer final : public RankWriter {
       stats.committed = true;
       // Best effort: a hint not written, or overwritten by a concurrent save
       // of another step, only costs the next save a listing or an older base.
-      PublishLatestHint(backend_, id_.name, id_.step);
+      // Written beside the release of the writer lock (Retire waits for
+      // both): neither needs the other, and each may wait on a busy OSD.
+      try {
+        hint_written_ = std::async(std::launch::async, [this] { PublishLatestHint(backend_, id_.name, id_.step); });
+      } catch (const std::system_error&) {  // no thread to be had: written here
+        PublishLatestHint(backend_, id_.name, id_.step);
+      }
     } else {
       ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
       Status waited = WaitForCommit(manifest_name);
@@ -307,6 +316,7 @@ class Writer final : public RankWriter {
       PublishAbort(failure_);
     }
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
+    if (hint_written_.valid()) hint_written_.wait();
   }
 
   void RemoveOwnData() {
@@ -545,6 +555,7 @@ class Writer final : public RankWriter {
   bool finished_ = false;
   bool manifest_published_ = false;
   bool retired_ = false;
+  std::future<void> hint_written_;  // the latest-step hint, written after the commit
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
 };

@@ -93,13 +93,20 @@ std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uin
   std::string writer = NewWriterId();
   const HedgedWrites* hedged = backend.caps().hedged_writes;
   if (hedged == nullptr) return writer;
-  constexpr int kCandidates = 64;
-  for (int k = 1; k < kCandidates; ++k) {
-    const bool slow = hedged->PlacementSlow(WriterLockObject(name, step, writer)) ||
-                      hedged->PlacementSlow(WriterRefsObject(name, step, writer)) ||
-                      (manifest_rank && hedged->PlacementSlow(ManifestObject(name, step, *manifest_rank, writer)));
-    if (!slow) break;
-    writer = NewWriterId();
+  constexpr int kCandidates = 1024;
+  auto slow_records = [&](const std::string& id) {
+    return static_cast<int>(hedged->PlacementSlow(WriterLockObject(name, step, id))) +
+           static_cast<int>(hedged->PlacementSlow(WriterRefsObject(name, step, id))) +
+           static_cast<int>(manifest_rank && hedged->PlacementSlow(ManifestObject(name, step, *manifest_rank, id)));
+  };
+  int fewest = slow_records(writer);
+  for (int k = 1; k < kCandidates && fewest > 0; ++k) {
+    std::string candidate = NewWriterId();
+    const int slow = slow_records(candidate);
+    if (slow < fewest) {
+      fewest = slow;
+      writer = std::move(candidate);
+    }
   }
   return writer;
 }

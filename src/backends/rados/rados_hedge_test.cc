@@ -280,6 +280,64 @@ TEST(HedgeStateTest, ALateWriteOnASuspectsGroupRenewsTheSharedSuspicion) {
   (void)std::system(cmd.c_str());
 }
 
+// One PG written late again and again (a record with a fixed name) is one
+// late PG, not eight: its other OSDs do not tie with the slow one.
+TEST(HedgeStateTest, APlacementGroupLateAgainCountsOnce) {
+  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  // PG 0 is osd.0, osd.1 and osd.3.
+  for (int i = 0; i < 8; ++i) s.MarkSlow(0);
+  EXPECT_TRUE(s.SuspectOsds().empty()) << "one late PG is too little to suspect an OSD";
+  // Three more, all with osd.0 and without osd.3: osd.0 alone.
+  s.MarkSlow(4);
+  s.MarkSlow(6);
+  s.MarkSlow(12);
+  EXPECT_EQ(s.SuspectOsds(), std::vector<int>{0});
+}
+
+// Two OSDs found together in the first late PGs are both suspected. Only a
+// late write that one of them alone explains renews a shared suspicion, so
+// the one that is not slow expires instead of living on with the other.
+TEST(HedgeStateTest, OnlyALateWriteASuspectAloneExplainsRenewsIt) {
+  char dir[] = "/tmp/sluice-hedge-pair-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/slow-osds";
+  // PGs 0, 2, 8 and 10 have osd.0 and osd.3; 4 and 6 have osd.0 only.
+  {
+    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    s.ShareSuspects(path);
+    for (uint32_t pg : {0u, 2u, 8u, 10u}) s.MarkSlow(pg);
+    EXPECT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
+    EXPECT_NE(ReadFile(path).find("osd 3 "), std::string::npos) << ReadFile(path);
+  }
+  const int64_t now_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto until_of = [&](int wanted) {
+    std::istringstream in(ReadFile(path));
+    std::string word;
+    int osd = -1;
+    int64_t until = 0;
+    while (in >> word >> osd >> until) {
+      if (osd == wanted) return until;
+    }
+    return int64_t{0};
+  };
+  // Both shared a while ago: a minute left each.
+  std::ofstream(path) << "osd 0 " << now_ms + 60'000 << "\nosd 3 " << now_ms + 60'000 << "\n";
+  {
+    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    s.ShareSuspects(path);
+    ASSERT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
+    s.MarkSlow(2);  // both serve it: it explains neither
+    EXPECT_EQ(until_of(0), now_ms + 60'000);
+    EXPECT_EQ(until_of(3), now_ms + 60'000);
+    s.MarkSlow(4);  // osd.0 alone: osd.0 renewed, osd.3 left to expire
+    EXPECT_GE(until_of(0), now_ms + HedgeState::kSharedSuspectMs) << ReadFile(path);
+    EXPECT_EQ(until_of(3), now_ms + 60'000) << ReadFile(path);
+  }
+  std::string cmd = std::string("rm -rf '") + dir + "'";
+  (void)std::system(cmd.c_str());
+}
+
 TEST(HedgeStateTest, WriteSecondsCountTimeWithWritesInFlight) {
   HedgeState s(HedgeOptions{}, nullptr);
   EXPECT_EQ(s.Stats().write_seconds, 0);
