@@ -155,12 +155,15 @@ void HedgeState::MarkSlow(uint32_t pg) {
   if (recent_late_.size() >= kMinLateForSuspect && most * 4 >= recent_late_.size() * 3) {
     for (const auto& [osd, n] : late) {
       if (n == most && on_time[osd] < kOnTimeToClear) {
+        // Only a new suspect is set here: one already suspected is renewed
+        // by a late write it alone explains (above), never by being among
+        // the OSDs tied in the recent late PGs, which an OSD suspected
+        // beside the slow one stays for as long as no late PG tells them apart.
         auto at = suspect_until_.find(osd);
-        if (at == suspect_until_.end() || at->second <= now) {  // a new suspect
-          shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
-          share = true;
-        }
-        suspect_until_[osd] = std::max(suspect_until_[osd], now + avoid);
+        if (at != suspect_until_.end() && at->second > now) continue;
+        suspect_until_[osd] = now + avoid;
+        shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
+        share = true;
       }
     }
   }
@@ -227,21 +230,28 @@ void HedgeState::ShareSuspects(std::string path) {
   }
 }
 
-std::vector<std::pair<int, int64_t>> HedgeState::SharedLinesLocked() const {
-  std::vector<std::pair<int, int64_t>> lines;
+HedgeState::SharedLines HedgeState::SharedLinesLocked() {
+  SharedLines out;
+  out.seq = ++shared_seq_;
+  auto& lines = out.lines;
   const int64_t now_ms = WallMs();
   for (int osd : SuspectsLocked()) {
     auto at = shared_until_ms_.find(osd);
     const int64_t until = at != shared_until_ms_.end() ? at->second : now_ms + kSharedSuspectMs;
     if (until > now_ms) lines.emplace_back(osd, until);
   }
-  return lines;
+  return out;
 }
 
-void HedgeState::WriteShared(const std::vector<std::pair<int, int64_t>>& suspects) {
+void HedgeState::WriteShared(const SharedLines& suspects) {
   if (shared_path_.empty()) return;
+  // Snapshots are taken under mu_ and written outside it: two threads may
+  // write at once, and the older snapshot must not land last.
+  std::lock_guard<std::mutex> writing(shared_write_mu_);
+  if (suspects.seq <= shared_written_seq_) return;
+  shared_written_seq_ = suspects.seq;
   std::string text;
-  for (const auto& [osd, until] : suspects) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
+  for (const auto& [osd, until] : suspects.lines) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
   // Whole or not at all: a temporary beside it, renamed over it.
   // (A name of its own per call: two threads of a process may write at once.)
   static std::atomic<uint64_t> calls{0};

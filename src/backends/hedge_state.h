@@ -118,10 +118,15 @@ class HedgeState final : public HedgedWrites {
   bool IsSlowLocked(uint32_t pg, Clock::time_point now) const;
   std::vector<int> SuspectsLocked() const;
   // The suspects as the shared file lists them: each with its own
-  // expiry (unix ms). Under mu_.
-  std::vector<std::pair<int, int64_t>> SharedLinesLocked() const;
-  // Writes them to shared_path_ (when set), outside mu_.
-  void WriteShared(const std::vector<std::pair<int, int64_t>>& suspects);
+  // expiry (unix ms), numbered in the order taken. Under mu_.
+  struct SharedLines {
+    uint64_t seq = 0;
+    std::vector<std::pair<int, int64_t>> lines;
+  };
+  SharedLines SharedLinesLocked();
+  // Writes them to shared_path_ (when set), outside mu_; a snapshot older
+  // than one already written is dropped.
+  void WriteShared(const SharedLines& suspects);
 
   const HedgeOptions options_;
   mutable std::mutex mu_;
@@ -148,6 +153,9 @@ class HedgeState final : public HedgedWrites {
   // alone explains, so that an OSD suspected beside the slow one (both in
   // the first late PGs) is not kept alive by the slow one's renewals.
   std::map<int, int64_t> shared_until_ms_;
+  uint64_t shared_seq_ = 0;            // snapshots taken (under mu_)
+  std::mutex shared_write_mu_;         // orders the writes of the shared file
+  uint64_t shared_written_seq_ = 0;    // the newest snapshot written (under shared_write_mu_)
   HedgeStats stats_;
   size_t ops_in_flight_ = 0;
   size_t writes_in_flight_ = 0;

@@ -6,7 +6,6 @@
 #include <future>
 #include <map>
 #include <set>
-#include <system_error>
 #include <thread>
 #include <unordered_set>
 
@@ -172,11 +171,19 @@ class Writer final : public RankWriter {
     } retire{this};
     Result<SaveStats> result = [&]() -> Result<SaveStats> {
       RETURN_IF_ERROR(sticky_);
-      // No second look for a commit record here: the writer was refused at
-      // creation if one existed, and one published since fails the commit's
-      // exclusive publish ("committed by another writer first"), or this
-      // rank's wait for it. A read here would be one more wait on the fixed
-      // name's placement group, which is a slow OSD's for half the steps.
+      // Refuse early if someone committed since this writer was created:
+      // no point publishing, and a rank 0 would otherwise wait out the rank
+      // timeout for peers that were refused at their creation. A whole save
+      // of one rank skips the read: its commit's exclusive publish refuses
+      // the step just the same ("committed by another writer first"; its
+      // manifest and data are then left to gc), and the read is one more
+      // wait on the fixed name's placement group, which is a slow OSD's for
+      // about half of all steps.
+      if (role_ != Role::kWhole || world_ > 1) {
+        if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
+          return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+        }
+      }
       RETURN_IF_ERROR(complete());
       return PublishAndCommit();
     }();
@@ -261,7 +268,7 @@ class Writer final : public RankWriter {
       // both): neither needs the other, and each may wait on a busy OSD.
       try {
         hint_written_ = std::async(std::launch::async, [this] { PublishLatestHint(backend_, id_.name, id_.step); });
-      } catch (const std::system_error&) {  // no thread to be had: written here
+      } catch (...) {  // no thread (or memory) to be had: written here
         PublishLatestHint(backend_, id_.name, id_.step);
       }
     } else {

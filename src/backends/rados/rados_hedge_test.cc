@@ -338,6 +338,30 @@ TEST(HedgeStateTest, OnlyALateWriteASuspectAloneExplainsRenewsIt) {
   (void)std::system(cmd.c_str());
 }
 
+// The same within a process: of two OSDs suspected together, the one no
+// late write alone explains expires, while the slow one is kept.
+TEST(HedgeStateTest, ATiedSuspectNoLateWriteExplainsExpiresInTheProcess) {
+  HedgeOptions o;
+  o.avoid_ms = 1000;  // margins of 300 ms either side of each check
+  HedgeState s(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  for (uint32_t pg : {0u, 2u, 8u, 10u}) s.MarkSlow(pg);  // osd.0 and osd.3 in each
+  ASSERT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
+  std::this_thread::sleep_for(milliseconds(700));
+  s.MarkSlow(4);   // osd.0 alone: renewed
+  s.MarkSlow(16);  // osd.0 and osd.3 again: neither renewed, nor re-suspected
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_EQ(s.SuspectOsds(), std::vector<int>{0});
+  // Still tied (no late PG told them apart): a late write elsewhere renews
+  // neither.
+  HedgeState tied(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  for (uint32_t pg : {0u, 2u, 8u, 10u}) tied.MarkSlow(pg);
+  ASSERT_EQ(tied.SuspectOsds(), (std::vector<int>{0, 3}));
+  std::this_thread::sleep_for(milliseconds(700));
+  tied.MarkSlow(5);  // osd.2, osd.1 and osd.5
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_TRUE(tied.SuspectOsds().empty());
+}
+
 TEST(HedgeStateTest, WriteSecondsCountTimeWithWritesInFlight) {
   HedgeState s(HedgeOptions{}, nullptr);
   EXPECT_EQ(s.Stats().write_seconds, 0);
