@@ -253,7 +253,7 @@ void HedgeState::WriteShared(const SharedLines& suspects) {
   std::string text;
   for (const auto& [osd, until] : suspects.lines) text += "osd " + std::to_string(osd) + " " + std::to_string(until) + "\n";
   // Whole or not at all: a temporary beside it, renamed over it.
-  // (A name of its own per call: two threads of a process may write at once.)
+  // (A name of its own per call: another process may write at the same time.)
   static std::atomic<uint64_t> calls{0};
   const std::string tmp = shared_path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++calls);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
