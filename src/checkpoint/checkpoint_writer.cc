@@ -266,10 +266,13 @@ class Writer final : public RankWriter {
       // of another step, only costs the next save a listing or an older base.
       // Written beside the release of the writer lock (Retire waits for
       // both): neither needs the other, and each may wait on a busy OSD.
+      // It carries the commit record, so that the next save need not read it
+      // before building on this step (latest_hint.h).
       try {
-        hint_written_ = std::async(std::launch::async, [this] { PublishLatestHint(backend_, id_.name, id_.step); });
+        hint_written_ = std::async(std::launch::async,
+                                   [this] { PublishLatestHint(backend_, id_.name, id_.step, committed_record_); });
       } catch (...) {  // no thread (or memory) to be had: written here
-        PublishLatestHint(backend_, id_.name, id_.step);
+        PublishLatestHint(backend_, id_.name, id_.step, committed_record_);
       }
     } else {
       ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
@@ -518,7 +521,9 @@ class Writer final : public RankWriter {
                                         c.manifest.TotalBytes()});
     }
     plan.commit_bytes = EncodeCommitRecord(rec);
-    return PublishCommit(backend_, plan, nullptr);
+    RETURN_IF_ERROR(PublishCommit(backend_, plan, nullptr));
+    committed_record_ = std::move(plan.commit_bytes);
+    return Status::OK();
   }
 
   Status WaitForCommit(const std::string& own_name) {
@@ -563,6 +568,7 @@ class Writer final : public RankWriter {
   bool manifest_published_ = false;
   bool retired_ = false;
   std::future<void> hint_written_;  // the latest-step hint, written after the commit
+  std::string committed_record_;    // the commit record this writer published
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
 };

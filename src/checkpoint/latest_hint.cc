@@ -27,20 +27,36 @@ uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
 
 }  // namespace
 
-std::optional<uint64_t> ParseHintedStep(std::string_view bytes) {
-  if (bytes.empty() || bytes.size() > 20) return std::nullopt;
-  if (!std::all_of(bytes.begin(), bytes.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+std::optional<LatestHint> ParseLatestHint(std::string_view bytes) {
+  const size_t newline = bytes.find('\n');
+  const std::string_view digits = bytes.substr(0, newline);
+  if (digits.empty() || digits.size() > 20) return std::nullopt;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  LatestHint hint;
   // 20 digits may pass UINT64_MAX: such a step has no commit record anyway.
-  return std::strtoull(std::string(bytes).c_str(), nullptr, 10);
+  hint.step = std::strtoull(std::string(digits).c_str(), nullptr, 10);
+  if (newline != std::string_view::npos) hint.record = std::string(bytes.substr(newline + 1));
+  return hint;
 }
 
-void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step) {
+std::optional<uint64_t> ParseHintedStep(std::string_view bytes) {
+  auto hint = ParseLatestHint(bytes);
+  if (!hint) return std::nullopt;
+  return hint->step;
+}
+
+void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step, std::string_view record) {
   const std::string hint = LatestHintObject(name, PreferredSlot(backend, name));
+  std::string bytes = std::to_string(step);
+  if (!record.empty() && record.size() <= kMaxHintedRecordBytes) {
+    bytes += '\n';
+    bytes.append(record);
+  }
   (void)backend.Remove(hint);
-  (void)backend.PublishIfAbsent(hint, std::to_string(step));
+  (void)backend.PublishIfAbsent(hint, bytes);
 }
 
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots) {
+std::vector<LatestHint> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots) {
   std::vector<uint32_t> slots;
   const uint32_t preferred = PreferredSlot(backend, name);
   if (!other_slots) {
@@ -50,15 +66,19 @@ std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, b
       if (slot != preferred) slots.push_back(slot);
     }
   }
-  std::vector<uint64_t> steps;
+  std::vector<LatestHint> hints;
   for (uint32_t slot : slots) {
     auto bytes = backend.ReadSmall(LatestHintObject(name, slot));
     if (!bytes.ok()) continue;
-    if (auto step = ParseHintedStep(*bytes)) steps.push_back(*step);
+    if (auto hint = ParseLatestHint(*bytes)) hints.push_back(std::move(*hint));
   }
-  std::sort(steps.rbegin(), steps.rend());
-  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
-  return steps;
+  // Newest first; of two hints of one step, the one read first (its record
+  // is checked against the commit record anyway).
+  std::stable_sort(hints.begin(), hints.end(), [](const LatestHint& a, const LatestHint& b) { return a.step > b.step; });
+  hints.erase(std::unique(hints.begin(), hints.end(),
+                          [](const LatestHint& a, const LatestHint& b) { return a.step == b.step; }),
+              hints.end());
+  return hints;
 }
 
 void RemoveLatestHintsNaming(Backend& backend, std::string_view name, uint64_t step) {

@@ -6,6 +6,13 @@
 // listing or an older base, never correctness, because readers check the
 // step's commit record before building on it.
 //
+// A hint carries the step's commit record after the step number, when the
+// record is small enough: the next save then takes it for its first look at
+// the record instead of reading it (one wait fewer where the record's
+// placement group is a slow OSD's), and still reads the record once after
+// publishing its refs record, and builds on the step only if the bytes
+// match (references.h).
+//
 // Slots: where the backend can tell that a name's placement is slow
 // (HedgedWrites::PlacementSlow), a save writes slot 0 while it is not, and
 // else the first slot that is not; a reader asks that same slot first. So a
@@ -18,6 +25,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,17 +33,33 @@
 
 namespace sluice {
 
-// Records `step` as `name`'s latest (remove, then publish, per slot).
-void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step);
-// The step the slot a save writes now names (none, or one); with
-// `other_slots`, the steps every other slot names, newest first, without
-// repeats: a caller that found no committed step in the first asks them
+// A hint's records beyond this size are left out (the hint names the step
+// alone): a commit record of a few hundred ranks fits.
+constexpr size_t kMaxHintedRecordBytes = 64 << 10;
+
+struct LatestHint {
+  uint64_t step = 0;
+  // The step's commit record as its writer published it, or empty (an older
+  // writer's hint, or a record too large). Unchecked: a reader decodes it.
+  std::string record;
+};
+
+// Records `step` (and its commit record `record`, if it is at most
+// kMaxHintedRecordBytes) as `name`'s latest: remove, then publish, per slot.
+void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step,
+                       std::string_view record = {});
+// What the slot a save writes now holds (none, or one hint); with
+// `other_slots`, what every other slot holds, newest step first, one hint
+// per step: a caller that found no committed step in the first asks them
 // before listing (the newest step may have been written while another slot
 // was preferred, e.g. slot 0 before its placement turned slow).
-std::vector<uint64_t> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots = false);
+std::vector<LatestHint> ReadLatestHints(Backend& backend, std::string_view name, bool other_slots = false);
 // Removes every slot that names `step` (its checkpoint is being removed).
 void RemoveLatestHintsNaming(Backend& backend, std::string_view name, uint64_t step);
-// The step a hint's bytes name: 1 to 20 decimal digits; nullopt otherwise.
+// A hint's bytes: 1 to 20 decimal digits, then optionally a newline and the
+// commit record; nullopt for anything else.
+std::optional<LatestHint> ParseLatestHint(std::string_view bytes);
+// The step a hint's bytes name (ParseLatestHint's), or nullopt.
 std::optional<uint64_t> ParseHintedStep(std::string_view bytes);
 
 }  // namespace sluice

@@ -164,10 +164,20 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   std::optional<uint64_t> base;
   Result<std::string> before = Status::NotFound("no base");
   for (bool other_slots : {false, true}) {
-    for (uint64_t hinted : ReadLatestHints(backend, name, other_slots)) {
-      if (base || hinted == step) continue;
-      before = backend.ReadSmall(CommitObject(name, hinted));
-      if (before.ok()) base = hinted;
+    for (LatestHint& hint : ReadLatestHints(backend, name, other_slots)) {
+      if (base || hint.step == step) continue;
+      // The record the hint carries stands in for a first read of the commit
+      // record: on RADOS each read of a record whose primary is a slow OSD
+      // waits in its queue. It is checked like a read one would be, against
+      // the record read after the refs record is published; a hint naming a
+      // step removed since only costs a full write.
+      if (!hint.record.empty() && DecodeCommitOf(name, hint.step, hint.record).ok()) {
+        before = std::move(hint.record);
+        base = hint.step;
+        continue;
+      }
+      before = backend.ReadSmall(CommitObject(name, hint.step));
+      if (before.ok()) base = hint.step;
     }
     if (base) break;
   }
@@ -187,9 +197,9 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
     return before.status();
   }
   // A damaged base is not built upon: its chunks are written again. (The
-  // commit record just read, not read again: on RADOS each read of a record
-  // whose primary is a slow OSD waits in its queue. Only this rank's
-  // manifest.)
+  // commit record just read or hinted, not read again: on RADOS each read of
+  // a record whose primary is a slow OSD waits in its queue. Only this
+  // rank's manifest.)
   auto record = DecodeCommitOf(name, *base, *before);
   if (!record.ok() || rank >= record->ranks.size()) return std::optional<BaseIndex>();
   auto manifest = LoadCommittedManifest(backend, *record, record->ranks[rank]);

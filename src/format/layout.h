@@ -26,7 +26,8 @@ std::string NamePrefix(std::string_view name);                     // "ckpt/<nam
 std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
 std::string CommitObject(std::string_view name, uint64_t step);
 // "ckpt/<name>/LATEST" (slot 0), "ckpt/<name>/LATEST.<slot>" (1..7): the
-// step a save of `name` last committed, in decimal. A hint, not a record:
+// step a save of `name` last committed, in decimal, and optionally its
+// commit record after a newline (checkpoint/latest_hint.h). A hint, not a record:
 // an incremental save reads it to find its base without listing (a RADOS
 // listing walks the whole pool), checks that the step's commit record
 // exists, and lists when it does not. The other slots are other names, so

@@ -23,6 +23,7 @@
 #include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 #include "sluice/backend_wrapper.h"
+#include "format/commit_record.h"
 #include "format/layout.h"
 #include "io/content_hash.h"
 #include "pipeline/drain.h"
@@ -366,7 +367,8 @@ TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
-  EXPECT_EQ(read(hint_file), "2");
+  // The step, then its commit record.
+  EXPECT_EQ(read(hint_file).substr(0, 2), "2\n");
   struct CountingLists : BackendWrapper {
     using BackendWrapper::BackendWrapper;
     int lists = 0;
@@ -405,12 +407,114 @@ TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
   EXPECT_NE(::stat(hint_file.c_str(), &st), 0) << "a garbage hint survived gc";
   // ...and rm the hint that names the step it removes.
   Save(*p, 3, State(12));
-  EXPECT_EQ(read(hint_file), "3");
+  EXPECT_EQ(read(hint_file).substr(0, 2), "3\n");
   ASSERT_TRUE((*store)->CollectGarbage(0).ok());
-  EXPECT_EQ(read(hint_file), "3") << "gc took a good hint";
+  EXPECT_EQ(read(hint_file).substr(0, 2), "3\n") << "gc took a good hint";
   ASSERT_TRUE((*store)->Remove({"m", 3}).ok());
   EXPECT_NE(::stat(hint_file.c_str(), &st), 0) << "rm left a hint naming the step it removed";
   ExpectIntact(**store, 2, State(11));
+}
+
+// The hint carries the step's commit record: the next save takes it for its
+// first look at the record and reads the record once, after its refs record
+// is published, instead of twice (each read waits in a slow OSD's queue
+// where the record's placement group is one). The read after still decides:
+// a hinted record that is not the committed one is not built upon.
+TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillDecides) {
+  auto p = Open(1);
+  ASSERT_NE(p, nullptr);
+  Save(*p, 1, State(10));
+  Save(*p, 2, State(11));
+  auto opened = OpenBackend(Tier(0), false);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Backend& raw = **opened;
+  struct CountingRecordReads : BackendWrapper {
+    using BackendWrapper::BackendWrapper;
+    std::map<std::string, int> reads;
+    Result<std::string> ReadSmall(const std::string& name) override {
+      ++reads[name];
+      return BackendWrapper::ReadSmall(name);
+    }
+  };
+  const std::string hint = LatestHintObject("m");
+  auto hint_bytes = raw.ReadSmall(hint);
+  ASSERT_TRUE(hint_bytes.ok()) << hint_bytes.status().ToString();
+  auto committed = raw.ReadSmall(CommitObject("m", 2));
+  ASSERT_TRUE(committed.ok());
+  EXPECT_EQ(*hint_bytes, "2\n" + *committed) << "the hint does not carry step 2's commit record";
+  auto set_hint = [&](const std::string& bytes) {
+    Status removed = raw.Remove(hint);
+    ASSERT_TRUE(removed.ok() || removed.IsNotFound()) << removed.ToString();
+    ASSERT_TRUE(raw.PublishIfAbsent(hint, bytes).ok());
+  };
+  const char* writers[] = {"0123456789abcde0", "0123456789abcde1", "0123456789abcde2", "0123456789abcde3"};
+  {
+    CountingRecordReads counted(raw);
+    auto base = ReferenceBase(counted, "m", 3, 0, writers[0]);
+    ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+    EXPECT_EQ((*base)->step(), 2u);
+    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 1) << "the hinted record was read before the refs record";
+  }
+  {  // A hint of an older writer (the step alone): read before and after.
+    set_hint("2");
+    CountingRecordReads counted(raw);
+    auto base = ReferenceBase(counted, "m", 3, 0, writers[1]);
+    ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+    EXPECT_EQ((*base)->step(), 2u);
+    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 2);
+  }
+  {  // A record of another step under step 2's number: not taken, read instead.
+    auto step1 = raw.ReadSmall(CommitObject("m", 1));
+    ASSERT_TRUE(step1.ok());
+    set_hint("2\n" + *step1);
+    CountingRecordReads counted(raw);
+    auto base = ReferenceBase(counted, "m", 3, 0, writers[2]);
+    ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+    EXPECT_EQ((*base)->step(), 2u);
+    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 2);
+  }
+  // The hinted record is no longer the committed one (here the record was
+  // published again with another creation time): the read after the refs
+  // record decides, and step 2 is not built upon.
+  set_hint(*hint_bytes);
+  auto rec = DecodeCommitRecord(*committed, "step 2's record");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  rec->created_unix_ms += 1;
+  ASSERT_TRUE(raw.Remove(CommitObject("m", 2)).ok());
+  ASSERT_TRUE(raw.PublishIfAbsent(CommitObject("m", 2), EncodeCommitRecord(*rec)).ok());
+  {
+    auto base = ReferenceBase(raw, "m", 3, 0, writers[3]);
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    EXPECT_FALSE(base->has_value()) << "built upon a hinted record that is not the committed one";
+  }
+  // No record at all (a removal interrupted between the record and the
+  // hint): the same, and the next save writes in full.
+  ASSERT_TRUE(raw.Remove(CommitObject("m", 2)).ok());
+  {
+    auto base = ReferenceBase(raw, "m", 3, 0, "0123456789abcde4");
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    EXPECT_FALSE(base->has_value()) << "built upon a hinted step without a commit record";
+  }
+  const SaveStats third = Save(*p, 3, State(11));
+  EXPECT_EQ(third.referenced_bytes, 0u) << "the stale hint's step was built upon";
+  auto store = Store::Open(Tier(0), StoreOptions{});
+  ASSERT_TRUE(store.ok());
+  ExpectIntact(**store, 3, State(11));
+}
+
+TEST(LatestHintBytes, AStepThenOptionallyARecord) {
+  auto hint = ParseLatestHint("12");
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(hint->step, 12u);
+  EXPECT_EQ(hint->record, "");
+  hint = ParseLatestHint(std::string("12\nSLUICECR\0\n\x01", 14));
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(hint->step, 12u);
+  EXPECT_EQ(hint->record, std::string("SLUICECR\0\n\x01", 11));
+  EXPECT_EQ(ParseHintedStep("12\nanything"), std::optional<uint64_t>(12));
+  for (const char* bad : {"", "\n", "\nSLUICECR", "12x", "x12\n", "-1", " 12", "123456789012345678901"}) {
+    EXPECT_FALSE(ParseLatestHint(bad).has_value()) << "'" << bad << "'";
+  }
 }
 
 // A store whose placements are slow by name, as a RADOS pool's are by
@@ -447,9 +551,15 @@ TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
   auto opened = OpenBackend(Tier(0), false);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Backend& raw = **opened;
+  // A slot's step ("(none)" if it holds no hint), without the record.
   auto slot = [&](uint32_t k) -> std::string {
     auto bytes = raw.ReadSmall(LatestHintObject("m", k));
-    return bytes.ok() ? *bytes : "(none)";
+    return bytes.ok() ? bytes->substr(0, bytes->find('\n')) : "(none)";
+  };
+  auto steps = [](const std::vector<LatestHint>& hints) {
+    std::vector<uint64_t> out;
+    for (const auto& h : hints) out.push_back(h.step);
+    return out;
   };
   EXPECT_EQ(slot(0), "2");
   EXPECT_EQ(slot(1), "(none)") << "slot 0 was not slow: only it is written";
@@ -466,12 +576,12 @@ TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
   EXPECT_EQ(slot(3), "(none)");
   // A reader asks the slot a save would write first; the others only when
   // asked for them; a store without placements has slot 0 alone.
-  EXPECT_EQ(ReadLatestHints(slow01, "m"), (std::vector<uint64_t>{2}));
-  EXPECT_EQ(ReadLatestHints(slow01, "m", /*other_slots=*/true), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(steps(ReadLatestHints(slow01, "m")), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(steps(ReadLatestHints(slow01, "m", /*other_slots=*/true)), (std::vector<uint64_t>{1}));
   SlowNames none(raw, [](const std::string&) { return false; });
-  EXPECT_EQ(ReadLatestHints(none, "m"), (std::vector<uint64_t>{1}));
-  EXPECT_EQ(ReadLatestHints(none, "m", true), (std::vector<uint64_t>{2}));
-  EXPECT_EQ(ReadLatestHints(raw, "m"), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(steps(ReadLatestHints(none, "m")), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(steps(ReadLatestHints(none, "m", true)), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(steps(ReadLatestHints(raw, "m")), (std::vector<uint64_t>{1}));
   EXPECT_TRUE(ReadLatestHints(raw, "m", true).empty());
   // The base is found by the slot, without a listing.
   auto base = ReferenceBase(slow01, "m", 3, 0, "0123456789abcdef");
@@ -494,7 +604,7 @@ TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
   ASSERT_TRUE(raw.Remove(LatestHintObject("m", 0)).ok());
   PublishLatestHint(all, "m", 1);
   EXPECT_EQ(slot(0), "1");
-  EXPECT_EQ(ReadLatestHints(all, "m"), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(steps(ReadLatestHints(all, "m")), (std::vector<uint64_t>{1}));
   // rm takes every slot naming the step it removes; gc every slot naming
   // no committed step.
   ASSERT_TRUE(raw.PublishIfAbsent(LatestHintObject("m", 1), "2").ok());
