@@ -85,6 +85,9 @@ enum class BusyPolicy {
   kRefuse,  // a new save fails with Unavailable
 };
 
+// The smallest staging arena PipelineOptions::huge_pages applies to.
+constexpr uint64_t kHugePageStagingBytes = 1ull << 30;
+
 struct PipelineOptions {
   std::vector<TierOptions> tiers;  // fastest first; at least one
   // Layout of data written to tier 0 (and copied verbatim to later tiers).
@@ -101,7 +104,12 @@ struct PipelineOptions {
   bool staging_at_open = true;
   // mlock the arena (needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK).
   bool lock_staging = false;
-  // Ask for transparent huge pages (fewer page faults and TLB misses).
+  // Ask for transparent huge pages (fewer page faults and TLB misses) for an
+  // arena of kHugePageStagingBytes or more. A smaller one is faulted in
+  // 4 KiB pages either way: where memory is fragmented, the kernel compacts
+  // it to find huge pages while the arena is faulted in (up to 0.4 s for
+  // 256 MiB measured, against a steady 0.09 s in 4 KiB pages), which a
+  // one-shot save would pay every time and a small arena never earns back.
   bool huge_pages = true;
   // Told about the arena once it is allocated and faulted in, and again just
   // before it is freed: e.g. to register it with a GPU driver as pinned memory,

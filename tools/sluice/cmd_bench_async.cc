@@ -188,7 +188,8 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
     }
     state.push_back(std::move(b).value());
   }
-  auto dst = BaselineBuffer::Create(size, po.huge_pages);
+  // Pages of the size staging gets (PipelineOptions::huge_pages).
+  auto dst = BaselineBuffer::Create(size, po.huge_pages && po.staging_bytes >= kHugePageStagingBytes);
   if (!dst.ok()) return Fail(dst.status());
 
   const auto open0 = std::chrono::steady_clock::now();
