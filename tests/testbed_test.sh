@@ -315,6 +315,24 @@ n=$(data_objects hedged)
 check "one copy of each object is left in RADOS: $n data objects for 16 written (losers removed)" [ "$n" = 16 ]
 on c3 restore --store "$URI" --name hedged --to "$W/restored-hedged"
 check "another host restores hedged@1 bit-exact" [ "$RC" -eq 0 -a "$(digest "$W/restored-hedged")" = "$(digest "$W/hedge")" ]
+# A process that starts under the slow OSD finds it before it writes
+# anything: the store reads from each OSD's placement groups when it opens
+# and suspects the one that does not answer (hedge_probe, doc/ceph.md). A
+# cache of its own each time, so that only the probe can have found it; up
+# to three opens, as each probe of osd.0 may be answered quickly by luck
+# (its delay hits half the messages).
+probed=no
+for i in 1 2 3; do
+  rm -rf "$W/probe-cache"
+  "$TESTBED" exec c2 env XDG_CACHE_HOME="$W/probe-cache" "$SLUICE" verify --store "$URI" --name probe-none --step 1 \
+    >/dev/null 2>&1
+  if grep -qs '^osd 0 ' "$W/probe-cache/sluice/"slow-osds-*; then probed=yes; break; fi
+done
+check "a store opened under the slow OSD suspects osd.0 before it writes anything (open $i)" [ "$probed" = yes ]
+rm -rf "$W/probe-cache"
+"$TESTBED" exec c2 env XDG_CACHE_HOME="$W/probe-cache" "$SLUICE" verify --store "$URI&hedge_probe=off" --name probe-none \
+  --step 1 >/dev/null 2>&1
+check "with hedge_probe=off it suspects nothing before writing" [ "$(ls "$W/probe-cache/sluice" 2>/dev/null | grep -c slow-osds)" = 0 ]
 # kill -9 while hedges are in flight (the save is held to 4 MiB/s, and
 # killed once a few of its objects exist, so that it is still writing; a
 # listing of the pool takes seconds past the slow OSD, so the save is held
@@ -324,10 +342,10 @@ mkdir -p "$W/hedge-big"
 for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bin"; done
 # Not through tb(): a function run in the background is a subshell, and $!
 # would be that shell, not the save (testbed exec execs the command).
-# A cache of its own: it learns the slow OSD afresh, with hedges, instead
-# of avoiding it from the start as the save above shared it
-# (HedgeState::ShareSuspects).
-"$TESTBED" exec c2 env XDG_CACHE_HOME="$W/fresh-cache" "$SLUICE" save --store "$URI" --name hedge-killed --step 1 --from "$W/hedge-big" \
+# A cache of its own and no probe: it learns the slow OSD afresh, with
+# hedges, instead of avoiding it from the start as the save above shared it
+# (HedgeState::ShareSuspects) and as its own probe would find it.
+"$TESTBED" exec c2 env XDG_CACHE_HOME="$W/fresh-cache" "$SLUICE" save --store "$URI&hedge_probe=off" --name hedge-killed --step 1 --from "$W/hedge-big" \
   --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/killed.err" &
 pk=$!
 t_end=$(($(date +%s) + 60))

@@ -230,6 +230,28 @@ void HedgeState::ShareSuspects(std::string path) {
   }
 }
 
+void HedgeState::SuspectProbed(const std::vector<int>& late, ActingSets acting) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  if (!acting.empty()) {
+    acting_ = std::move(acting);
+    acting_at_ = now;
+  }
+  const int64_t now_ms = WallMs();
+  bool share = false;
+  for (int osd : late) {
+    auto at = suspect_until_.find(osd);
+    if (at != suspect_until_.end() && at->second > now) continue;  // held already (the shared file)
+    suspect_until_[osd] = now + std::chrono::milliseconds(options_.avoid_ms);
+    shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
+    share = true;
+  }
+  if (!share) return;
+  const auto lines = SharedLinesLocked();
+  lock.unlock();
+  WriteShared(lines);
+}
+
 HedgeState::SharedLines HedgeState::SharedLinesLocked() {
   SharedLines out;
   out.seq = ++shared_seq_;

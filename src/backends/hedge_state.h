@@ -92,6 +92,14 @@ class HedgeState final : public HedgedWrites {
   // or written changes nothing else. Call once, before use.
   void ShareSuspects(std::string path);
   static constexpr int64_t kSharedSuspectMs = 5 * 60 * 1000;
+  // What a probe found before anything was written (RadosBackend reads from
+  // each OSD's placement groups when it opens): `late`, the OSDs most of
+  // whose probes were not answered within the floor, are suspected like
+  // those late writes share, and shared, unless suspected already; `acting`,
+  // the sets the probe used, are kept, so that the first late write need not
+  // fetch them. A probe never clears a suspect: an OSD slow to write may
+  // still answer a read from its cache.
+  void SuspectProbed(const std::vector<int>& late, ActingSets acting);
   // The OSDs suspected slow now, for messages and tests.
   std::vector<int> SuspectOsds();
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -170,6 +171,38 @@ void OnSmallReadComplete(librados::completion_t, void* arg) {
   state->OpEnded(/*write=*/false);
 }
 
+// One probe of ProbeOsds: a stat of a name that falls in a placement group
+// of the OSD probed (no such object: the primary answers at once when it is
+// not behind).
+struct OsdProbes {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<bool> answered;  // GUARDED_BY(mu)
+  size_t left = 0;             // GUARDED_BY(mu)
+};
+struct OsdProbe {
+  std::shared_ptr<OsdProbes> probes;
+  size_t index = 0;
+  std::shared_ptr<HedgeState> state;  // counts the operation until it completes
+  librados::ObjectReadOperation op;
+  uint64_t size = 0;
+  time_t mtime = 0;
+  librados::AioCompletion* completion = nullptr;
+};
+void OnOsdProbeComplete(librados::completion_t, void* arg) {
+  std::unique_ptr<OsdProbe> p(static_cast<OsdProbe*>(arg));
+  p->completion->release();
+  {
+    std::lock_guard<std::mutex> lock(p->probes->mu);
+    p->probes->answered[p->index] = true;
+    --p->probes->left;
+  }
+  p->probes->cv.notify_all();
+  std::shared_ptr<HedgeState> state = std::move(p->state);
+  p.reset();
+  state->OpEnded(/*write=*/false);
+}
+
 class RadosBackend final : public Backend {
  public:
   RadosBackend(std::string uri, RadosOptions opts, std::shared_ptr<Cluster> cluster,
@@ -218,6 +251,7 @@ class RadosBackend final : public Backend {
       };
     }
     object_prefix_ = opts_.prefix.empty() ? "" : opts_.prefix + "/";
+    if (hedge_ && opts_.hedge_probe) ProbeOsds();
   }
 
   const BackendCaps& caps() const override { return caps_; }
@@ -448,6 +482,85 @@ class RadosBackend final : public Backend {
   // everywhere) answers EAGAIN, and the client asks the primary. So a
   // record written shortly before is still read from its primary. (On an
   // erasure-coded pool librados ignores the flag.)
+  // Which OSDs are slow now, before anything is placed. Without this a
+  // process that starts under a slow OSD learns it from its own late writes:
+  // its first save places records and data in the slow OSD's groups, hedges
+  // them, and waits on the records (20 s for a 512 MiB save on the test bed,
+  // against 2 s). Each OSD is asked, as primary, for up to kProbesPerOsd
+  // names in different placement groups (a stat of an object that does not
+  // exist: no write, nothing left behind), all at once; an OSD most of whose
+  // probes are unanswered after hedge_floor_ms is suspected
+  // (HedgeState::SuspectProbed), as long as some OSD answered every probe
+  // (when none did, the client or the network is slow, not one OSD). A
+  // healthy cluster answers in a few milliseconds; the probe costs the PG
+  // map (one mgr round trip, which the first late write would fetch anyway)
+  // and those reads. Best effort: any failure leaves hedging to learn from
+  // writes.
+  void ProbeOsds() {
+    constexpr size_t kProbesPerOsd = 3;
+    auto acting = FetchActingSets(*cluster_);
+    if (!acting.ok()) return;
+    std::map<int, std::vector<uint32_t>> pgs_of;  // OSD -> PGs it is primary of
+    std::map<uint32_t, int> wanted;               // PG -> OSD
+    for (const auto& [pg, set] : *acting) {
+      if (set.empty() || pgs_of[set.front()].size() >= kProbesPerOsd) continue;
+      pgs_of[set.front()].push_back(pg);
+      wanted[pg] = set.front();
+    }
+    // A name in each wanted PG, found by hashing candidates (no I/O).
+    std::map<uint32_t, std::string> name_of;
+    for (uint32_t k = 0; name_of.size() < wanted.size() && k < 64 * 1024; ++k) {
+      std::string oid = object_prefix_ + "sluice-probe." + std::to_string(k);
+      uint32_t pg = 0;
+      if (cluster_->io.get_object_pg_hash_position2(oid, &pg) < 0) return;
+      if (wanted.count(pg) && !name_of.count(pg)) name_of[pg] = std::move(oid);
+    }
+    auto probes = std::make_shared<OsdProbes>();
+    std::vector<int> osd_of;  // probe index -> OSD
+    for (const auto& [pg, oid] : name_of) {
+      auto p = std::make_unique<OsdProbe>();
+      p->probes = probes;
+      p->state = hedge_;
+      p->index = osd_of.size();
+      p->op.stat(&p->size, &p->mtime, nullptr);
+      p->completion = librados::Rados::aio_create_completion(p.get(), &OnOsdProbeComplete);
+      {
+        std::lock_guard<std::mutex> lock(probes->mu);
+        probes->answered.push_back(false);
+        ++probes->left;
+      }
+      osd_of.push_back(wanted.at(pg));
+      hedge_->OpStarted(/*write=*/false);
+      OsdProbe* raw = p.release();
+      if (cluster_->io.aio_operate(oid, raw->completion, &raw->op, 0, nullptr) < 0) {
+        raw->completion->release();
+        delete raw;
+        hedge_->OpEnded(/*write=*/false);
+        std::lock_guard<std::mutex> lock(probes->mu);
+        probes->answered.back() = true;  // not sent: counts as no evidence
+        --probes->left;
+      }
+    }
+    std::map<int, std::pair<size_t, size_t>> tally;  // OSD -> (late, probes)
+    {
+      std::unique_lock<std::mutex> lock(probes->mu);
+      probes->cv.wait_for(lock, std::chrono::milliseconds(opts_.hedge_floor_ms), [&] { return probes->left == 0; });
+      for (size_t i = 0; i < osd_of.size(); ++i) {
+        auto& [late, n] = tally[osd_of[i]];
+        ++n;
+        if (!probes->answered[i]) ++late;
+      }
+    }
+    std::vector<int> slow;
+    bool some_answered_all = false;
+    for (const auto& [osd, t] : tally) {
+      if (t.first * 2 > t.second) slow.push_back(osd);
+      if (t.first == 0) some_answered_all = true;
+    }
+    if (!some_answered_all) slow.clear();
+    hedge_->SuspectProbed(slow, std::move(acting).value());
+  }
+
   Result<std::shared_ptr<SmallRead>> HedgedSmallRead(const std::string& oid) {
     constexpr int kTries = 3;
     auto race = std::make_shared<SmallReadRace>();

@@ -45,13 +45,19 @@ Result<RadosOptions> ParseUri(const std::string& uri, const std::string& locatio
       ASSIGN_OR_RETURN(o.connect_timeout_s, ParseUnsignedOption(uri, key, val, 1, 3600));
     } else if (key == "op_timeout_s") {
       ASSIGN_OR_RETURN(o.op_timeout_s, ParseUnsignedOption(uri, key, val, 0, 86400));
+    } else if (key == "hedge_probe") {
+      if (val != "on" && val != "off") {
+        return Status::InvalidArgument("store URI '" + uri + "': option hedge_probe='" + val + "' (expected on or off)");
+      }
+      o.hedge_probe = val == "on";
     } else {
       HedgeUriOptions h{o.hedge, o.hedge_extra, o.hedge_floor_ms};
       ASSIGN_OR_RETURN(bool taken, ParseHedgeUriOption(uri, key, val, &h));
       if (!taken) {
         return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
                                        "' (rados stores take conf, id, keyring, qd, "
-                                       "connect_timeout_s, op_timeout_s, hedge, hedge_extra, hedge_floor_ms)");
+                                       "connect_timeout_s, op_timeout_s, hedge, hedge_extra, hedge_floor_ms, "
+                                       "hedge_probe)");
       }
       o.hedge = h.hedge;
       o.hedge_extra = h.extra;

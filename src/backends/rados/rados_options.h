@@ -34,6 +34,11 @@ struct RadosOptions {
   bool hedge = true;
   double hedge_extra = 0.25;
   unsigned hedge_floor_ms = 100;
+  // With hedging on: when the store opens, read from each OSD's placement
+  // groups and suspect those that do not answer within hedge_floor_ms, so
+  // that the first save under a slow OSD keeps away from it instead of
+  // learning it from its own late writes (RadosBackend::ProbeOsds).
+  bool hedge_probe = true;
 };
 
 // Parses `location` ("POOL/PREFIX") and `query` of `uri`; InvalidArgument
