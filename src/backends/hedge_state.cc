@@ -159,11 +159,7 @@ void HedgeState::MarkSlow(uint32_t pg) {
         // by a late write it alone explains (above), never by being among
         // the OSDs tied in the recent late PGs, which an OSD suspected
         // beside the slow one stays for as long as no late PG tells them apart.
-        auto at = suspect_until_.find(osd);
-        if (at != suspect_until_.end() && at->second > now) continue;
-        suspect_until_[osd] = now + avoid;
-        shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
-        share = true;
+        share = AddSuspectLocked(osd, now, now_ms) || share;
       }
     }
   }
@@ -230,6 +226,14 @@ void HedgeState::ShareSuspects(std::string path) {
   }
 }
 
+bool HedgeState::AddSuspectLocked(int osd, Clock::time_point now, int64_t now_ms) {
+  auto at = suspect_until_.find(osd);
+  if (at != suspect_until_.end() && at->second > now) return false;
+  suspect_until_[osd] = now + std::chrono::milliseconds(options_.avoid_ms);
+  shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
+  return true;
+}
+
 void HedgeState::SuspectProbed(const std::vector<int>& late, ActingSets acting) {
   std::unique_lock<std::mutex> lock(mu_);
   const Clock::time_point now = Clock::now();
@@ -239,13 +243,7 @@ void HedgeState::SuspectProbed(const std::vector<int>& late, ActingSets acting) 
   }
   const int64_t now_ms = WallMs();
   bool share = false;
-  for (int osd : late) {
-    auto at = suspect_until_.find(osd);
-    if (at != suspect_until_.end() && at->second > now) continue;  // held already (the shared file)
-    suspect_until_[osd] = now + std::chrono::milliseconds(options_.avoid_ms);
-    shared_until_ms_[osd] = now_ms + kSharedSuspectMs;
-    share = true;
-  }
+  for (int osd : late) share = AddSuspectLocked(osd, now, now_ms) || share;  // unless held (the shared file)
   if (!share) return;
   const auto lines = SharedLinesLocked();
   lock.unlock();

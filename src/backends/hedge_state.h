@@ -125,6 +125,9 @@ class HedgeState final : public HedgedWrites {
   Clock::duration DeadlineLocked() const;
   bool IsSlowLocked(uint32_t pg, Clock::time_point now) const;
   std::vector<int> SuspectsLocked() const;
+  // Suspects `osd` (for avoid_ms here, kSharedSuspectMs shared) unless it
+  // is suspected already; whether it was added. Under mu_.
+  bool AddSuspectLocked(int osd, Clock::time_point now, int64_t now_ms);
   // The suspects as the shared file lists them: each with its own
   // expiry (unix ms), numbered in the order taken. Under mu_.
   struct SharedLines {

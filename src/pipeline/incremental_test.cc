@@ -63,6 +63,8 @@ uint64_t DiskBytes(const std::string& path) {
   return total;
 }
 
+Items State(uint32_t adapter_seed);
+
 class IncrementalTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -127,6 +129,18 @@ class IncrementalTest : public ::testing::Test {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_TRUE(v->ok()) << "step " << step << ": " << (v->bad.empty() ? "" : v->bad[0].reason);
     EXPECT_TRUE(Load(store, step) == items) << "step " << step;
+  }
+
+  // Steps 1 and 2 of "m" saved through a one-tier pipeline, and tier 0's
+  // store opened beside it.
+  void SaveTwoSteps(std::unique_ptr<Pipeline>* p, std::unique_ptr<Backend>* tier0) {
+    *p = Open(1);
+    ASSERT_NE(*p, nullptr);
+    Save(**p, 1, State(10));
+    Save(**p, 2, State(11));
+    auto opened = OpenBackend(Tier(0), false);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    *tier0 = std::move(opened).value();
   }
 
   std::string dir_;
@@ -421,13 +435,10 @@ TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
 // where the record's placement group is one). The read after still decides:
 // a hinted record that is not the committed one is not built upon.
 TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillDecides) {
-  auto p = Open(1);
-  ASSERT_NE(p, nullptr);
-  Save(*p, 1, State(10));
-  Save(*p, 2, State(11));
-  auto opened = OpenBackend(Tier(0), false);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  Backend& raw = **opened;
+  std::unique_ptr<Pipeline> p;
+  std::unique_ptr<Backend> opened;
+  ASSERT_NO_FATAL_FAILURE(SaveTwoSteps(&p, &opened));
+  Backend& raw = *opened;
   struct CountingRecordReads : BackendWrapper {
     using BackendWrapper::BackendWrapper;
     std::map<std::string, int> reads;
@@ -544,13 +555,10 @@ class SlowNames final : public BackendWrapper, public HedgedWrites {
 // first slot that is not slow is written instead, and read first, so that
 // neither a save nor the next one's base lookup waits in that OSD's queue.
 TEST_F(IncrementalTest, LatestHintSlotsKeepAwayFromASlowPlacement) {
-  auto p = Open(1);
-  ASSERT_NE(p, nullptr);
-  Save(*p, 1, State(10));
-  Save(*p, 2, State(11));
-  auto opened = OpenBackend(Tier(0), false);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  Backend& raw = **opened;
+  std::unique_ptr<Pipeline> p;
+  std::unique_ptr<Backend> opened;
+  ASSERT_NO_FATAL_FAILURE(SaveTwoSteps(&p, &opened));
+  Backend& raw = *opened;
   // A slot's step ("(none)" if it holds no hint), without the record.
   auto slot = [&](uint32_t k) -> std::string {
     auto bytes = raw.ReadSmall(LatestHintObject("m", k));
