@@ -381,7 +381,7 @@ check "after gc, the store holds only commit records, manifests, data objects an
 stale=""
 for h in "$S"/ckpt/*/LATEST; do
   [ -f "$h" ] || continue
-  step=$(cat "$h")
+  step=$(head -n1 "$h")  # the step; a commit record may follow
   [ -f "$(dirname "$h")/$(printf %020d "$step")/COMMIT" ] || stale="$stale ${h#$S/}=$step"
 done
 check "after gc, every latest-step hint names a committed step${stale:+ (not:$stale)}" [ -z "$stale" ]

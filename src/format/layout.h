@@ -29,8 +29,9 @@ std::string CommitObject(std::string_view name, uint64_t step);
 // step a save of `name` last committed, in decimal, and optionally its
 // commit record after a newline (checkpoint/latest_hint.h). A hint, not a record:
 // an incremental save reads it to find its base without listing (a RADOS
-// listing walks the whole pool), checks that the step's commit record
-// exists, and lists when it does not. The other slots are other names, so
+// listing walks the whole pool) and checks the step's commit record
+// before building on it (a hint of the step alone whose record is missing:
+// it lists; a stale hinted record: it writes in full). The other slots are other names, so
 // other placement groups: written in place of slot 0 while its placement
 // is slow (checkpoint/latest_hint.h).
 constexpr uint32_t kLatestHintSlots = 8;

@@ -173,33 +173,38 @@ void OnSmallReadComplete(librados::completion_t, void* arg) {
 
 // One probe of ProbeOsds: a stat of a name that falls in a placement group
 // of the OSD probed (no such object: the primary answers at once when it is
-// not behind).
+// not behind). Shared by the completion callback and ProbeOsds, which
+// cancels a probe still unanswered once it has judged; the completion is
+// released with the last owner, so a cancel never meets a released one.
 struct OsdProbes {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<bool> answered;  // GUARDED_BY(mu)
-  size_t left = 0;             // GUARDED_BY(mu)
+  size_t left = 0;  // GUARDED_BY(mu): probes not answered yet
 };
 struct OsdProbe {
+  ~OsdProbe() {
+    if (completion != nullptr) completion->release();
+  }
   std::shared_ptr<OsdProbes> probes;
-  size_t index = 0;
   std::shared_ptr<HedgeState> state;  // counts the operation until it completes
   librados::ObjectReadOperation op;
   uint64_t size = 0;
   time_t mtime = 0;
   librados::AioCompletion* completion = nullptr;
+  bool answered = false;  // GUARDED_BY(probes->mu)
 };
 void OnOsdProbeComplete(librados::completion_t, void* arg) {
-  std::unique_ptr<OsdProbe> p(static_cast<OsdProbe*>(arg));
-  p->completion->release();
+  std::unique_ptr<std::shared_ptr<OsdProbe>> owner(static_cast<std::shared_ptr<OsdProbe>*>(arg));
+  std::shared_ptr<OsdProbe> p = std::move(*owner);
+  std::shared_ptr<OsdProbes> probes = p->probes;
+  std::shared_ptr<HedgeState> state = p->state;
   {
-    std::lock_guard<std::mutex> lock(p->probes->mu);
-    p->probes->answered[p->index] = true;
-    --p->probes->left;
+    std::lock_guard<std::mutex> lock(probes->mu);
+    p->answered = true;
+    --probes->left;
   }
-  p->probes->cv.notify_all();
-  std::shared_ptr<HedgeState> state = std::move(p->state);
-  p.reset();
+  probes->cv.notify_all();
+  p.reset();  // the completion goes with the last owner
   state->OpEnded(/*write=*/false);
 }
 
@@ -466,6 +471,106 @@ class RadosBackend final : public Backend {
     if (cluster_->io.get_object_pg_hash_position2(oid, &pg) >= 0) hedge_->MarkSlow(pg);
   }
 
+  // Which OSDs are slow now, before anything is placed. Without this a
+  // process that starts under a slow OSD learns it from its own late writes:
+  // its first save places records and data in the slow OSD's groups, hedges
+  // them, and waits on the records (20 s for a 512 MiB save on the test bed,
+  // against 2 s). Each OSD is asked, as primary, for up to kProbesPerOsd
+  // names in different placement groups (a stat of an object that does not
+  // exist: no write, nothing left behind), all at once; an OSD most of whose
+  // probes are unanswered after hedge_floor_ms is suspected
+  // (HedgeState::SuspectProbed), as long as some OSD answered every probe
+  // (when none did, the client or the network is slow, not one OSD) and the
+  // suspects are a minority of the OSDs probed. Probes still unanswered are
+  // then cancelled, so that closing the store does not wait for them. A
+  // healthy cluster answers in a few milliseconds; the probe costs the PG
+  // map (one mgr round trip, kept for the first late write) and those reads.
+  // Only with an active mgr (one mon round trip to ask): without one the PG
+  // map request would wait out the mon timeout. Best effort: any failure
+  // leaves hedging to learn from writes.
+  void ProbeOsds() {
+    constexpr size_t kProbesPerOsd = 5;
+    if (!MgrAvailable()) return;
+    auto acting = FetchActingSets(*cluster_);
+    if (!acting.ok()) return;
+    std::map<uint32_t, int> wanted;  // PG -> the OSD it probes
+    std::map<int, size_t> pgs_of;    // OSD -> PGs it is primary of, so far
+    for (const auto& [pg, set] : *acting) {
+      // (An erasure-coded group's missing shard reads as CRUSH_ITEM_NONE.)
+      if (set.empty() || set.front() < 0 || set.front() == 0x7fffffff || pgs_of[set.front()] >= kProbesPerOsd) continue;
+      ++pgs_of[set.front()];
+      wanted[pg] = set.front();
+    }
+    // A name in each wanted PG, found by hashing candidates (no I/O).
+    std::map<uint32_t, std::string> name_of;
+    for (uint32_t k = 0; name_of.size() < wanted.size() && k < 64 * 1024; ++k) {
+      std::string oid = object_prefix_ + "sluice-probe." + std::to_string(k);
+      uint32_t pg = 0;
+      if (cluster_->io.get_object_pg_hash_position2(oid, &pg) < 0) return;
+      if (wanted.count(pg) && !name_of.count(pg)) name_of[pg] = std::move(oid);
+    }
+    auto probes = std::make_shared<OsdProbes>();
+    std::vector<std::pair<int, std::shared_ptr<OsdProbe>>> sent;  // OSD, probe
+    for (const auto& [pg, oid] : name_of) {
+      auto p = std::make_shared<OsdProbe>();
+      p->probes = probes;
+      p->state = hedge_;
+      p->op.stat(&p->size, &p->mtime, nullptr);
+      auto owner = std::make_unique<std::shared_ptr<OsdProbe>>(p);
+      p->completion = librados::Rados::aio_create_completion(owner.get(), &OnOsdProbeComplete);
+      {
+        std::lock_guard<std::mutex> lock(probes->mu);
+        ++probes->left;
+      }
+      hedge_->OpStarted(/*write=*/false);
+      if (cluster_->io.aio_operate(oid, p->completion, &p->op, 0, nullptr) < 0) {
+        hedge_->OpEnded(/*write=*/false);
+        std::lock_guard<std::mutex> lock(probes->mu);
+        --probes->left;
+        continue;  // not sent: no evidence either way (the completion goes with `p`)
+      }
+      (void)owner.release();  // the callback's now
+      sent.emplace_back(wanted.at(pg), std::move(p));
+    }
+    std::map<int, std::pair<size_t, size_t>> tally;  // OSD -> (late, probes)
+    {
+      std::unique_lock<std::mutex> lock(probes->mu);
+      probes->cv.wait_for(lock, std::chrono::milliseconds(opts_.hedge_floor_ms), [&] { return probes->left == 0; });
+      for (const auto& [osd, p] : sent) {
+        auto& [late, n] = tally[osd];
+        ++n;
+        if (!p->answered) ++late;
+      }
+    }
+    // Not under the lock: a cancel may complete the probe on this thread.
+    for (const auto& [osd, p] : sent) {
+      bool answered;
+      {
+        std::lock_guard<std::mutex> lock(probes->mu);
+        answered = p->answered;
+      }
+      if (!answered) (void)cluster_->io.aio_cancel(p->completion);
+    }
+    std::vector<int> slow;
+    bool some_answered_all = false;
+    for (const auto& [osd, t] : tally) {
+      if (t.first * 2 > t.second) slow.push_back(osd);
+      if (t.first == 0) some_answered_all = true;
+    }
+    if (!some_answered_all || slow.size() * 2 >= tally.size()) slow.clear();
+    hedge_->SuspectProbed(slow, std::move(acting).value());
+  }
+
+  // Whether the cluster has an active mgr (`mgr stat`, asked of the mons).
+  bool MgrAvailable() {
+    librados::bufferlist in, out;
+    std::string outs;
+    if (cluster_->rados.mon_command(R"({"prefix": "mgr stat", "format": "json"})", in, &out, &outs) < 0) return false;
+    const std::string text = out.to_str();
+    return text.find("\"available\":true") != std::string::npos ||
+           text.find("\"available\": true") != std::string::npos;
+  }
+
   // A small read (a record: commit, manifest, lock) raced against a slow
   // OSD. Records are read one at a time, each waited for, so one read queued
   // behind a slow primary costs the whole operation its wait (seconds under
@@ -482,85 +587,6 @@ class RadosBackend final : public Backend {
   // everywhere) answers EAGAIN, and the client asks the primary. So a
   // record written shortly before is still read from its primary. (On an
   // erasure-coded pool librados ignores the flag.)
-  // Which OSDs are slow now, before anything is placed. Without this a
-  // process that starts under a slow OSD learns it from its own late writes:
-  // its first save places records and data in the slow OSD's groups, hedges
-  // them, and waits on the records (20 s for a 512 MiB save on the test bed,
-  // against 2 s). Each OSD is asked, as primary, for up to kProbesPerOsd
-  // names in different placement groups (a stat of an object that does not
-  // exist: no write, nothing left behind), all at once; an OSD most of whose
-  // probes are unanswered after hedge_floor_ms is suspected
-  // (HedgeState::SuspectProbed), as long as some OSD answered every probe
-  // (when none did, the client or the network is slow, not one OSD). A
-  // healthy cluster answers in a few milliseconds; the probe costs the PG
-  // map (one mgr round trip, which the first late write would fetch anyway)
-  // and those reads. Best effort: any failure leaves hedging to learn from
-  // writes.
-  void ProbeOsds() {
-    constexpr size_t kProbesPerOsd = 3;
-    auto acting = FetchActingSets(*cluster_);
-    if (!acting.ok()) return;
-    std::map<int, std::vector<uint32_t>> pgs_of;  // OSD -> PGs it is primary of
-    std::map<uint32_t, int> wanted;               // PG -> OSD
-    for (const auto& [pg, set] : *acting) {
-      if (set.empty() || pgs_of[set.front()].size() >= kProbesPerOsd) continue;
-      pgs_of[set.front()].push_back(pg);
-      wanted[pg] = set.front();
-    }
-    // A name in each wanted PG, found by hashing candidates (no I/O).
-    std::map<uint32_t, std::string> name_of;
-    for (uint32_t k = 0; name_of.size() < wanted.size() && k < 64 * 1024; ++k) {
-      std::string oid = object_prefix_ + "sluice-probe." + std::to_string(k);
-      uint32_t pg = 0;
-      if (cluster_->io.get_object_pg_hash_position2(oid, &pg) < 0) return;
-      if (wanted.count(pg) && !name_of.count(pg)) name_of[pg] = std::move(oid);
-    }
-    auto probes = std::make_shared<OsdProbes>();
-    std::vector<int> osd_of;  // probe index -> OSD
-    for (const auto& [pg, oid] : name_of) {
-      auto p = std::make_unique<OsdProbe>();
-      p->probes = probes;
-      p->state = hedge_;
-      p->index = osd_of.size();
-      p->op.stat(&p->size, &p->mtime, nullptr);
-      p->completion = librados::Rados::aio_create_completion(p.get(), &OnOsdProbeComplete);
-      {
-        std::lock_guard<std::mutex> lock(probes->mu);
-        probes->answered.push_back(false);
-        ++probes->left;
-      }
-      osd_of.push_back(wanted.at(pg));
-      hedge_->OpStarted(/*write=*/false);
-      OsdProbe* raw = p.release();
-      if (cluster_->io.aio_operate(oid, raw->completion, &raw->op, 0, nullptr) < 0) {
-        raw->completion->release();
-        delete raw;
-        hedge_->OpEnded(/*write=*/false);
-        std::lock_guard<std::mutex> lock(probes->mu);
-        probes->answered.back() = true;  // not sent: counts as no evidence
-        --probes->left;
-      }
-    }
-    std::map<int, std::pair<size_t, size_t>> tally;  // OSD -> (late, probes)
-    {
-      std::unique_lock<std::mutex> lock(probes->mu);
-      probes->cv.wait_for(lock, std::chrono::milliseconds(opts_.hedge_floor_ms), [&] { return probes->left == 0; });
-      for (size_t i = 0; i < osd_of.size(); ++i) {
-        auto& [late, n] = tally[osd_of[i]];
-        ++n;
-        if (!probes->answered[i]) ++late;
-      }
-    }
-    std::vector<int> slow;
-    bool some_answered_all = false;
-    for (const auto& [osd, t] : tally) {
-      if (t.first * 2 > t.second) slow.push_back(osd);
-      if (t.first == 0) some_answered_all = true;
-    }
-    if (!some_answered_all) slow.clear();
-    hedge_->SuspectProbed(slow, std::move(acting).value());
-  }
-
   Result<std::shared_ptr<SmallRead>> HedgedSmallRead(const std::string& oid) {
     constexpr int kTries = 3;
     auto race = std::make_shared<SmallReadRace>();

@@ -25,6 +25,8 @@
 //   hedge=on|off          hedged writes of relocatable objects (default on; rados_hedge.h)
 //   hedge_extra=F         hedges write at most F x (bytes written + 256 MiB) extra (default 0.25)
 //   hedge_floor_ms=MS     no write is late sooner than this (default 100)
+//   hedge_probe=on|off    with hedging, probe the OSDs when the store opens and
+//                         suspect those that answer late (default on)
 //
 // Thread-safety: as Backend.
 #ifndef SLUICE_BACKENDS_RADOS_RADOS_BACKEND_H_
