@@ -107,10 +107,11 @@ struct PipelineOptions {
   // Ask for transparent huge pages (fewer page faults and TLB misses) for an
   // arena of kHugePageStagingBytes or more. A smaller one is not asked for
   // them (under THP "madvise", the usual setting, it gets 4 KiB pages):
-  // where memory is fragmented, the kernel compacts
-  // it to find huge pages while the arena is faulted in (up to 0.4 s for
-  // 256 MiB measured, against a steady 0.09 s in 4 KiB pages), which a
-  // one-shot save would pay every time and a small arena never earns back.
+  // where memory is fragmented, the kernel compacts it to find huge pages
+  // while the arena is faulted in (up to 0.4 s for 256 MiB measured,
+  // against a steady 0.09 s in 4 KiB pages), which a one-shot save would
+  // pay every time and a small arena never earns back.
+  // StagingHugePages() applies the rule.
   bool huge_pages = true;
   // Told about the arena once it is allocated and faulted in, and again just
   // before it is freed: e.g. to register it with a GPU driver as pinned memory,
@@ -173,6 +174,12 @@ struct PipelineOptions {
   // tier0_per_host with one tier, tier 1 coalescing, or a rebuild rate.
   Status Validate() const;
 };
+
+// Whether the staging arena of `o` asks for transparent huge pages
+// (PipelineOptions::huge_pages).
+inline bool StagingHugePages(const PipelineOptions& o) {
+  return o.huge_pages && o.staging_bytes >= kHugePageStagingBytes;
+}
 
 enum class TierState {
   kPending,    // not started yet (waiting for an earlier tier, or queued)

@@ -341,7 +341,7 @@ class PipelineImpl final : public Pipeline {
     std::lock_guard<std::mutex> lock(arena_mu_);
     if (arena_) return Status::OK();
     ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_, opts_.lock_staging,
-                                                  opts_.huge_pages && opts_.staging_bytes >= kHugePageStagingBytes));
+                                                  StagingHugePages(opts_)));
     if (opts_.on_staging_allocated) opts_.on_staging_allocated(arena_->base(), arena_->bytes());
     return Status::OK();
   }

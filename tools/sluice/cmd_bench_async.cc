@@ -188,8 +188,8 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
     }
     state.push_back(std::move(b).value());
   }
-  // Pages of the size staging gets (PipelineOptions::huge_pages).
-  auto dst = BaselineBuffer::Create(size, po.huge_pages && po.staging_bytes >= kHugePageStagingBytes);
+  // Pages of the size staging gets.
+  auto dst = BaselineBuffer::Create(size, StagingHugePages(po));
   if (!dst.ok()) return Fail(dst.status());
 
   const auto open0 = std::chrono::steady_clock::now();
