@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -113,15 +114,22 @@ namespace {
 
 // Why the committed step is damaged ("" if it is intact, as far as can be
 // told without reading its chunks), with its info when the records load.
-std::string DamageOf(Backend& backend, const std::string& name, uint64_t step, CheckpointInfo* info) {
+// nullopt when the step is not committed after all: its `COMMIT` is a claim
+// whose seal is not there (a save running, or one that died), or went since
+// it was listed.
+std::optional<std::string> DamageOf(Backend& backend, const std::string& name, uint64_t step,
+                                    CheckpointInfo* info) {
   auto loaded = LoadCheckpoint(backend, name, step);
-  if (!loaded.ok()) return loaded.status().message();
+  if (!loaded.ok()) {
+    if (loaded.status().IsNotFound()) return std::nullopt;
+    return loaded.status().message();
+  }
   if (info != nullptr) {
     *info = InfoOf(loaded->commit);
     for (const auto& m : loaded->manifests) info->referenced_bytes += m.ReferencedBytes();
   }
   Status data = CheckDataObjects(backend, *loaded);
-  return data.ok() ? "" : data.message();
+  return data.ok() ? std::string() : data.message();
 }
 
 // A part (parts.h) as listed: its ranks, items and bytes; damaged when its
@@ -164,11 +172,13 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
   for (const auto& [key, s] : steps) {
     CheckpointInfo info;
     bool valid = false;
-    if (s.has_commit) {
-      // Committed means the commit record and every manifest it names
-      // verify, the same test a restore applies, and every data object is
-      // there in full.
-      info.problem = DamageOf(backend, key.first, key.second, &info);
+    // Committed means the commit record and every manifest it names
+    // verify, the same test a restore applies, and every data object is
+    // there in full.
+    std::optional<std::string> damage;
+    if (s.has_commit) damage = DamageOf(backend, key.first, key.second, &info);
+    if (damage) {
+      info.problem = *damage;
       valid = info.problem.empty();
       info.damaged = !valid;
       if (info.damaged) info.complete = false;
@@ -206,7 +216,9 @@ Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name) 
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (!it->second.has_commit || it->first.first != name) continue;
-    return NewestStep{it->first.second, DamageOf(backend, it->first.first, it->first.second, nullptr)};
+    auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
+    if (!damage) continue;  // a claim not sealed
+    return NewestStep{it->first.second, *damage};
   }
   return Status::NotFound("no committed checkpoint named '" + std::string(name) + "'");
 }
@@ -224,7 +236,8 @@ Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
   ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (!it->second.has_commit || it->first.first != name) continue;
-    if (DamageOf(backend, it->first.first, it->first.second, nullptr).empty()) return it->first.second;
+    auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
+    if (damage && damage->empty()) return it->first.second;
   }
   return Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'");
 }
@@ -296,13 +309,25 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
                                " is being saved right now; not removing it");
   }
   // The commit record goes first: from then on the checkpoint is invisible,
-  // and an interruption leaves only garbage for gc.
+  // and an interruption leaves only garbage for gc. Where `COMMIT` holds a
+  // claim, its seals go before it (a seal whose claim is gone is garbage,
+  // and a claim whose seal is gone an uncommitted step, but a seal found
+  // means its claim was there when it was read: references.cc relies on
+  // that).
   // So do part records (parts.h): the part is then no longer restorable here.
   std::string commit = CommitObject(id.name, id.step);
   const std::string parts = PartPrefix(id.name, id.step);
-  auto is_record = [&](const std::string& o) { return o == commit || o.rfind(parts, 0) == 0; };
-  for (const auto& o : listed) {
-    if (is_record(o.name)) RETURN_IF_ERROR(backend.Remove(o.name));
+  const std::string seals = SealPrefix(id.name, id.step);
+  auto is_record = [&](const std::string& o) {
+    return o == commit || o.rfind(parts, 0) == 0 || o.rfind(seals, 0) == 0;
+  };
+  for (bool seal_pass : {true, false}) {
+    for (const auto& o : listed) {
+      if (is_record(o.name) && (o.name.rfind(seals, 0) == 0) == seal_pass) {
+        Status st = backend.Remove(o.name);
+        if (!st.ok() && !st.IsNotFound()) return st;
+      }
+    }
   }
   // A latest-step hint naming it goes too (it is a hint: a save that finds
   // it stale lists instead, so a failure here is no error).
@@ -376,8 +401,9 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
       continue;
     }
     // Re-read after the writer check: a writer that finished in between has
-    // published its commit record by now.
-    const bool has_commit = backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
+    // published its commit record by now. (A claim without its seal is no
+    // commit: its objects go like any uncommitted step's.)
+    const bool has_commit = ReadCommitRecord(backend, key.first, key.second).status().code() !=
                             StatusCode::kNotFound;
     if (!has_commit && s.has_part) {
       // One host's part of a checkpoint committed elsewhere: only rm and
@@ -396,6 +422,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
       continue;
     }
     marked.insert(CommitObject(key.first, key.second));
+    if (!loaded->seal.empty()) marked.insert(loaded->seal);
     for (const auto& r : loaded->commit.ranks) marked.insert(r.manifest);
     for (const auto& m : loaded->manifests) {
       for (const auto& o : m.objects) marked.insert(o.name);
@@ -419,8 +446,8 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     if (unmarked.empty()) continue;
     if (AnyLiveWriter(backend, key.first, key.second)) continue;
     if (referenced_live(key.first, key.second, true)) continue;
-    if (!committed.count(key) && backend.ReadSmall(CommitObject(key.first, key.second)).status().code() !=
-                                     StatusCode::kNotFound) {
+    if (!committed.count(key) &&
+        ReadCommitRecord(backend, key.first, key.second).status().code() != StatusCode::kNotFound) {
       continue;
     }
     if (!committed.count(key)) {
@@ -451,7 +478,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     auto bytes = backend.ReadSmall(h.name);
     if (!bytes.ok()) continue;
     const std::optional<uint64_t> step = ParseHintedStep(*bytes);
-    if (step && backend.ReadSmall(CommitObject(name, *step)).ok()) continue;
+    if (step && ReadCommitRecord(backend, name, *step).ok()) continue;
     if (backend.Remove(h.name).ok()) {
       ++report.objects_removed;
       report.bytes_removed += h.size;

@@ -71,7 +71,7 @@ Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::s
   return commit;
 }
 
-Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
+Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step) {
   const std::string label = Label(name, step);
   const std::string commit_name = CommitObject(name, step);
   auto bytes = backend.ReadSmall(commit_name);
@@ -79,8 +79,27 @@ Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name,
     if (bytes.status().IsNotFound()) return Status::NotFound(label + " is not committed");
     return bytes.status().WithContext(label);
   }
+  if (!IsCommitClaim(*bytes)) return CommitRecordBytes{std::move(bytes).value(), ""};
+  ASSIGN_OR_RETURN(CommitClaim claim, DecodeCommitClaim(*bytes, "commit claim " + commit_name));
+  if (claim.name != name || claim.step != step || !IsSealOf(claim.seal, name, step)) {
+    return Status::Corruption("commit claim " + commit_name + " names seal " + claim.seal + " of " +
+                              Label(claim.name, claim.step));
+  }
+  auto sealed = backend.ReadSmall(claim.seal);
+  if (!sealed.ok()) {
+    if (sealed.status().IsNotFound()) {
+      return Status::NotFound(label + " is not committed (claimed by a save that has not sealed it)");
+    }
+    return sealed.status().WithContext(label + ": seal " + claim.seal);
+  }
+  return CommitRecordBytes{std::move(sealed).value(), std::move(claim.seal)};
+}
+
+Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
+  ASSIGN_OR_RETURN(CommitRecordBytes record, ReadCommitRecord(backend, name, step));
   LoadedCheckpoint out;
-  ASSIGN_OR_RETURN(out.commit, DecodeCommitOf(name, step, *bytes));
+  ASSIGN_OR_RETURN(out.commit, DecodeCommitOf(name, step, record.bytes));
+  out.seal = std::move(record.seal);
   for (const auto& r : out.commit.ranks) {
     ASSIGN_OR_RETURN(Manifest m, LoadCommittedManifest(backend, out.commit, r));
     out.manifests.push_back(std::move(m));

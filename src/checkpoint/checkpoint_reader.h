@@ -20,7 +20,22 @@ namespace sluice {
 struct LoadedCheckpoint {
   CommitRecord commit;
   std::vector<Manifest> manifests;  // indexed by rank
+  std::string seal;  // where the record was read when `COMMIT` holds a claim; else ""
 };
+
+// A step's commit record as published: at `COMMIT` itself, or, where
+// `COMMIT` holds a claim (format/commit_record.h, CommitClaim), at the seal
+// object the claim names. Every reader of commit records goes through here.
+struct CommitRecordBytes {
+  std::string bytes;
+  std::string seal;  // the seal object it was read from; "" when read from `COMMIT`
+};
+// NotFound when the step is not committed: no `COMMIT`, or a claim whose
+// seal does not exist (a save still running, or one that died before its
+// commit). Corruption when `COMMIT` holds a claim that does not decode, is
+// for another step, or names a seal outside the step's seal/ prefix. The
+// record's bytes are not decoded here (DecodeCommitOf does).
+Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step);
 
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step);
 // The commit record of (name, step) from `bytes` read from it: Corruption

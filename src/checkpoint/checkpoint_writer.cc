@@ -15,6 +15,7 @@
 #include "format/manifest.h"
 #include "io/crc32c.h"
 #include "engine/stream_writer.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/latest_hint.h"
 #include "checkpoint/writer_registry.h"
@@ -66,7 +67,9 @@ class Writer final : public RankWriter {
         world_(world),
         writer_id_(std::move(writer_id)),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
-              options.object_bytes, options.io_bytes, options.chunk_bytes) {}
+              options.object_bytes, options.io_bytes, options.chunk_bytes) {
+    StartClaim();
+  }
 
   ~Writer() override { Retire(); }
 
@@ -180,7 +183,7 @@ class Writer final : public RankWriter {
       // wait on the fixed name's placement group, which is a slow OSD's for
       // about half of all steps.
       if (role_ != Role::kWhole || world_ > 1) {
-        if (backend_.ReadSmall(CommitObject(id_.name, id_.step)).ok()) {
+        if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
           return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
         }
       }
@@ -206,6 +209,33 @@ class Writer final : public RankWriter {
     if (!UsesAbortNotes()) return;
     PublishAbortNote(backend_, id_, save_.attempt, rank_,
                      why.ok() ? "it gave up before publishing its manifest" : why.ToString());
+  }
+
+  // A save of one rank whose `COMMIT` would go where writes are slow
+  // (HedgedWrites::PlacementSlow: a placement group with a slow OSD) claims
+  // it now, in the background, and publishes its record at a seal placed
+  // elsewhere when it commits (format/commit_record.h, CommitClaim): the
+  // wait in the slow OSD's queue overlaps the data writes instead of
+  // following them. Made after the writer lock, so that gc, which keeps a
+  // step with a live writer, never takes a claim from under its writer.
+  void StartClaim() {
+    const HedgedWrites* hedged = backend_.caps().hedged_writes;
+    if (role_ != Role::kWhole || world_ != 1 || hedged == nullptr ||
+        !hedged->PlacementSlow(CommitObject(id_.name, id_.step))) {
+      return;
+    }
+    std::string seal = SealObject(id_.name, id_.step, writer_id_, 0);
+    for (uint32_t salt = 1; salt < 256 && hedged->PlacementSlow(seal); ++salt) {
+      seal = SealObject(id_.name, id_.step, writer_id_, salt);
+    }
+    std::string claim = EncodeCommitClaim(CommitClaim{id_.name, id_.step, seal, NowUnixMs()});
+    try {
+      claim_ = std::async(std::launch::async, [this, claim = std::move(claim)] {
+        return backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), claim);
+      });
+      seal_ = std::move(seal);
+    } catch (...) {  // no thread (or memory) to be had: the record goes to COMMIT at the commit
+    }
   }
 
   // Fails when a rank of this attempt gave up: the commit cannot happen.
@@ -325,6 +355,10 @@ class Writer final : public RankWriter {
       RemoveOwnData();
       PublishAbort(failure_);
     }
+    // The claim, still in flight where the save failed early, lands while
+    // the lock is held (StartClaim). Left for a later writer of the step to
+    // seal, or for gc.
+    if (claim_.valid()) claim_.wait();
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
     if (hint_written_.valid()) hint_written_.wait();
   }
@@ -521,6 +555,10 @@ class Writer final : public RankWriter {
                                         c.manifest.TotalBytes()});
     }
     plan.commit_bytes = EncodeCommitRecord(rec);
+    if (claim_.valid() && claim_.get().ok()) plan.own_seal = seal_;
+    // (A claim that failed: COMMIT holds another writer's record or claim,
+    // or the publish failed, and perhaps landed. PublishCommit reads what is
+    // there and seals whichever claim it finds, ours included.)
     RETURN_IF_ERROR(PublishCommit(backend_, plan, nullptr));
     committed_record_ = std::move(plan.commit_bytes);
     return Status::OK();
@@ -530,13 +568,13 @@ class Writer final : public RankWriter {
     const std::string label = CheckpointLabel(id_);
     bool listed_us = false;
     auto check = [&]() -> Result<bool> {
-      auto bytes = backend_.ReadSmall(CommitObject(id_.name, id_.step));
-      if (!bytes.ok()) {
-        if (!bytes.status().IsNotFound()) return bytes.status();
+      auto record = ReadCommitRecord(backend_, id_.name, id_.step);
+      if (!record.ok()) {
+        if (!record.status().IsNotFound()) return record.status();
         RETURN_IF_ERROR(CheckNoAbort());
         return false;
       }
-      ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(*bytes, label + " commit record"));
+      ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(record->bytes, label + " commit record"));
       listed_us = rank_ < rec.ranks.size() && rec.ranks[rank_].manifest == own_name;
       return true;
     };
@@ -569,6 +607,8 @@ class Writer final : public RankWriter {
   bool retired_ = false;
   std::future<void> hint_written_;  // the latest-step hint, written after the commit
   std::string committed_record_;    // the commit record this writer published
+  std::future<Status> claim_;       // the claim of COMMIT, where StartClaim made one
+  std::string seal_;                // the seal it names
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
 };
@@ -613,7 +653,7 @@ Status ValidateWriter(Backend& backend, const StoreOptions& options, const Check
                                    std::to_string(world));
   }
   RETURN_IF_ERROR(options.Validate());
-  if (backend.ReadSmall(CommitObject(id.name, id.step)).ok()) {
+  if (ReadCommitRecord(backend, id.name, id.step).ok()) {
     return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
   }
   return Status::OK();

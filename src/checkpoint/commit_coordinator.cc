@@ -4,6 +4,9 @@
 #include <map>
 #include <thread>
 
+#include "format/commit_record.h"
+#include "format/layout.h"
+
 namespace sluice {
 namespace {
 
@@ -28,20 +31,61 @@ Result<std::string> FirstMissing(Backend& backend, const CommitPlan& plan) {
 
 }  // namespace
 
+namespace {
+
+// Publishes the record: at the caller's own seal, else at `COMMIT`, else
+// (`COMMIT` holds another writer's claim) at that claim's seal. `*where`
+// gets the object published, `*claim` the claim's bytes when it was not
+// the caller's.
+Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* claim,
+                     std::string* existing) {
+  auto taken = [&](const std::string& object) {
+    if (existing != nullptr) {
+      auto there = backend.ReadSmall(object);
+      if (there.ok()) *existing = std::move(there).value();
+    }
+    return Status::AlreadyExists(plan.label + " was committed by another writer first");
+  };
+  *where = plan.own_seal.empty() ? plan.commit_object : plan.own_seal;
+  Status st = backend.PublishIfAbsent(*where, plan.commit_bytes);
+  if (st.IsAlreadyExists() && plan.own_seal.empty()) {
+    // A record, or a claim: of a writer still running, or of one that died
+    // before its seal. Either way, whoever publishes the seal first commits.
+    auto there = backend.ReadSmall(plan.commit_object);
+    if (!there.ok()) {
+      if (there.status().IsNotFound()) {  // withdrawn or removed since: the next try may publish
+        return Status::Unavailable(plan.label + ": its commit record came and went while committing");
+      }
+      return there.status().WithContext(plan.label + ": read the commit record there");
+    }
+    if (!IsCommitClaim(*there)) {
+      if (existing != nullptr) *existing = std::move(there).value();
+      return Status::AlreadyExists(plan.label + " was committed by another writer first");
+    }
+    ASSIGN_OR_RETURN(CommitClaim found, DecodeCommitClaim(*there, "commit claim " + plan.commit_object));
+    auto parsed = ParseObjectName(plan.commit_object);
+    if (!parsed || found.name != parsed->name || found.step != parsed->step ||
+        !IsSealOf(found.seal, parsed->name, parsed->step)) {
+      return Status::Corruption("commit claim " + plan.commit_object + " names seal " + found.seal +
+                                " outside its step");
+    }
+    *where = found.seal;
+    *claim = std::move(there).value();
+    st = backend.PublishIfAbsent(*where, plan.commit_bytes);
+  }
+  if (st.IsAlreadyExists()) return taken(*where);
+  return st.WithContext(plan.label + ": publish commit record");
+}
+
+}  // namespace
+
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing) {
   ASSIGN_OR_RETURN(std::string missing, FirstMissing(backend, plan));
   if (!missing.empty()) {
     return Status::IOError(plan.label + ": " + missing + " is missing or short; not committing");
   }
-  Status st = backend.PublishIfAbsent(plan.commit_object, plan.commit_bytes);
-  if (st.IsAlreadyExists()) {
-    if (existing != nullptr) {
-      auto there = backend.ReadSmall(plan.commit_object);
-      if (there.ok()) *existing = std::move(there).value();
-    }
-    return Status::AlreadyExists(plan.label + " was committed by another writer first");
-  }
-  RETURN_IF_ERROR(st.WithContext(plan.label + ": publish commit record"));
+  std::string published, claim;
+  RETURN_IF_ERROR(PublishRecord(backend, plan, &published, &claim, existing));
   // Close the window between the check and the publish: if a concurrent rm
   // or gc removed anything the commit names, withdraw it rather than leave
   // a torn checkpoint visible.
@@ -49,17 +93,26 @@ Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* exis
   // store briefly unreachable) is retried, and if it keeps failing the
   // commit stands and the error is returned, as a reader would find any
   // damage the check could not.
+  // A claim of another writer is not protected by this writer's lock (it
+  // was there before the lock): it must still be there, unchanged, else the
+  // seal just published is garbage and the step uncommitted.
   Result<std::string> after = std::string();
   for (int wait_ms : {0, 50, 200, 800}) {
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
     after = FirstMissing(backend, plan);
+    if (after.ok() && after->empty() && !claim.empty()) {
+      auto now = backend.ReadSmall(plan.commit_object);
+      if (now.ok() && *now != claim) after = plan.commit_object + " (the claim sealed)";
+      if (!now.ok()) after = now.status().IsNotFound() ? Result<std::string>(plan.commit_object + " (the claim sealed)")
+                                                     : Result<std::string>(now.status());
+    }
     if (after.ok()) break;
   }
   if (!after.ok()) {
     return after.status().WithContext(plan.label + ": published, but the committed objects could not be checked again");
   }
   if (!after->empty()) {
-    (void)backend.Remove(plan.commit_object);
+    (void)backend.Remove(published);
     return Status::IOError(plan.label + ": " + *after +
                            " was removed while committing (a concurrent rm or gc?); the commit was withdrawn");
   }

@@ -156,6 +156,16 @@ Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToC
   return Status::OK();
 }
 
+namespace {
+
+// The step's commit record, wherever it was published (ReadCommitRecord).
+Result<std::string> ReadRecordBytes(Backend& backend, std::string_view name, uint64_t step) {
+  ASSIGN_OR_RETURN(CommitRecordBytes record, ReadCommitRecord(backend, name, step));
+  return std::move(record.bytes);
+}
+
+}  // namespace
+
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
                                                uint64_t step, uint32_t rank,
                                                std::string_view writer) {
@@ -176,7 +186,7 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
         base = hint.step;
         continue;
       }
-      before = backend.ReadSmall(CommitObject(name, hint.step));
+      before = ReadRecordBytes(backend, name, hint.step);
       if (before.ok()) base = hint.step;
     }
     if (base) break;
@@ -189,9 +199,8 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
       if (!base || parsed->step > *base) base = parsed->step;
     }
     if (!base) return std::optional<BaseIndex>();
-    before = backend.ReadSmall(CommitObject(name, *base));
+    before = ReadRecordBytes(backend, name, *base);
   }
-  const std::string commit = CommitObject(name, *base);
   if (!before.ok()) {
     if (before.status().IsNotFound()) return std::optional<BaseIndex>();
     return before.status();
@@ -211,7 +220,7 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   RETURN_IF_ERROR(PublishWriterRefs(backend, name, step, writer, steps));
   // Only now is the base known to stay: a Remove that deleted its commit
   // record after this point finds the refs record and keeps its objects.
-  auto after = backend.ReadSmall(commit);
+  auto after = ReadRecordBytes(backend, name, *base);
   if (!after.ok() || *after != *before) return std::optional<BaseIndex>();
   return std::optional<BaseIndex>(std::move(index));
 }

@@ -67,4 +67,33 @@ Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::strin
   return c;
 }
 
+std::string EncodeCommitClaim(const CommitClaim& c) {
+  Encoder e;
+  e.PutBytes(c.name);
+  e.PutVarint(c.step);
+  e.PutBytes(c.seal);
+  e.PutVarint(static_cast<uint64_t>(c.created_unix_ms));
+  return FrameRecord(kCommitClaimMagic, e.buffer());
+}
+
+Result<CommitClaim> DecodeCommitClaim(std::string_view bytes, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string_view body, UnframeRecord(bytes, kCommitClaimMagic, what));
+  Decoder d(body, what);
+  CommitClaim c;
+  uint64_t created;
+  RETURN_IF_ERROR(d.Bytes(&c.name, limits::kMaxNameBytes, "checkpoint name"));
+  RETURN_IF_ERROR(d.Varint(&c.step));
+  RETURN_IF_ERROR(d.Bytes(&c.seal, 1024, "seal name"));
+  RETURN_IF_ERROR(d.Varint(&created));
+  c.created_unix_ms = static_cast<int64_t>(created);
+  if (Status st = ValidateCheckpointName(c.name); !st.ok()) return d.Bad(st.message());
+  if (c.seal.empty()) return d.Bad("empty seal name");
+  if (d.remaining() != 0) return d.Bad(std::to_string(d.remaining()) + " trailing bytes");
+  return c;
+}
+
+bool IsCommitClaim(std::string_view bytes) {
+  return bytes.substr(0, kCommitClaimMagic.size()) == kCommitClaimMagic;
+}
+
 }  // namespace sluice

@@ -41,6 +41,28 @@ struct CommitRecord {
 std::string EncodeCommitRecord(const CommitRecord& c);
 Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::string& what);
 
+// A commit claim: what `COMMIT` holds when a save published its commit
+// record elsewhere, at a seal object the claim names (layout.h, SealObject).
+// The step is committed exactly when the claim and its seal both exist: the
+// seal's exclusive publish is the commit point. A save claims `COMMIT` when
+// it begins and seals when it commits, so that where `COMMIT`'s placement is
+// slow (a RADOS placement group with a slow OSD) the wait for it overlaps the
+// data writes; the seal's name is chosen where placement is not slow.
+constexpr std::string_view kCommitClaimMagic = "SLUICECL";
+
+struct CommitClaim {
+  std::string name;
+  uint64_t step = 0;
+  std::string seal;  // the seal object's full name
+  int64_t created_unix_ms = 0;
+};
+
+std::string EncodeCommitClaim(const CommitClaim& c);
+Result<CommitClaim> DecodeCommitClaim(std::string_view bytes, const std::string& what);
+// Whether `bytes` (read from `COMMIT`) are framed as a claim rather than a
+// record. Decoding says whether they are a good one.
+bool IsCommitClaim(std::string_view bytes);
+
 }  // namespace sluice
 
 #endif  // SLUICE_FORMAT_COMMIT_RECORD_H_

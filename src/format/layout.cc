@@ -24,6 +24,20 @@ std::string StepPrefix(std::string_view name, uint64_t step) {
 std::string CommitObject(std::string_view name, uint64_t step) {
   return StepPrefix(name, step) + "COMMIT";
 }
+std::string SealPrefix(std::string_view name, uint64_t step) { return StepPrefix(name, step) + "seal/"; }
+
+std::string SealObject(std::string_view name, uint64_t step, std::string_view writer, uint32_t salt) {
+  char buf[8];
+  snprintf(buf, sizeof buf, "-%02x", salt & 0xffu);
+  return SealPrefix(name, step) + std::string(writer) + buf;
+}
+
+bool IsSealOf(std::string_view object, std::string_view name, uint64_t step) {
+  const std::string prefix = SealPrefix(name, step);
+  return object.size() > prefix.size() && object.substr(0, prefix.size()) == prefix &&
+         object.find('/', prefix.size()) == std::string_view::npos;
+}
+
 std::string LatestHintObject(std::string_view name, uint32_t slot) {
   return NamePrefix(name) + "LATEST" + (slot == 0 ? "" : "." + std::to_string(slot));
 }

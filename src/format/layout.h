@@ -1,5 +1,6 @@
 // Where a checkpoint's objects live in a store's flat object namespace:
-//   ckpt/<name>/<step, 20 digits>/COMMIT                         commit record
+//   ckpt/<name>/<step, 20 digits>/COMMIT                         commit record (or a claim)
+//   ckpt/<name>/<step>/seal/<writer>-<2 hex digits>             commit record a claim names
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
 //   ckpt/<name>/<step>/writers/<writer>.lock                    while a writer is active
@@ -25,6 +26,14 @@ std::string CheckpointsPrefix();                                   // "ckpt/"
 std::string NamePrefix(std::string_view name);                     // "ckpt/<name>/"
 std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
 std::string CommitObject(std::string_view name, uint64_t step);
+// Where a save whose `COMMIT` holds a claim publishes its commit record
+// (format/commit_record.h, CommitClaim). `salt` picks among names, so that
+// the writer can choose one whose placement is not slow.
+std::string SealPrefix(std::string_view name, uint64_t step);  // ".../seal/"
+std::string SealObject(std::string_view name, uint64_t step, std::string_view writer, uint32_t salt);
+// Whether `object` is a name directly under (name, step)'s seal/ prefix: a
+// claim naming anything else is not trusted.
+bool IsSealOf(std::string_view object, std::string_view name, uint64_t step);
 // "ckpt/<name>/LATEST" (slot 0), "ckpt/<name>/LATEST.<slot>" (1..7): the
 // step a save of `name` last committed, in decimal, and optionally its
 // commit record after a newline (checkpoint/latest_hint.h). A hint, not a record:
@@ -78,7 +87,7 @@ std::string DataObject(std::string_view name, uint64_t step, uint32_t rank,
 struct ParsedObjectName {
   std::string name;
   uint64_t step = 0;
-  std::string rest;  // "COMMIT", "manifest/...", "data/...", "writers/...", "ranks/...", "drain/..."
+  std::string rest;  // "COMMIT", "seal/...", "manifest/...", "data/...", "writers/...", "ranks/...", "drain/..."
 };
 std::optional<ParsedObjectName> ParseObjectName(std::string_view object);
 

@@ -26,10 +26,13 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   }
   ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(src, name, step));
   const std::string commit = CommitObject(name, step);
-  ASSIGN_OR_RETURN(std::string commit_bytes, src.ReadSmall(commit));
-  auto already = dst.ReadSmall(commit);
+  // The record as published, wherever (a claim's seal): the destination
+  // gets it at `COMMIT` itself.
+  ASSIGN_OR_RETURN(CommitRecordBytes src_record, ReadCommitRecord(src, name, step));
+  const std::string& commit_bytes = src_record.bytes;
+  auto already = ReadCommitRecord(dst, name, step);
   if (already.ok()) {
-    if (*already == commit_bytes) return Status::OK();
+    if (already->bytes == commit_bytes) return Status::OK();
     return Status::AlreadyExists(label + ": the destination holds a different commit of this step");
   }
   if (!already.status().IsNotFound()) return already.status().WithContext(label);
@@ -63,8 +66,8 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   if (AnyLiveWriter(dst, name, step, writer_id)) {
     return Status::Unavailable(label + ": another save or drain of this step is running there");
   }
-  if (auto now = dst.ReadSmall(commit); now.ok()) {
-    if (*now == commit_bytes) return Status::OK();
+  if (auto now = ReadCommitRecord(dst, name, step); now.ok()) {
+    if (now->bytes == commit_bytes) return Status::OK();
     return Status::AlreadyExists(label + ": the destination holds a different commit of this step");
   }
 

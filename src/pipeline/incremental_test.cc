@@ -21,6 +21,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/latest_hint.h"
 #include "checkpoint/references.h"
+#include "checkpoint/slow_names_fixture.h"
 #include "checkpoint/writer_registry.h"
 #include "sluice/backend_wrapper.h"
 #include "format/commit_record.h"
@@ -527,29 +528,6 @@ TEST(LatestHintBytes, AStepThenOptionallyARecord) {
     EXPECT_FALSE(ParseLatestHint(bad).has_value()) << "'" << bad << "'";
   }
 }
-
-// A store whose placements are slow by name, as a RADOS pool's are by
-// placement group when one OSD is slow (HedgedWrites::PlacementSlow).
-class SlowNames final : public BackendWrapper, public HedgedWrites {
- public:
-  SlowNames(Backend& target, std::function<bool(const std::string&)> slow)
-      : BackendWrapper(target), slow_(std::move(slow)) {
-    caps_ = target.caps();
-    caps_.hedged_writes = this;
-  }
-  const BackendCaps& caps() const override { return caps_; }
-  HedgeStats Stats() const override { return {}; }
-  bool PlacementSlow(const std::string& name) const override { return slow_(name); }
-  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
-    ++lists;
-    return BackendWrapper::List(prefix);
-  }
-  int lists = 0;
-
- private:
-  BackendCaps caps_;
-  std::function<bool(const std::string&)> slow_;
-};
 
 // The hint's fixed name may fall in a slow OSD's placement group: the
 // first slot that is not slow is written instead, and read first, so that

@@ -600,7 +600,8 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(relay->CommitPublished(published).status());
     relay.reset();
     *committed = true;
-    ASSIGN_OR_RETURN(std::string record, shared.ReadSmall(CommitObject(id.name, id.step)));
+    ASSIGN_OR_RETURN(CommitRecordBytes published_record, ReadCommitRecord(shared, id.name, id.step));
+    const std::string& record = published_record.bytes;
     ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(record, "commit record on tier 1"));
     if (part.rank >= commit.ranks.size() || commit.ranks[part.rank].manifest != published.object) {
       return Status::AlreadyExists("tier 1's commit record no longer names this rank's manifest");
@@ -652,7 +653,7 @@ class PipelineImpl final : public Pipeline {
   // removed there, then is saved again) are stale, and go first, so that
   // this save's record can take their place (gc takes their data).
   Status PreparePartSave(const CheckpointId& id) {
-    auto there = stores_[1]->backend().ReadSmall(CommitObject(id.name, id.step));
+    auto there = ReadCommitRecord(stores_[1]->backend(), id.name, id.step);
     if (there.ok()) {
       return Status::AlreadyExists(Label(id) + " is already committed on tier 1 (" + opts_.tiers[1].uri + ")");
     }

@@ -350,6 +350,8 @@ class Scrubber {
     // copy whole again, last. Byte-identical ones are left alone.
     std::vector<std::string> records;
     for (const auto& r : reference->ck.commit.ranks) records.push_back(r.manifest);
+    // A claim's seal before the claim (checkpoint_reader.h, ReadCommitRecord).
+    if (!reference->ck.seal.empty()) records.push_back(reference->ck.seal);
     records.push_back(CommitObject(key.first, key.second));
     for (const auto& record : records) {
       ASSIGN_OR_RETURN(std::string want, tiers_[reference->tier].raw->ReadSmall(record));
@@ -387,8 +389,8 @@ class Scrubber {
       Check& c = checks.back();
       if (c.tier_failed) TierFailed(k, Status::IOError(c.problem));
       if (c.loaded) {
-        auto bytes = tiers_[k].raw->ReadSmall(CommitObject(key.first, key.second));
-        if (bytes.ok()) c.commit_bytes = std::move(bytes).value();
+        auto record = ReadCommitRecord(*tiers_[k].raw, key.first, key.second);
+        if (record.ok()) c.commit_bytes = std::move(record->bytes);
       }
     }
     std::string summary = "ok";

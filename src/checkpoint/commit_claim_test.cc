@@ -1,0 +1,271 @@
+// Commit claims (format/commit_record.h, CommitClaim): a save whose COMMIT
+// falls where writes are slow claims it when it begins and seals its record
+// at a name placed elsewhere when it commits. Every reader, rm, gc and drain
+// must take a claim with its seal as the commit, and a claim without one as
+// no commit at all; a claim left by a writer that died is sealed by the
+// next writer of the step, exactly once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "checkpoint/catalog.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/references.h"
+#include "checkpoint/slow_names_fixture.h"
+#include "checkpoint/store_test_fixture.h"
+#include "format/commit_record.h"
+#include "format/layout.h"
+#include "pipeline/drain.h"
+
+namespace sluice {
+namespace {
+
+class CommitClaimTest : public StoreTest {
+ protected:
+  Backend& raw() { return store_->backend(); }
+
+  // A store where every step's COMMIT is slow, as on RADOS where its
+  // placement group holds a slow OSD; names under a seal/ prefix ending in
+  // "-00" are slow too, so that the writer has to choose among seal names.
+  static bool CommitSlow(const std::string& n) {
+    return n.size() >= 6 && (n.compare(n.size() - 6, 6, "COMMIT") == 0 ||
+                             (n.find("/seal/") != std::string::npos && n.compare(n.size() - 3, 3, "-00") == 0));
+  }
+
+  Result<std::unique_ptr<RankWriter>> Begin(Backend& b, uint64_t step, bool incremental = false) {
+    SaveOptions save;
+    save.incremental = incremental;
+    return NewRankWriter(b, StoreOptions{}, CheckpointId{"c", step}, 0, 1, save);
+  }
+
+  Result<SaveStats> SaveOne(Backend& b, uint64_t step, const std::string& bytes) {
+    ASSIGN_OR_RETURN(auto w, Begin(b, step));
+    RETURN_IF_ERROR(w->AddItem("x", "meta:x", bytes.data(), bytes.size()));
+    return w->Commit();
+  }
+
+  // What COMMIT holds: the claim, decoded; nullopt when it is a record.
+  std::optional<CommitClaim> ClaimAt(uint64_t step) {
+    auto bytes = raw().ReadSmall(CommitObject("c", step));
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    if (!bytes.ok() || !IsCommitClaim(*bytes)) return std::nullopt;
+    auto claim = DecodeCommitClaim(*bytes, "claim");
+    EXPECT_TRUE(claim.ok()) << claim.status().ToString();
+    if (!claim.ok()) return std::nullopt;
+    return *claim;
+  }
+
+  // A save that claimed COMMIT and died before sealing: the claim is all it
+  // leaves (Abandon removes its data and releases its lock, as a crash's
+  // leftovers are once gc or the next writer sees the writer gone).
+  std::string DeadClaim(uint64_t step) {
+    SlowNames slow(raw(), CommitSlow);
+    auto w = Begin(slow, step);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    if (!w.ok()) return "";
+    std::string d = Bytes(1000, 9);
+    EXPECT_TRUE((*w)->AddItem("x", "meta:x", d.data(), d.size()).ok());
+    (*w)->Abandon(Status::IOError("killed"));
+    w->reset();
+    auto claim = ClaimAt(step);
+    EXPECT_TRUE(claim.has_value()) << "the dead save left no claim";
+    return claim ? claim->seal : "";
+  }
+};
+
+TEST_F(CommitClaimTest, ASaveWhoseCommitIsSlowSealsItsRecordElsewhere) {
+  SlowNames slow(raw(), CommitSlow);
+  const std::string a = Bytes(300000, 1);
+  auto stats = SaveOne(slow, 1, a);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_TRUE(stats->committed);
+  auto claim = ClaimAt(1);
+  ASSERT_TRUE(claim.has_value()) << "COMMIT holds the record itself";
+  EXPECT_TRUE(IsSealOf(claim->seal, "c", 1)) << claim->seal;
+  EXPECT_FALSE(CommitSlow(claim->seal)) << "the seal was placed where writes are slow: " << claim->seal;
+  // The seal holds the record; every reader takes it as the commit.
+  auto record = ReadCommitRecord(raw(), "c", 1);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_EQ(record->seal, claim->seal);
+  EXPECT_EQ(*raw().ReadSmall(claim->seal), record->bytes);
+  EXPECT_TRUE(DecodeCommitOf("c", 1, record->bytes).ok());
+  EXPECT_EQ(Load("c", 1)["x"], a);
+  auto listed = store_->List("c", true);
+  ASSERT_TRUE(listed.ok() && listed->size() == 1u);
+  EXPECT_TRUE((*listed)[0].complete) << (*listed)[0].problem;
+  EXPECT_EQ(*LatestStep(raw(), "c"), 1u);
+  // gc keeps all of it (the seal is marked as a record).
+  ASSERT_TRUE(CollectGarbage(raw(), 0).ok());
+  EXPECT_TRUE(raw().ReadSmall(claim->seal).ok());
+  EXPECT_EQ(Load("c", 1)["x"], a);
+  // A save whose COMMIT is not slow publishes its record there, as ever.
+  SlowNames fine(raw(), [](const std::string&) { return false; });
+  ASSERT_TRUE(SaveOne(fine, 3, a).ok());
+  EXPECT_FALSE(ClaimAt(3).has_value());
+  // A second save of a sealed step is refused before it writes.
+  auto again = Begin(slow, 1);
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
+}
+
+TEST_F(CommitClaimTest, AClaimWithoutItsSealIsNoCommit) {
+  ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 1)).ok());
+  const std::string seal = DeadClaim(2);
+  ASSERT_FALSE(seal.empty());
+  EXPECT_TRUE(ReadCommitRecord(raw(), "c", 2).status().IsNotFound());
+  EXPECT_TRUE(store_->OpenCheckpoint("c", 2).status().IsNotFound());
+  EXPECT_EQ(*LatestStep(raw(), "c"), 1u) << "an unsealed claim is not the newest commit";
+  EXPECT_EQ(*LatestGoodStep(raw(), "c"), 1u);
+  auto listed = store_->List("c", false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u) << "ls shows the unsealed claim as committed";
+  listed = store_->List("c", true);
+  ASSERT_TRUE(listed.ok() && listed->size() == 2u);
+  EXPECT_FALSE((*listed)[1].complete);
+  EXPECT_FALSE((*listed)[1].damaged) << (*listed)[1].problem;
+  EXPECT_NE((*listed)[1].problem.find("no commit record"), std::string::npos) << (*listed)[1].problem;
+  // Its claimant is gone: gc takes the claim like any uncommitted object.
+  ASSERT_TRUE(CollectGarbage(raw(), 0).ok());
+  EXPECT_TRUE(raw().ReadSmall(CommitObject("c", 2)).status().IsNotFound());
+  EXPECT_EQ(store_->List("c", true)->size(), 1u);
+}
+
+TEST_F(CommitClaimTest, TheNextWriterSealsADeadClaimAndOnlyOnce) {
+  const std::string seal = DeadClaim(1);
+  ASSERT_FALSE(seal.empty());
+  // A writer of the step on a store that sees nothing slow (another host,
+  // a fresh process) publishes its record at the dead claim's seal.
+  const std::string b = Bytes(200000, 2);
+  auto stats = SaveOne(raw(), 1, b);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto record = ReadCommitRecord(raw(), "c", 1);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_EQ(record->seal, seal);
+  EXPECT_EQ(Load("c", 1)["x"], b);
+  // The seal is taken: a writer that got past the check before it refuses
+  // at the commit, and its data is left to gc.
+  SlowNames slow(raw(), CommitSlow);
+  const std::string c = Bytes(200000, 3);
+  for (Backend* b2 : {static_cast<Backend*>(&raw()), static_cast<Backend*>(&slow)}) {
+    ASSERT_TRUE(raw().Remove(seal).ok());
+    auto late = Begin(*b2, 1);
+    ASSERT_TRUE(late.ok()) << late.status().ToString();
+    ASSERT_TRUE(raw().PublishIfAbsent(seal, record->bytes).ok());
+    ASSERT_TRUE((*late)->AddItem("x", "meta:x", c.data(), c.size()).ok());
+    auto lost = (*late)->Commit();
+    ASSERT_FALSE(lost.ok());
+    EXPECT_TRUE(lost.status().IsAlreadyExists()) << lost.status().ToString();
+  }
+  EXPECT_EQ(Load("c", 1)["x"], b);
+}
+
+TEST_F(CommitClaimTest, ConcurrentClaimantsOfOneStepExactlyOneCommits) {
+  SlowNames slow(raw(), CommitSlow);
+  for (uint64_t step = 0; step < 8; ++step) {
+    // Both claim before either commits; one claim wins, and the other
+    // writer seals that claim's name: one publish of it wins.
+    auto w1 = Begin(slow, step);
+    auto w2 = Begin(slow, step);
+    ASSERT_TRUE(w1.ok() && w2.ok());
+    std::string a = Bytes(100000, 1), b = Bytes(100000, 2);
+    ASSERT_TRUE((*w1)->AddItem("x", "meta:x", a.data(), a.size()).ok());
+    ASSERT_TRUE((*w2)->AddItem("x", "meta:x", b.data(), b.size()).ok());
+    std::atomic<int> ok{0};
+    Status s1, s2;
+    std::thread t1([&] { auto r = (*w1)->Commit(); s1 = r.status(); if (r.ok()) ++ok; });
+    std::thread t2([&] { auto r = (*w2)->Commit(); s2 = r.status(); if (r.ok()) ++ok; });
+    t1.join();
+    t2.join();
+    ASSERT_EQ(ok.load(), 1) << s1.ToString() << " / " << s2.ToString();
+    const Status& loser = s1.ok() ? s2 : s1;
+    EXPECT_TRUE(loser.IsAlreadyExists()) << loser.ToString();
+    std::string got = Load("c", step)["x"];
+    EXPECT_TRUE(got == a || got == b);
+    auto listed = raw().List(SealPrefix("c", step));
+    ASSERT_TRUE(listed.ok());
+    EXPECT_EQ(listed->size(), 1u) << "two seals: the loser published one";
+  }
+}
+
+// A claim of another writer is not covered by the sealing writer's lock:
+// if it went after it was read (rm, or gc of a step whose claimant died),
+// the seal is withdrawn and the save fails rather than report a commit
+// nobody can read.
+class RemovesClaimOnSeal final : public BackendWrapper {
+ public:
+  explicit RemovesClaimOnSeal(Backend& target) : BackendWrapper(target) {}
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    Status st = BackendWrapper::PublishIfAbsent(name, bytes);
+    if (st.ok() && name.find("/seal/") != std::string::npos) {
+      (void)BackendWrapper::Remove(CommitObject("c", 1));
+    }
+    return st;
+  }
+};
+
+TEST_F(CommitClaimTest, ASealWhoseClaimWentIsWithdrawn) {
+  const std::string seal = DeadClaim(1);
+  ASSERT_FALSE(seal.empty());
+  RemovesClaimOnSeal removing(raw());
+  auto stats = SaveOne(removing, 1, Bytes(1000, 4));
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), StatusCode::kIOError) << stats.status().ToString();
+  EXPECT_NE(stats.status().message().find("withdrawn"), std::string::npos) << stats.status().ToString();
+  EXPECT_TRUE(raw().ReadSmall(seal).status().IsNotFound()) << "the seal stayed";
+  EXPECT_TRUE(ReadCommitRecord(raw(), "c", 1).status().IsNotFound());
+  // The step is free again: a later save commits it.
+  ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 5)).ok());
+  EXPECT_EQ(Load("c", 1)["x"], Bytes(1000, 5));
+}
+
+TEST_F(CommitClaimTest, RemoveTakesTheSealAndTheClaim) {
+  SlowNames slow(raw(), CommitSlow);
+  ASSERT_TRUE(SaveOne(slow, 1, Bytes(1000, 1)).ok());
+  ASSERT_TRUE(SaveOne(slow, 2, Bytes(1000, 2)).ok());
+  auto claim = ClaimAt(1);
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_TRUE(RemoveCheckpoint(raw(), {"c", 1}).ok());
+  EXPECT_TRUE(raw().ReadSmall(claim->seal).status().IsNotFound());
+  EXPECT_TRUE(raw().ReadSmall(CommitObject("c", 1)).status().IsNotFound());
+  auto left = raw().List(StepPrefix("c", 1));
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << left->size() << " objects left, the first " << (*left)[0].name;
+  EXPECT_EQ(Load("c", 2)["x"], Bytes(1000, 2));
+}
+
+TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
+  SlowNames slow(raw(), CommitSlow);
+  ASSERT_TRUE(SaveOne(slow, 1, Bytes(300000, 1)).ok());
+  // An incremental save builds on it (the record read through the claim,
+  // before and after its refs record).
+  auto base = ReferenceBase(raw(), "c", 2, 0, "0123456789abcdef");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE(base->has_value());
+  EXPECT_EQ((*base)->step(), 1u);
+  // A drain copies the record to COMMIT there, no claim or seal.
+  char tmpl[] = "/tmp/sluice-claim-dst-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dst_dir = tmpl;
+  {
+    StoreOptions o;
+    o.create_if_missing = true;
+    auto dst = Store::Open(dst_dir, o);
+    ASSERT_TRUE(dst.ok()) << dst.status().ToString();
+    Status drained = DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{});
+    ASSERT_TRUE(drained.ok()) << drained.ToString();
+    auto there = (*dst)->backend().ReadSmall(CommitObject("c", 1));
+    ASSERT_TRUE(there.ok());
+    EXPECT_EQ(*there, ReadCommitRecord(raw(), "c", 1)->bytes);
+    EXPECT_TRUE((*dst)->backend().List(SealPrefix("c", 1))->empty());
+    // Drained again: the same record is there, nothing to do.
+    EXPECT_TRUE(DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{}).ok());
+  }
+  std::string cmd = "rm -rf " + dst_dir;
+  (void)std::system(cmd.c_str());
+}
+
+}  // namespace
+}  // namespace sluice
