@@ -54,10 +54,24 @@ std::string CheckpointLabel(const CheckpointId& id) { return sluice::CheckpointL
 // halves of a host-local tier 0's save (checkpoint_writer.h).
 enum class Role { kWhole, kPart, kRelay };
 
+// Whether a writer claims COMMIT when it begins (Writer::StartClaim): a
+// save of one rank whose COMMIT would go where writes are slow
+// (HedgedWrites::PlacementSlow: a placement group with a slow OSD).
+bool ClaimsCommit(const Backend& backend, const CheckpointId& id, uint32_t world, Role role) {
+  const HedgedWrites* hedged = backend.caps().hedged_writes;
+  return role == Role::kWhole && world == 1 && hedged != nullptr &&
+         hedged->PlacementSlow(CommitObject(id.name, id.step));
+}
+
+// What became of a claim: made (ours), refused because the step is
+// committed, or anything else (another writer's claim, a failed publish):
+// the commit then finds out what COMMIT holds (PublishCommit).
+enum class ClaimOutcome { kOurs, kCommitted, kOther };
+
 class Writer final : public RankWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world, const SaveOptions& save, std::string writer_id, Role role)
+         uint32_t world, const SaveOptions& save, std::string writer_id, Role role, bool claims_commit)
       : role_(role),
         backend_(backend),
         save_(save),
@@ -68,7 +82,7 @@ class Writer final : public RankWriter {
         writer_id_(std::move(writer_id)),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
               options.object_bytes, options.io_bytes, options.chunk_bytes) {
-    StartClaim();
+    if (claims_commit) StartClaim();
   }
 
   ~Writer() override { Retire(); }
@@ -87,6 +101,13 @@ class Writer final : public RankWriter {
     item.key = std::string(key);
     item.metadata = std::string(metadata);
     item.size = size;
+    // A claim refused because the step is committed: nothing to write.
+    // (Such a writer skipped the check at its creation: StartClaim.)
+    if (claim_.valid() && claim_.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+        claim_.get() == ClaimOutcome::kCommitted) {
+      sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+      return sticky_;
+    }
     Status st = data_.Append(size, source, &item.chunks);
     if (!st.ok()) {
       sticky_ = st.WithContext("save item '" + item.key + "'");
@@ -188,6 +209,11 @@ class Writer final : public RankWriter {
         }
       }
       RETURN_IF_ERROR(complete());
+      // A claim refused for a committed step: before the manifest is
+      // published, so that this writer's data goes with it (Retire).
+      if (claim_.valid() && claim_.get() == ClaimOutcome::kCommitted) {
+        return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+      }
       return PublishAndCommit();
     }();
     if (!result.ok()) failure_ = result.status();  // for Retire's abort note
@@ -212,29 +238,35 @@ class Writer final : public RankWriter {
   }
 
   // A save of one rank whose `COMMIT` would go where writes are slow
-  // (HedgedWrites::PlacementSlow: a placement group with a slow OSD) claims
-  // it now, in the background, and publishes its record at a seal placed
-  // elsewhere when it commits (format/commit_record.h, CommitClaim): the
-  // wait in the slow OSD's queue overlaps the data writes instead of
-  // following them. Made after the writer lock, so that gc, which keeps a
-  // step with a live writer, never takes a claim from under its writer.
+  // (ClaimsCommit) claims it now, in the background, and publishes its
+  // record at a seal placed elsewhere when it commits (format/commit_record.h,
+  // CommitClaim): the wait in the slow OSD's queue overlaps the data writes
+  // instead of following them. Made after the writer lock, so that gc, which
+  // keeps a step with a live writer, never takes a claim from under its
+  // writer. Such a writer was not refused at its creation for a step
+  // already committed (that read would wait in the same queue): a claim
+  // refused for that reason fails it here, at its next item or its commit.
   void StartClaim() {
-    const HedgedWrites* hedged = backend_.caps().hedged_writes;
-    if (role_ != Role::kWhole || world_ != 1 || hedged == nullptr ||
-        !hedged->PlacementSlow(CommitObject(id_.name, id_.step))) {
-      return;
-    }
+    const HedgedWrites& hedged = *backend_.caps().hedged_writes;
     std::string seal = SealObject(id_.name, id_.step, writer_id_, 0);
-    for (uint32_t salt = 1; salt < 256 && hedged->PlacementSlow(seal); ++salt) {
+    for (uint32_t salt = 1; salt < 256 && hedged.PlacementSlow(seal); ++salt) {
       seal = SealObject(id_.name, id_.step, writer_id_, salt);
     }
     std::string claim = EncodeCommitClaim(CommitClaim{id_.name, id_.step, seal, NowUnixMs()});
     try {
       claim_ = std::async(std::launch::async, [this, claim = std::move(claim)] {
-        return backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), claim);
-      });
+                 Status st = backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), claim);
+                 if (st.ok()) return ClaimOutcome::kOurs;
+                 if (st.IsAlreadyExists() && ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
+                   return ClaimOutcome::kCommitted;
+                 }
+                 return ClaimOutcome::kOther;
+               }).share();
       seal_ = std::move(seal);
     } catch (...) {  // no thread (or memory) to be had: the record goes to COMMIT at the commit
+      if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
+        sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
+      }
     }
   }
 
@@ -300,9 +332,9 @@ class Writer final : public RankWriter {
       // before building on this step (latest_hint.h).
       try {
         hint_written_ = std::async(std::launch::async,
-                                   [this] { PublishLatestHint(backend_, id_.name, id_.step, committed_record_); });
+                                   [this] { PublishLatestHint(backend_, id_.name, id_.step, committed_record_, committed_seal_); });
       } catch (...) {  // no thread (or memory) to be had: written here
-        PublishLatestHint(backend_, id_.name, id_.step, committed_record_);
+        PublishLatestHint(backend_, id_.name, id_.step, committed_record_, committed_seal_);
       }
     } else {
       ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
@@ -555,12 +587,14 @@ class Writer final : public RankWriter {
                                         c.manifest.TotalBytes()});
     }
     plan.commit_bytes = EncodeCommitRecord(rec);
-    if (claim_.valid() && claim_.get().ok()) plan.own_seal = seal_;
+    if (claim_.valid() && claim_.get() == ClaimOutcome::kOurs) plan.own_seal = seal_;
     // (A claim that failed: COMMIT holds another writer's record or claim,
     // or the publish failed, and perhaps landed. PublishCommit reads what is
     // there and seals whichever claim it finds, ours included.)
-    RETURN_IF_ERROR(PublishCommit(backend_, plan, nullptr));
+    std::string published;
+    RETURN_IF_ERROR(PublishCommit(backend_, plan, nullptr, &published));
     committed_record_ = std::move(plan.commit_bytes);
+    if (published != plan.commit_object) committed_seal_ = std::move(published);
     return Status::OK();
   }
 
@@ -607,7 +641,8 @@ class Writer final : public RankWriter {
   bool retired_ = false;
   std::future<void> hint_written_;  // the latest-step hint, written after the commit
   std::string committed_record_;    // the commit record this writer published
-  std::future<Status> claim_;       // the claim of COMMIT, where StartClaim made one
+  std::string committed_seal_;      // where, if a claim's seal
+  std::shared_future<ClaimOutcome> claim_;  // the claim of COMMIT, where StartClaim made one
   std::string seal_;                // the seal it names
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
@@ -636,8 +671,10 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
 
 namespace {
 
+// `check_committed`: refuse a step already committed (a writer that claims
+// COMMIT learns that from its claim instead).
 Status ValidateWriter(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-                      uint32_t world, const SaveOptions& save) {
+                      uint32_t world, const SaveOptions& save, bool check_committed) {
   if (!backend.caps().atomic_publish_if_absent) {
     return Status::NotSupported("store " + backend.uri() + " cannot publish atomically");
   }
@@ -653,6 +690,7 @@ Status ValidateWriter(Backend& backend, const StoreOptions& options, const Check
                                    std::to_string(world));
   }
   RETURN_IF_ERROR(options.Validate());
+  if (!check_committed) return Status::OK();
   if (ReadCommitRecord(backend, id.name, id.step).ok()) {
     return Status::AlreadyExists(CheckpointLabel(id) + " is already committed");
   }
@@ -662,11 +700,13 @@ Status ValidateWriter(Backend& backend, const StoreOptions& options, const Check
 Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptions& options,
                                               const CheckpointId& id, uint32_t rank, uint32_t world,
                                               const SaveOptions& save, std::string writer_id, Role role) {
-  RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save));
+  // Decided once: a writer that will not claim is checked here.
+  const bool claims_commit = ClaimsCommit(backend, id, world, role);
+  RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, !claims_commit));
   // Registered before anything is written, so that gc never mistakes this
   // save's objects for garbage.
   RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role));
+  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role, claims_commit));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/latest_hint.h"
 #include "checkpoint/references.h"
 #include "checkpoint/slow_names_fixture.h"
 #include "checkpoint/store_test_fixture.h"
@@ -105,10 +106,24 @@ TEST_F(CommitClaimTest, ASaveWhoseCommitIsSlowSealsItsRecordElsewhere) {
   SlowNames fine(raw(), [](const std::string&) { return false; });
   ASSERT_TRUE(SaveOne(fine, 3, a).ok());
   EXPECT_FALSE(ClaimAt(3).has_value());
-  // A second save of a sealed step is refused before it writes.
+  // A second save of a sealed step: refused at its creation where COMMIT is
+  // not slow; where it is, its claim tells (no read of COMMIT before the
+  // data writes), and it fails at its commit at the latest, leaving
+  // nothing behind.
+  auto refused = Begin(fine, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsAlreadyExists()) << refused.status().ToString();
+  const size_t data_files = DataFiles().size();
   auto again = Begin(slow, 1);
-  ASSERT_FALSE(again.ok());
-  EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  Status added = (*again)->AddItem("x", "meta:x", a.data(), a.size());
+  EXPECT_TRUE(added.ok() || added.IsAlreadyExists()) << added.ToString();
+  auto lost = (*again)->Commit();
+  ASSERT_FALSE(lost.ok());
+  EXPECT_TRUE(lost.status().IsAlreadyExists()) << lost.status().ToString();
+  again->reset();
+  EXPECT_EQ(DataFiles().size(), data_files);
+  EXPECT_EQ(Load("c", 1)["x"], a);
 }
 
 TEST_F(CommitClaimTest, AClaimWithoutItsSealIsNoCommit) {
@@ -194,6 +209,20 @@ TEST_F(CommitClaimTest, ConcurrentClaimantsOfOneStepExactlyOneCommits) {
 // if it went after it was read (rm, or gc of a step whose claimant died),
 // the seal is withdrawn and the save fails rather than report a commit
 // nobody can read.
+// Counts reads of one object.
+class ReadsOf final : public BackendWrapper {
+ public:
+  ReadsOf(Backend& target, std::string object) : BackendWrapper(target), object_(std::move(object)) {}
+  Result<std::string> ReadSmall(const std::string& name) override {
+    if (name == object_) ++reads;
+    return BackendWrapper::ReadSmall(name);
+  }
+  int reads = 0;
+
+ private:
+  std::string object_;
+};
+
 class RemovesClaimOnSeal final : public BackendWrapper {
  public:
   explicit RemovesClaimOnSeal(Backend& target) : BackendWrapper(target) {}
@@ -239,12 +268,30 @@ TEST_F(CommitClaimTest, RemoveTakesTheSealAndTheClaim) {
 TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
   SlowNames slow(raw(), CommitSlow);
   ASSERT_TRUE(SaveOne(slow, 1, Bytes(300000, 1)).ok());
-  // An incremental save builds on it (the record read through the claim,
-  // before and after its refs record).
-  auto base = ReferenceBase(raw(), "c", 2, 0, "0123456789abcdef");
+  // An incremental save builds on it. The hint carries the record and its
+  // seal: the claim at COMMIT, in a slow placement, is not read at all.
+  auto hints = ReadLatestHints(raw(), "c");
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_EQ(hints[0].seal, ClaimAt(1)->seal);
+  ReadsOf counted(raw(), CommitObject("c", 1));
+  auto base = ReferenceBase(counted, "c", 2, 0, "0123456789abcdef");
   ASSERT_TRUE(base.ok()) << base.status().ToString();
   ASSERT_TRUE(base->has_value());
   EXPECT_EQ((*base)->step(), 1u);
+  EXPECT_EQ(counted.reads, 0);
+  // Without the hint, the record is read through the claim.
+  for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) (void)raw().Remove(LatestHintObject("c", slot));
+  base = ReferenceBase(counted, "c", 2, 0, "1123456789abcdef");
+  ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
+  EXPECT_EQ(counted.reads, 1);
+  // A seal gone (a removal begun) is no base.
+  PublishLatestHint(raw(), "c", 1, ReadCommitRecord(raw(), "c", 1)->bytes, ClaimAt(1)->seal);
+  const std::string seal_bytes = *raw().ReadSmall(ClaimAt(1)->seal);
+  ASSERT_TRUE(raw().Remove(ClaimAt(1)->seal).ok());
+  base = ReferenceBase(raw(), "c", 2, 0, "2123456789abcdef");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  EXPECT_FALSE(base->has_value());
+  ASSERT_TRUE(raw().PublishIfAbsent(ClaimAt(1)->seal, seal_bytes).ok());
   // A drain copies the record to COMMIT there, no claim or seal.
   char tmpl[] = "/tmp/sluice-claim-dst-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -79,7 +79,7 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
 
 }  // namespace
 
-Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing) {
+Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing, std::string* published_at) {
   ASSIGN_OR_RETURN(std::string missing, FirstMissing(backend, plan));
   if (!missing.empty()) {
     return Status::IOError(plan.label + ": " + missing + " is missing or short; not committing");
@@ -116,6 +116,7 @@ Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* exis
     return Status::IOError(plan.label + ": " + *after +
                            " was removed while committing (a concurrent rm or gc?); the commit was withdrawn");
   }
+  if (published_at != nullptr) *published_at = published;
   return Status::OK();
 }
 

@@ -40,16 +40,18 @@ struct CommitPlan {
   std::vector<Named> objects;  // every manifest and data object the record reaches
 };
 
-// Checks, publishes and re-checks. OK: this call published the record.
+// Checks, publishes and re-checks. OK: this call published the record
+// (`*published`, where given, gets where: `COMMIT` or a seal).
 // AlreadyExists: a commit record was there first (`*existing` then holds
-// its bytes, where it could be read). Sealing a claim this writer did not
-// make, it re-reads the claim after: a claim gone meanwhile (rm, or gc of a
-// step whose claimant died) withdraws the seal (IOError). IOError naming the object when one is
+// its bytes, where it could be read). IOError naming the object when one is
 // missing or short, before or after the publish (then the record was
-// withdrawn). Other errors: the backend's, in context; when the re-check
-// itself keeps failing (four tries over about a second), the record stays
-// published and the error says so.
-Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing);
+// withdrawn); sealing a claim this writer did not make, the claim is read
+// again after, and one gone meanwhile (rm, or gc of a step whose claimant
+// died) withdraws the seal too. Other errors: the backend's, in context;
+// when the re-check itself keeps failing (four tries over about a second),
+// the record stays published and the error says so.
+Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing,
+                     std::string* published = nullptr);
 
 }  // namespace sluice
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "format/commit_record.h"
 #include "format/layout.h"
 
 namespace sluice {
@@ -35,7 +36,16 @@ std::optional<LatestHint> ParseLatestHint(std::string_view bytes) {
   LatestHint hint;
   // 20 digits may pass UINT64_MAX: such a step has no commit record anyway.
   hint.step = std::strtoull(std::string(digits).c_str(), nullptr, 10);
-  if (newline != std::string_view::npos) hint.record = std::string(bytes.substr(newline + 1));
+  if (newline == std::string_view::npos) return hint;
+  std::string_view rest = bytes.substr(newline + 1);
+  // (Anything else after the step is taken for the record, and fails to
+  // decode where it is read: the step alone still serves.)
+  const size_t end = rest.find('\n');
+  if (rest.substr(0, kCommitMagic.size()) != kCommitMagic && end != std::string_view::npos && end > 0) {
+    hint.seal = std::string(rest.substr(0, end));
+    rest.remove_prefix(end + 1);
+  }
+  hint.record = std::string(rest);
   return hint;
 }
 
@@ -45,11 +55,16 @@ std::optional<uint64_t> ParseHintedStep(std::string_view bytes) {
   return hint->step;
 }
 
-void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step, std::string_view record) {
+void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step, std::string_view record,
+                       std::string_view seal) {
   const std::string hint = LatestHintObject(name, PreferredSlot(backend, name));
   std::string bytes = std::to_string(step);
   if (!record.empty() && record.size() <= kMaxHintedRecordBytes) {
     bytes += '\n';
+    if (!seal.empty() && seal.find('\n') == std::string_view::npos) {
+      bytes.append(seal);
+      bytes += '\n';
+    }
     bytes.append(record);
   }
   (void)backend.Remove(hint);

@@ -11,7 +11,10 @@
 // the record instead of reading it (one wait fewer where the record's
 // placement group is a slow OSD's), and still reads the record once after
 // publishing its refs record, and builds on the step only if the bytes
-// match (references.h).
+// match (references.h). Where the record was published at a claim's seal
+// (format/commit_record.h, CommitClaim), the hint names the seal too, and
+// that read is of the seal alone, placed away from slow OSDs, not of the
+// claim at `COMMIT`, whose placement was slow when it was made.
 //
 // Slots: where the backend can tell that a name's placement is slow
 // (HedgedWrites::PlacementSlow), a save writes slot 0 while it is not, and
@@ -42,12 +45,16 @@ struct LatestHint {
   // The step's commit record as its writer published it, or empty (an older
   // writer's hint, or a record too large). Unchecked: a reader decodes it.
   std::string record;
+  // The seal it was published at, or empty (published at `COMMIT`).
+  // Unchecked: a reader checks it names a seal of the step (IsSealOf).
+  std::string seal;
 };
 
 // Records `step` (and its commit record `record`, if it is at most
-// kMaxHintedRecordBytes) as `name`'s latest: remove, then publish, per slot.
+// kMaxHintedRecordBytes, with the `seal` it was published at, if any) as
+// `name`'s latest: remove, then publish, per slot.
 void PublishLatestHint(Backend& backend, std::string_view name, uint64_t step,
-                       std::string_view record = {});
+                       std::string_view record = {}, std::string_view seal = {});
 // What the slot a save writes now holds (none, or one hint); with
 // `other_slots`, what every other slot holds, newest step first, one hint
 // per step: a caller that found no committed step in the first asks them
@@ -57,7 +64,9 @@ std::vector<LatestHint> ReadLatestHints(Backend& backend, std::string_view name,
 // Removes every slot that names `step` (its checkpoint is being removed).
 void RemoveLatestHintsNaming(Backend& backend, std::string_view name, uint64_t step);
 // A hint's bytes: 1 to 20 decimal digits, then optionally a newline and the
-// commit record; nullopt for anything else.
+// commit record, or a newline, the seal's name, a newline and the record (a
+// record starts with its magic, a seal's name never does); nullopt for
+// anything else.
 std::optional<LatestHint> ParseLatestHint(std::string_view bytes);
 // The step a hint's bytes name (ParseLatestHint's), or nullopt.
 std::optional<uint64_t> ParseHintedStep(std::string_view bytes);

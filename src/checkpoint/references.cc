@@ -156,23 +156,13 @@ Status AddKnownChunks(Backend& src, std::string_view name, std::vector<ObjectToC
   return Status::OK();
 }
 
-namespace {
-
-// The step's commit record, wherever it was published (ReadCommitRecord).
-Result<std::string> ReadRecordBytes(Backend& backend, std::string_view name, uint64_t step) {
-  ASSIGN_OR_RETURN(CommitRecordBytes record, ReadCommitRecord(backend, name, step));
-  return std::move(record.bytes);
-}
-
-}  // namespace
-
 Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_view name,
                                                uint64_t step, uint32_t rank,
                                                std::string_view writer) {
   // The step the last save committed (LatestHintObject), when its commit
   // record is there; else the newest committed step a listing finds.
   std::optional<uint64_t> base;
-  Result<std::string> before = Status::NotFound("no base");
+  Result<CommitRecordBytes> before = Status::NotFound("no base");
   for (bool other_slots : {false, true}) {
     for (LatestHint& hint : ReadLatestHints(backend, name, other_slots)) {
       if (base || hint.step == step) continue;
@@ -182,11 +172,12 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
       // the record read after the refs record is published; a hint naming a
       // step removed since only costs a full write.
       if (!hint.record.empty() && DecodeCommitOf(name, hint.step, hint.record).ok()) {
-        before = std::move(hint.record);
+        before = CommitRecordBytes{std::move(hint.record),
+                                   IsSealOf(hint.seal, name, hint.step) ? std::move(hint.seal) : ""};
         base = hint.step;
         continue;
       }
-      before = ReadRecordBytes(backend, name, hint.step);
+      before = ReadCommitRecord(backend, name, hint.step);
       if (before.ok()) base = hint.step;
     }
     if (base) break;
@@ -199,7 +190,7 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
       if (!base || parsed->step > *base) base = parsed->step;
     }
     if (!base) return std::optional<BaseIndex>();
-    before = ReadRecordBytes(backend, name, *base);
+    before = ReadCommitRecord(backend, name, *base);
   }
   if (!before.ok()) {
     if (before.status().IsNotFound()) return std::optional<BaseIndex>();
@@ -209,7 +200,7 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   // commit record just read or hinted, not read again: on RADOS each read of
   // a record whose primary is a slow OSD waits in its queue. Only this
   // rank's manifest.)
-  auto record = DecodeCommitOf(name, *base, *before);
+  auto record = DecodeCommitOf(name, *base, before->bytes);
   if (!record.ok() || rank >= record->ranks.size()) return std::optional<BaseIndex>();
   auto manifest = LoadCommittedManifest(backend, *record, record->ranks[rank]);
   if (!manifest.ok()) return std::optional<BaseIndex>();
@@ -220,8 +211,16 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   RETURN_IF_ERROR(PublishWriterRefs(backend, name, step, writer, steps));
   // Only now is the base known to stay: a Remove that deleted its commit
   // record after this point finds the refs record and keeps its objects.
-  auto after = ReadRecordBytes(backend, name, *base);
-  if (!after.ok() || *after != *before) return std::optional<BaseIndex>();
+  // A record published at a claim's seal is read there alone: Remove takes
+  // a step's seals before its claim, so a seal still there means the
+  // removal had not begun. (The claim's placement was slow when it was
+  // made: reading it would wait in that OSD's queue.)
+  Result<std::string> after = [&]() -> Result<std::string> {
+    if (!before->seal.empty()) return backend.ReadSmall(before->seal);
+    ASSIGN_OR_RETURN(CommitRecordBytes now, ReadCommitRecord(backend, name, *base));
+    return std::move(now.bytes);
+  }();
+  if (!after.ok() || *after != before->bytes) return std::optional<BaseIndex>();
   return std::optional<BaseIndex>(std::move(index));
 }
 

@@ -514,7 +514,7 @@ TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillD
   ExpectIntact(**store, 3, State(11));
 }
 
-TEST(LatestHintBytes, AStepThenOptionallyARecord) {
+TEST(LatestHintBytes, AStepThenOptionallyASealAndARecord) {
   auto hint = ParseLatestHint("12");
   ASSERT_TRUE(hint.has_value());
   EXPECT_EQ(hint->step, 12u);
@@ -524,6 +524,14 @@ TEST(LatestHintBytes, AStepThenOptionallyARecord) {
   EXPECT_EQ(hint->step, 12u);
   EXPECT_EQ(hint->record, std::string("SLUICECR\0\n\x01", 11));
   EXPECT_EQ(ParseHintedStep("12\nanything"), std::optional<uint64_t>(12));
+  // A record published at a claim's seal: the seal's name comes first.
+  hint = ParseLatestHint(std::string("12\nckpt/m/12/seal/ab-00\nSLUICECR\0\n\x01", 35));
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(hint->seal, "ckpt/m/12/seal/ab-00");
+  EXPECT_EQ(hint->record, std::string("SLUICECR\0\n\x01", 11));
+  hint = ParseLatestHint(std::string("12\nSLUICECR\0\n\x01", 14));
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(hint->seal, "") << "a record's newline taken for a seal's end";
   for (const char* bad : {"", "\n", "\nSLUICECR", "12x", "x12\n", "-1", " 12", "123456789012345678901"}) {
     EXPECT_FALSE(ParseLatestHint(bad).has_value()) << "'" << bad << "'";
   }
