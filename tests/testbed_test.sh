@@ -333,6 +333,49 @@ rm -rf "$W/probe-cache"
 "$TESTBED" exec c2 env XDG_CACHE_HOME="$W/probe-cache" "$SLUICE" verify --store "$URI&hedge_probe=off" --name probe-none \
   --step 1 >/dev/null 2>&1
 check "with hedge_probe=off it suspects nothing before writing" [ "$(ls "$W/probe-cache/sluice" 2>/dev/null | grep -c slow-osds)" = 0 ]
+# kill -9 between a commit claim and its seal (doc/format.md, "Commit
+# claims"): a save whose COMMIT falls in one of osd.0's placement groups
+# claims it as it begins; killed while writing, it leaves the claim, and the
+# step is not committed. The next save of the step, from another host,
+# publishes its record at the dead claim's seal and commits; gc takes the
+# killed save's data and keeps the step.
+claim_obj() { printf 'sluice/ckpt/claim-killed/%020d/COMMIT' "$1"; }
+cs=0
+for s in $(seq 1 64); do
+  if tb exec s1 ceph osd map "$SLUICE_TESTBED_POOL" "$(claim_obj "$s")" 2>/dev/null |
+    grep -Eq 'acting \(\[(0|[0-9]+,0)(,|\])'; then cs=$s; break; fi
+done
+check "a step whose COMMIT is in one of osd.0's placement groups ($cs)" [ "$cs" -gt 0 ]
+# c2's cache holds osd.0 as a suspect (the hedged save above shared it).
+"$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name claim-killed --step "$cs" --from "$W/hedge" \
+  --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/claim-killed.err" &
+pk=$!
+claimed=no
+t_end=$(($(date +%s) + 60))
+while [ "$(date +%s)" -lt "$t_end" ]; do  # killed once the claim is there and data is being written
+  if tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "$(claim_obj "$cs")" >/dev/null 2>&1 &&
+    [ "$(data_objects claim-killed)" -ge 2 ]; then claimed=yes; break; fi
+  sleep 0.2
+done
+running=no
+kill -0 "$pk" 2>/dev/null && running=yes
+kill -9 "$pk" 2>/dev/null
+wait "$pk" 2>/dev/null
+tb exec c1 rados -p "$SLUICE_TESTBED_POOL" get "$(claim_obj "$cs")" "$W/claim" >/dev/null 2>&1
+seal=$(grep -ao "ckpt/claim-killed/[0-9]*/seal/[0-9a-f]*-[0-9a-f]*" "$W/claim" 2>/dev/null | head -1)
+check "killed mid-save (running=$running, claimed=$claimed): COMMIT holds a claim naming a seal ($seal)" \
+  [ "$running" = yes -a "$(head -c 8 "$W/claim" 2>/dev/null)" = SLUICECL -a -n "$seal" ]
+on c2 ls --store "$URI" --name claim-killed --all --json
+check "the claimed, unsealed step is not committed (ls: $(pyj '[(c["step"], c["complete"], c["problem"]) for c in d]' | cut -c1-160))" \
+  [ "$RC" -eq 0 -a "$(pyj 'len([c for c in d if c["complete"]])')" = 0 ]
+on c3 save --store "$URI" --name claim-killed --step "$cs" --from "$W/rank0"
+expect_ok "another host saves the step again and commits it at the dead claim's seal"
+check "its record is at the dead claim's seal" tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "sluice/$seal"
+on c2 gc --store "$URI" --min-age 0
+on c1 restore --store "$URI" --name claim-killed --to "$W/restored-claim"
+check "after gc, claim-killed@$cs restores bit-exact from c1 ($(data_objects claim-killed) data objects left)" \
+  [ "$RC" -eq 0 -a "$(digest "$W/restored-claim")" = "$(digest "$W/rank0")" ]
+
 # kill -9 while hedges are in flight (the save is held to 4 MiB/s, and
 # killed once a few of its objects exist, so that it is still writing; a
 # listing of the pool takes seconds past the slow OSD, so the save is held

@@ -276,11 +276,14 @@ Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name) {
     bool fresh = false;
     for (const auto& o : listed) {
       auto parsed = ParseObjectName(o.name);
-      if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || !seen.insert(parsed->step).second) continue;
-      fresh = true;
+      if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || seen.count(parsed->step)) continue;
       auto loaded = LoadCheckpoint(backend, name, parsed->step);
+      // Removed meanwhile, or a claim not sealed yet: looked at again in
+      // the next round, where it may be a commit.
+      if (!loaded.ok() && loaded.status().IsNotFound()) continue;
+      seen.insert(parsed->step);
+      fresh = true;
       if (!loaded.ok()) {
-        if (loaded.status().IsNotFound()) continue;  // removed meanwhile
         need.all = true;  // a damaged step may name anything
         continue;
       }
@@ -292,6 +295,37 @@ Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name) {
   }
   need.all = true;
   return need;
+}
+
+}  // namespace
+
+namespace {
+
+// Makes the unsealed claim at (name, step)'s COMMIT unsealable before gc
+// or rm removes it (kFencedSeal), so that no seal outlives its claim: a
+// seal found means its claim was there (references.cc relies on it).
+// Returns the fenced seal's name; "" when COMMIT is gone or holds a damaged
+// claim (which nobody can seal); AlreadyExists when it holds a record, or a
+// claim that is sealed; the backend's error when COMMIT cannot be read.
+Result<std::string> FenceUnsealedClaim(Backend& backend, const std::string& name, uint64_t step) {
+  auto bytes = backend.ReadSmall(CommitObject(name, step));
+  if (!bytes.ok()) {
+    if (bytes.status().IsNotFound()) return std::string();
+    return bytes.status();
+  }
+  if (!IsCommitClaim(*bytes)) return Status::AlreadyExists("a commit record is there");
+  auto claim = DecodeCommitClaim(*bytes, "commit claim");
+  // A damaged claim names no seal anybody can publish (readers refuse it).
+  if (!claim.ok() || !IsSealOf(claim->seal, name, step)) return std::string();
+  Status st = backend.PublishIfAbsent(claim->seal, kFencedSeal);
+  if (st.IsAlreadyExists()) {
+    // Fenced by an earlier gc that stopped before removing the claim, or sealed.
+    auto there = backend.ReadSmall(claim->seal);
+    if (there.ok() && *there == kFencedSeal) return claim->seal;
+    return Status::AlreadyExists("the claim is sealed");
+  }
+  RETURN_IF_ERROR(st);
+  return claim->seal;
 }
 
 }  // namespace
@@ -321,14 +355,39 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   auto is_record = [&](const std::string& o) {
     return o == commit || o.rfind(parts, 0) == 0 || o.rfind(seals, 0) == 0;
   };
-  for (bool seal_pass : {true, false}) {
+  auto remove_records = [&](bool seal_pass) -> Status {
     for (const auto& o : listed) {
       if (is_record(o.name) && (o.name.rfind(seals, 0) == 0) == seal_pass) {
         Status st = backend.Remove(o.name);
         if (!st.ok() && !st.IsNotFound()) return st;
       }
     }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(remove_records(true));
+  // A claim at COMMIT is fenced before it goes: a writer of the step that
+  // found it (its claimant died) may be sealing it, and a seal made after
+  // the listing goes too.
+  std::string fence;
+  for (int attempt = 0;; ++attempt) {
+    auto fenced = FenceUnsealedClaim(backend, id.name, id.step);
+    if (fenced.ok()) {
+      fence = std::move(fenced).value();
+      break;
+    }
+    if (!fenced.status().IsAlreadyExists()) return fenced.status().WithContext(CheckpointLabel(id.name, id.step));
+    auto bytes = backend.ReadSmall(commit);
+    if (!bytes.ok() || !IsCommitClaim(*bytes)) break;  // a record: removed below
+    auto claim = DecodeCommitClaim(*bytes, "commit claim " + commit);
+    if (!claim.ok()) break;
+    if (attempt == 3) {
+      return Status::Unavailable(CheckpointLabel(id.name, id.step) + " is being committed again right now; not removing it");
+    }
+    Status st = backend.Remove(claim->seal);
+    if (!st.ok() && !st.IsNotFound()) return st;
   }
+  RETURN_IF_ERROR(remove_records(false));
+  if (!fence.empty()) (void)backend.Remove(fence);
   // A latest-step hint naming it goes too (it is a hint: a save that finds
   // it stale lists instead, so a failure here is no error).
   RemoveLatestHintsNaming(backend, id.name, id.step);
@@ -460,6 +519,19 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
                                     [&](const ObjectInfo* o) { return need->objects.count(o->name) > 0; }),
                      unmarked.end());
     }
+    // An unsealed claim among them (a writer that died left it) is fenced
+    // first: the next writer of the step may be sealing it right now.
+    std::string fence;
+    const std::string commit = CommitObject(key.first, key.second);
+    if (!committed.count(key) &&
+        std::any_of(unmarked.begin(), unmarked.end(), [&](const ObjectInfo* o) { return o->name == commit; })) {
+      auto fenced = FenceUnsealedClaim(backend, key.first, key.second);
+      if (!fenced.ok()) continue;  // sealed meanwhile, or cannot tell: the next gc judges it again
+      fence = std::move(fenced).value();
+    }
+    // The claim before its fence (a fence without its claim is garbage; a
+    // claim without its fence could be sealed again).
+    std::stable_partition(unmarked.begin(), unmarked.end(), [&](const ObjectInfo* o) { return o->name == commit; });
     for (const ObjectInfo* op : unmarked) {
       const ObjectInfo& o = *op;
       Status st = backend.Remove(o.name);
@@ -469,6 +541,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
         report.bytes_removed += o.size;
       }
     }
+    if (!fence.empty()) (void)backend.Remove(fence);
   }
   // A latest-step hint naming no committed step (it was removed, or never
   // committed here) goes like any object nothing reaches.

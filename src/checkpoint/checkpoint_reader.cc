@@ -92,6 +92,9 @@ Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view na
     }
     return sealed.status().WithContext(label + ": seal " + claim.seal);
   }
+  if (*sealed == kFencedSeal) {
+    return Status::NotFound(label + " is not committed (an unsealed claim that gc is removing)");
+  }
   return CommitRecordBytes{std::move(sealed).value(), std::move(claim.seal)};
 }
 

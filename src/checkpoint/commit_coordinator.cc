@@ -73,6 +73,13 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
     *claim = std::move(there).value();
     st = backend.PublishIfAbsent(*where, plan.commit_bytes);
   }
+  if (st.IsAlreadyExists() && *where != plan.commit_object) {
+    auto there = backend.ReadSmall(*where);
+    if (there.ok() && *there == kFencedSeal) {
+      return Status::Unavailable(plan.label + ": the claim at its commit record is being removed (by gc or rm; a save "
+                                 "that died left it); save the step again once that is done");
+    }
+  }
   if (st.IsAlreadyExists()) return taken(*where);
   return st.WithContext(plan.label + ": publish commit record");
 }

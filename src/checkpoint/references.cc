@@ -184,13 +184,21 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   }
   if (!base) {
     ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+    std::set<uint64_t> committed;
     for (const auto& o : listed) {
       auto parsed = ParseObjectName(o.name);
       if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || parsed->step == step) continue;
-      if (!base || parsed->step > *base) base = parsed->step;
+      committed.insert(parsed->step);
+    }
+    // The newest whose record is there (a claim not sealed is no commit).
+    for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
+      before = ReadCommitRecord(backend, name, *it);
+      if (before.ok() || !before.status().IsNotFound()) {
+        base = *it;
+        break;
+      }
     }
     if (!base) return std::optional<BaseIndex>();
-    before = ReadCommitRecord(backend, name, *base);
   }
   if (!before.ok()) {
     if (before.status().IsNotFound()) return std::optional<BaseIndex>();

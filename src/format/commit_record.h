@@ -63,6 +63,14 @@ Result<CommitClaim> DecodeCommitClaim(std::string_view bytes, const std::string&
 // record. Decoding says whether they are a good one.
 bool IsCommitClaim(std::string_view bytes);
 
+// What gc publishes at an unsealed claim's seal before it removes the claim:
+// a claim left by a writer that died is sealed by the next writer of the
+// step, so a claim gc listed as garbage may become a commit before gc
+// removes it. Publishing this first, exclusively, settles it: if the seal
+// was there, the step is committed and stays; if not, nobody can seal that
+// claim any more. A seal holding it is no commit.
+constexpr std::string_view kFencedSeal = "SLUICE-FENCED-SEAL\n";
+
 }  // namespace sluice
 
 #endif  // SLUICE_FORMAT_COMMIT_RECORD_H_
