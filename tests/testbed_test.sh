@@ -370,7 +370,8 @@ check "the claimed, unsealed step is not committed (ls: $(pyj '[(c["step"], c["c
   [ "$RC" -eq 0 -a "$(pyj 'len([c for c in d if c["complete"]])')" = 0 ]
 on c3 save --store "$URI" --name claim-killed --step "$cs" --from "$W/rank0"
 expect_ok "another host saves the step again and commits it at the dead claim's seal"
-check "its record is at the dead claim's seal" tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "sluice/$seal"
+rados_has() { tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "$1" >/dev/null 2>&1; }
+check "its record is at the dead claim's seal" rados_has "sluice/$seal"
 on c2 gc --store "$URI" --min-age 0
 on c1 restore --store "$URI" --name claim-killed --to "$W/restored-claim"
 check "after gc, claim-killed@$cs restores bit-exact from c1 ($(data_objects claim-killed) data objects left)" \
