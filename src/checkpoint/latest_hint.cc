@@ -17,7 +17,7 @@ bool SlotSlow(const Backend& backend, std::string_view name, uint32_t slot) {
 
 // The slot a save writes and a reader asks first: slot 0 unless its
 // placement is slow, else the first that is not (slot 0 if every one is:
-// with one slow OSD of six in a 3-host pool, one name in 256).
+// with one slow OSD of six in a 3-host pool, one name in 65536).
 uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
   if (backend.caps().hedged_writes == nullptr) return 0;
   for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {

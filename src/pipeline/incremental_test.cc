@@ -620,8 +620,8 @@ TEST(LatestHintNames, SlotsAreRecognisedAndOthersAreNot) {
   EXPECT_EQ(LatestHintObject("m", 2), "ckpt/m/LATEST.2");
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST"), std::optional<std::string>("m"));
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.1"), std::optional<std::string>("m"));
-  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.7"), std::optional<std::string>("m"));
-  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.8"), std::nullopt);
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.15"), std::optional<std::string>("m"));
+  EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.16"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt/m/LATEST.0"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt//LATEST"), std::nullopt);
   EXPECT_EQ(NameOfLatestHint("ckpt/m/00000000000000000001/LATEST"), std::nullopt);
