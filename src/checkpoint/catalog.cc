@@ -304,17 +304,15 @@ namespace {
 // Makes the unsealed claim at (name, step)'s COMMIT unsealable before gc
 // or rm removes it (kFencedSeal), so that no seal outlives its claim: a
 // seal found means its claim was there (references.cc relies on it).
-// Returns the fenced seal's name; "" when COMMIT is gone or holds a damaged
-// claim (which nobody can seal); AlreadyExists when it holds a record, or a
-// claim that is sealed; the backend's error when COMMIT cannot be read.
+// Returns the fenced seal's name; "" when COMMIT holds a damaged claim
+// (which nobody can seal); NotFound when COMMIT is gone (then it must not
+// be removed by name either: a claim made since would go); AlreadyExists
+// when it holds a record, or a claim that is sealed; the backend's error
+// when COMMIT cannot be read.
 Result<std::string> FenceUnsealedClaim(Backend& backend, const std::string& name, uint64_t step) {
-  auto bytes = backend.ReadSmall(CommitObject(name, step));
-  if (!bytes.ok()) {
-    if (bytes.status().IsNotFound()) return std::string();
-    return bytes.status();
-  }
-  if (!IsCommitClaim(*bytes)) return Status::AlreadyExists("a commit record is there");
-  auto claim = DecodeCommitClaim(*bytes, "commit claim");
+  ASSIGN_OR_RETURN(std::string bytes, backend.ReadSmall(CommitObject(name, step)));
+  if (!IsCommitClaim(bytes)) return Status::AlreadyExists("a commit record is there");
+  auto claim = DecodeCommitClaim(bytes, "commit claim");
   // A damaged claim names no seal anybody can publish (readers refuse it).
   if (!claim.ok() || !IsSealOf(claim->seal, name, step)) return std::string();
   Status st = backend.PublishIfAbsent(claim->seal, kFencedSeal);
@@ -355,8 +353,10 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   auto is_record = [&](const std::string& o) {
     return o == commit || o.rfind(parts, 0) == 0 || o.rfind(seals, 0) == 0;
   };
+  bool commit_gone = false;  // since the listing: not removed by name (a claim made since would go)
   auto remove_records = [&](bool seal_pass) -> Status {
     for (const auto& o : listed) {
+      if (commit_gone && o.name == commit) continue;
       if (is_record(o.name) && (o.name.rfind(seals, 0) == 0) == seal_pass) {
         Status st = backend.Remove(o.name);
         if (!st.ok() && !st.IsNotFound()) return st;
@@ -367,17 +367,29 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   RETURN_IF_ERROR(remove_records(true));
   // A claim at COMMIT is fenced before it goes: a writer of the step that
   // found it (its claimant died) may be sealing it, and a seal made after
-  // the listing goes too.
+  // the listing goes too. (Only a COMMIT listed is removed at all: one
+  // made since belongs to a save that registered after the check above.)
   std::string fence;
-  for (int attempt = 0;; ++attempt) {
+  const bool commit_listed =
+      std::any_of(listed.begin(), listed.end(), [&](const ObjectInfo& o) { return o.name == commit; });
+  for (int attempt = 0; commit_listed; ++attempt) {
     auto fenced = FenceUnsealedClaim(backend, id.name, id.step);
     if (fenced.ok()) {
       fence = std::move(fenced).value();
       break;
     }
+    if (fenced.status().IsNotFound()) {
+      commit_gone = true;
+      break;
+    }
     if (!fenced.status().IsAlreadyExists()) return fenced.status().WithContext(CheckpointLabel(id.name, id.step));
     auto bytes = backend.ReadSmall(commit);
-    if (!bytes.ok() || !IsCommitClaim(*bytes)) break;  // a record: removed below
+    if (!bytes.ok()) {
+      if (!bytes.status().IsNotFound()) return bytes.status().WithContext(CheckpointLabel(id.name, id.step));
+      commit_gone = true;
+      break;
+    }
+    if (!IsCommitClaim(*bytes)) break;  // a record: removed below
     auto claim = DecodeCommitClaim(*bytes, "commit claim " + commit);
     if (!claim.ok()) break;
     if (attempt == 3) {
@@ -526,8 +538,17 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     if (!committed.count(key) &&
         std::any_of(unmarked.begin(), unmarked.end(), [&](const ObjectInfo* o) { return o->name == commit; })) {
       auto fenced = FenceUnsealedClaim(backend, key.first, key.second);
-      if (!fenced.ok()) continue;  // sealed meanwhile, or cannot tell: the next gc judges it again
-      fence = std::move(fenced).value();
+      if (fenced.status().IsNotFound()) {
+        // Gone already (another gc or rm): not removed by name, as a claim
+        // made since would go with it.
+        unmarked.erase(std::remove_if(unmarked.begin(), unmarked.end(),
+                                      [&](const ObjectInfo* o) { return o->name == commit; }),
+                       unmarked.end());
+      } else if (!fenced.ok()) {
+        continue;  // sealed meanwhile, or cannot tell: the next gc judges it again
+      } else {
+        fence = std::move(fenced).value();
+      }
     }
     // The claim before its fence (a fence without its claim is garbage; a
     // claim without its fence could be sealed again).

@@ -343,12 +343,14 @@ TEST_F(CommitClaimTest, GcNeverTakesAClaimSealedSinceItLooked) {
   const std::string seal = DeadClaim(1);
   ASSERT_FALSE(seal.empty());
   const std::string b = Bytes(5000, 7);
-  Status saved;
+  Status saved = Status::IOError("the racing save never ran");
   BeforeFence racing(raw(), [&] { saved = SaveOne(raw(), 1, b).status(); });
   ASSERT_TRUE(CollectGarbage(racing, 0).ok());
   ASSERT_TRUE(saved.ok()) << saved.ToString();
   EXPECT_TRUE(Load("c", 1)["x"] == b) << "gc took a committed step's claim";
-  EXPECT_EQ(ReadCommitRecord(raw(), "c", 1)->seal, seal);
+  auto record = ReadCommitRecord(raw(), "c", 1);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_EQ(record->seal, seal);
   // Left alone, gc fences the dead claim, removes it, then the fence.
   const std::string seal2 = DeadClaim(2);
   ASSERT_TRUE(CollectGarbage(raw(), 0).ok());
@@ -378,7 +380,7 @@ TEST_F(CommitClaimTest, AFencedClaimIsNoCommitAndTheNextGcFinishesIt) {
 // that seal goes too, and no seal outlives the claim.
 TEST_F(CommitClaimTest, RemoveTakesASealMadeAfterItListed) {
   const std::string seal = DeadClaim(1);
-  Status saved;
+  Status saved = Status::IOError("the racing save never ran");
   BeforeFence racing(raw(), [&] { saved = SaveOne(raw(), 1, Bytes(1000, 3)).status(); });
   ASSERT_TRUE(RemoveCheckpoint(racing, {"c", 1}).ok());
   ASSERT_TRUE(saved.ok()) << saved.ToString();

@@ -75,7 +75,8 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
   }
   if (st.IsAlreadyExists() && *where != plan.commit_object) {
     auto there = backend.ReadSmall(*where);
-    if (there.ok() && *there == kFencedSeal) {
+    // A fence (or one removed just now, with its claim).
+    if ((there.ok() && *there == kFencedSeal) || there.status().IsNotFound()) {
       return Status::Unavailable(plan.label + ": the claim at its commit record is being removed (by gc or rm; a save "
                                  "that died left it); save the step again once that is done");
     }
