@@ -299,6 +299,20 @@ slow_osd() {
   tb exec s1 ceph tell osd.0 config set osd_debug_inject_dispatch_delay_duration 0.2 >/dev/null 2>&1
   tb exec s1 ceph tell osd.0 config set osd_debug_inject_dispatch_delay_probability "$1" >/dev/null 2>&1
 }
+# kill9_once PID CONDITION...: kill -9 PID once CONDITION holds (at most 60 s
+# on); $running says whether it was still running then.
+kill9_once() {
+  local pid=$1 t_end=$(($(date +%s) + 60))
+  shift
+  while [ "$(date +%s)" -lt "$t_end" ]; do
+    "$@" && break
+    sleep 0.2
+  done
+  running=no
+  kill -0 "$pid" 2>/dev/null && running=yes
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
 data_objects() {  # data_objects NAME: RADOS objects under NAME's data/ prefixes
   tb exec c1 rados -p "$SLUICE_TESTBED_POOL" ls 2>/dev/null | grep -c "ckpt/$1/[0-9]*/data/"
 }
@@ -349,18 +363,13 @@ check "a step whose COMMIT is in one of osd.0's placement groups ($cs)" [ "$cs" 
 # c2's cache holds osd.0 as a suspect (the hedged save above shared it).
 "$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name claim-killed --step "$cs" --from "$W/hedge" \
   --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/claim-killed.err" &
-pk=$!
+claimed_and_writing() {
+  tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "$(claim_obj "$cs")" >/dev/null 2>&1 &&
+    [ "$(data_objects claim-killed)" -ge 2 ]
+}
+kill9_once $! claimed_and_writing
 claimed=no
-t_end=$(($(date +%s) + 60))
-while [ "$(date +%s)" -lt "$t_end" ]; do  # killed once the claim is there and data is being written
-  if tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "$(claim_obj "$cs")" >/dev/null 2>&1 &&
-    [ "$(data_objects claim-killed)" -ge 2 ]; then claimed=yes; break; fi
-  sleep 0.2
-done
-running=no
-kill -0 "$pk" 2>/dev/null && running=yes
-kill -9 "$pk" 2>/dev/null
-wait "$pk" 2>/dev/null
+claimed_and_writing && claimed=yes
 tb exec c1 rados -p "$SLUICE_TESTBED_POOL" get "$(claim_obj "$cs")" "$W/claim" >/dev/null 2>&1
 seal=$(grep -ao "ckpt/claim-killed/[0-9]*/seal/[0-9a-f]*-[0-9a-f]*" "$W/claim" 2>/dev/null | head -1)
 check "killed mid-save (running=$running, claimed=$claimed): COMMIT holds a claim naming a seal ($seal)" \
@@ -391,16 +400,8 @@ for i in $(seq 1 48); do head -c $((8 << 20)) /dev/urandom >"$W/hedge-big/p$i.bi
 # (HedgeState::ShareSuspects) and as its own probe would find it.
 "$TESTBED" exec c2 env XDG_CACHE_HOME="$W/fresh-cache" "$SLUICE" save --store "$URI&hedge_probe=off" --name hedge-killed --step 1 --from "$W/hedge-big" \
   --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/killed.err" &
-pk=$!
-t_end=$(($(date +%s) + 60))
-while [ "$(date +%s)" -lt "$t_end" ]; do  # killed once it has written a few objects
-  [ "$(data_objects hedge-killed)" -ge 6 ] && break
-  sleep 0.2
-done
-running=no
-kill -0 "$pk" 2>/dev/null && running=yes
-kill -9 "$pk" 2>/dev/null
-wait "$pk" 2>/dev/null
+wrote_a_few() { [ "$(data_objects hedge-killed)" -ge 6 ]; }
+kill9_once $! wrote_a_few
 slow_osd 0
 # What the killed process sent before it died is still being applied for a
 # moment: wait until the count of its objects holds still.

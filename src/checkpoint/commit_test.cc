@@ -23,20 +23,7 @@ TEST_F(StoreTest, ConcurrentSaversOfOneStepExactlyOneCommits) {
     auto w1 = store_->BeginCheckpoint({"race", step}, 0, 1);
     auto w2 = store_->BeginCheckpoint({"race", step}, 0, 1);
     ASSERT_TRUE(w1.ok() && w2.ok());
-    std::string a = Bytes(300000, 1), b = Bytes(300000, 2);
-    ASSERT_TRUE((*w1)->AddItem("x", "meta:x", a.data(), a.size()).ok());
-    ASSERT_TRUE((*w2)->AddItem("x", "meta:x", b.data(), b.size()).ok());
-    std::atomic<int> ok{0};
-    Status s1, s2;
-    std::thread t1([&] { auto r = (*w1)->Commit(); s1 = r.status(); if (r.ok()) ++ok; });
-    std::thread t2([&] { auto r = (*w2)->Commit(); s2 = r.status(); if (r.ok()) ++ok; });
-    t1.join();
-    t2.join();
-    ASSERT_EQ(ok.load(), 1) << s1.ToString() << " / " << s2.ToString();
-    const Status& loser = s1.ok() ? s2 : s1;
-    EXPECT_TRUE(loser.IsAlreadyExists()) << loser.ToString();
-    std::string got = Load("race", step)["x"];
-    EXPECT_TRUE(got == a || got == b);
+    ASSERT_NO_FATAL_FAILURE(ExactlyOneOfTwoCommits(**w1, **w2, "race", step, 300000));
   }
   auto gc = store_->CollectGarbage(0);
   ASSERT_TRUE(gc.ok());

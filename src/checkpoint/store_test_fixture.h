@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/backend_wrapper.h"
@@ -74,6 +75,26 @@ class StoreTest : public ::testing::Test {
     });
     EXPECT_TRUE(st.ok()) << st.ToString();
     return out;
+  }
+
+  // Two writers of one step, both begun: each gets item "x" (its own
+  // bytes) and both commit at once, from two threads. Exactly one commits,
+  // the other is told AlreadyExists, and the step holds the winner's bytes.
+  void ExactlyOneOfTwoCommits(CheckpointWriter& w1, CheckpointWriter& w2, const std::string& name, uint64_t step,
+                              size_t bytes) {
+    std::string a = Bytes(bytes, 1), b = Bytes(bytes, 2);
+    ASSERT_TRUE(w1.AddItem("x", "meta:x", a.data(), a.size()).ok());
+    ASSERT_TRUE(w2.AddItem("x", "meta:x", b.data(), b.size()).ok());
+    Status s1, s2;
+    std::thread t1([&] { s1 = w1.Commit().status(); });
+    std::thread t2([&] { s2 = w2.Commit().status(); });
+    t1.join();
+    t2.join();
+    ASSERT_EQ(s1.ok() + s2.ok(), 1) << s1.ToString() << " / " << s2.ToString();
+    const Status& loser = s1.ok() ? s2 : s1;
+    EXPECT_TRUE(loser.IsAlreadyExists()) << loser.ToString();
+    std::string got = Load(name, step)["x"];
+    EXPECT_TRUE(got == (s1.ok() ? a : b));
   }
 
   std::vector<std::string> DataFiles() {
