@@ -312,9 +312,9 @@ namespace {
 Result<std::string> FenceUnsealedClaim(Backend& backend, const std::string& name, uint64_t step) {
   ASSIGN_OR_RETURN(std::string bytes, backend.ReadSmall(CommitObject(name, step)));
   if (!IsCommitClaim(bytes)) return Status::AlreadyExists("a commit record is there");
-  auto claim = DecodeCommitClaim(bytes, "commit claim");
+  auto claim = DecodeClaimOf(name, step, bytes);
   // A damaged claim names no seal anybody can publish (readers refuse it).
-  if (!claim.ok() || !IsSealOf(claim->seal, name, step)) return std::string();
+  if (!claim.ok()) return std::string();
   Status st = backend.PublishIfAbsent(claim->seal, kFencedSeal);
   if (st.IsAlreadyExists()) {
     // Fenced by an earlier gc that stopped before removing the claim, or sealed.
@@ -390,7 +390,7 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
       break;
     }
     if (!IsCommitClaim(*bytes)) break;  // a record: removed below
-    auto claim = DecodeCommitClaim(*bytes, "commit claim " + commit);
+    auto claim = DecodeClaimOf(id.name, id.step, *bytes);
     if (!claim.ok()) break;
     if (attempt == 3) {
       return Status::Unavailable(CheckpointLabel(id.name, id.step) + " is being committed again right now; not removing it");

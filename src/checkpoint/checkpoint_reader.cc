@@ -80,11 +80,7 @@ Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view na
     return bytes.status().WithContext(label);
   }
   if (!IsCommitClaim(*bytes)) return CommitRecordBytes{std::move(bytes).value(), ""};
-  ASSIGN_OR_RETURN(CommitClaim claim, DecodeCommitClaim(*bytes, "commit claim " + commit_name));
-  if (claim.name != name || claim.step != step || !IsSealOf(claim.seal, name, step)) {
-    return Status::Corruption("commit claim " + commit_name + " names seal " + claim.seal + " of " +
-                              Label(claim.name, claim.step));
-  }
+  ASSIGN_OR_RETURN(CommitClaim claim, DecodeClaimOf(name, step, *bytes));
   auto sealed = backend.ReadSmall(claim.seal);
   if (!sealed.ok()) {
     if (sealed.status().IsNotFound()) {
@@ -96,6 +92,16 @@ Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view na
     return Status::NotFound(label + " is not committed (an unsealed claim that gc is removing)");
   }
   return CommitRecordBytes{std::move(sealed).value(), std::move(claim.seal)};
+}
+
+Result<CommitClaim> DecodeClaimOf(std::string_view name, uint64_t step, std::string_view bytes) {
+  const std::string commit_name = CommitObject(name, step);
+  ASSIGN_OR_RETURN(CommitClaim claim, DecodeCommitClaim(bytes, "commit claim " + commit_name));
+  if (claim.name != name || claim.step != step || !IsSealOf(claim.seal, name, step)) {
+    return Status::Corruption("commit claim " + commit_name + " names seal " + claim.seal + " of " +
+                              Label(claim.name, claim.step));
+  }
+  return claim;
 }
 
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {

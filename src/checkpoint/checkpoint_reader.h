@@ -41,6 +41,10 @@ Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name,
 // The commit record of (name, step) from `bytes` read from it: Corruption
 // if they do not decode or describe another checkpoint.
 Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes);
+// The claim (name, step)'s `COMMIT` holds, from `bytes` read there:
+// Corruption if they do not decode, describe another step, or name anything
+// but a seal of that step (layout.h, IsSealOf).
+Result<CommitClaim> DecodeClaimOf(std::string_view name, uint64_t step, std::string_view bytes);
 // Rank `r`'s manifest as `commit` records it: Corruption if it is
 // unreadable, differs in size or crc32c, or describes another rank.
 Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& commit, const CommittedRank& r);

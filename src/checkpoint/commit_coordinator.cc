@@ -4,6 +4,7 @@
 #include <map>
 #include <thread>
 
+#include "checkpoint/checkpoint_reader.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 
@@ -62,13 +63,9 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
       if (existing != nullptr) *existing = std::move(there).value();
       return Status::AlreadyExists(plan.label + " was committed by another writer first");
     }
-    ASSIGN_OR_RETURN(CommitClaim found, DecodeCommitClaim(*there, "commit claim " + plan.commit_object));
     auto parsed = ParseObjectName(plan.commit_object);
-    if (!parsed || found.name != parsed->name || found.step != parsed->step ||
-        !IsSealOf(found.seal, parsed->name, parsed->step)) {
-      return Status::Corruption("commit claim " + plan.commit_object + " names seal " + found.seal +
-                                " outside its step");
-    }
+    if (!parsed) return Status::InvalidArgument("not a commit record's name: " + plan.commit_object);
+    ASSIGN_OR_RETURN(CommitClaim found, DecodeClaimOf(parsed->name, parsed->step, *there));
     *where = found.seal;
     *claim = std::move(there).value();
     st = backend.PublishIfAbsent(*where, plan.commit_bytes);
@@ -110,9 +107,11 @@ Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* exis
     after = FirstMissing(backend, plan);
     if (after.ok() && after->empty() && !claim.empty()) {
       auto now = backend.ReadSmall(plan.commit_object);
-      if (now.ok() && *now != claim) after = plan.commit_object + " (the claim sealed)";
-      if (!now.ok()) after = now.status().IsNotFound() ? Result<std::string>(plan.commit_object + " (the claim sealed)")
-                                                     : Result<std::string>(now.status());
+      if (!now.ok() && !now.status().IsNotFound()) {
+        after = now.status();
+      } else if (!now.ok() || *now != claim) {
+        after = plan.commit_object + " (the claim sealed)";
+      }
     }
     if (after.ok()) break;
   }
