@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <thread>
 #include <tuple>
 #include <memory>
@@ -86,10 +87,17 @@ T ValueOrThrow(Result<T> r) {
   return std::move(r).value();
 }
 
-PyObject* NewException(py::module_& m, const char* name, PyObject* python_base) {
+PyObject* NewException(py::module_& m, const char* name, std::initializer_list<PyObject*> builtins) {
   std::string qualified = std::string("sluice.") + name;
-  PyObject* bases = python_base == nullptr ? PyTuple_Pack(1, g_errors.base)
-                                           : PyTuple_Pack(2, g_errors.base, python_base);
+  PyObject* bases = PyTuple_New(static_cast<Py_ssize_t>(1 + builtins.size()));
+  if (bases == nullptr) throw py::error_already_set();
+  Py_INCREF(g_errors.base);
+  PyTuple_SET_ITEM(bases, 0, g_errors.base);
+  Py_ssize_t i = 1;
+  for (PyObject* b : builtins) {
+    Py_INCREF(b);
+    PyTuple_SET_ITEM(bases, i++, b);
+  }
   PyObject* type = PyErr_NewException(qualified.c_str(), bases, nullptr);
   Py_DECREF(bases);
   if (type == nullptr) throw py::error_already_set();
@@ -671,14 +679,17 @@ PYBIND11_MODULE(_sluice, m) {
   g_errors.base = PyErr_NewException("sluice.Error", PyExc_Exception, nullptr);
   Py_INCREF(g_errors.base);
   PyModule_AddObject(m.ptr(), "Error", g_errors.base);
-  g_errors.not_found = NewException(m, "NotFoundError", PyExc_LookupError);
-  g_errors.already_exists = NewException(m, "AlreadyExistsError", nullptr);
-  g_errors.corruption = NewException(m, "CorruptionError", nullptr);
-  g_errors.invalid_argument = NewException(m, "InvalidArgumentError", PyExc_ValueError);
-  g_errors.io_error = NewException(m, "IOError", PyExc_OSError);
-  g_errors.unavailable = NewException(m, "UnavailableError", nullptr);
-  g_errors.not_supported = NewException(m, "NotSupportedError", nullptr);
-  g_errors.no_space = NewException(m, "NoSpaceError", PyExc_OSError);
+  // Each error is also the builtin a Python caller would catch for it, so
+  // that `except OSError` or `except FileNotFoundError` works as it does for
+  // open(). No name shadows a builtin.
+  g_errors.not_found = NewException(m, "NotFoundError", {PyExc_FileNotFoundError, PyExc_LookupError});
+  g_errors.already_exists = NewException(m, "AlreadyExistsError", {PyExc_FileExistsError});
+  g_errors.corruption = NewException(m, "CorruptionError", {PyExc_OSError});
+  g_errors.invalid_argument = NewException(m, "InvalidArgumentError", {PyExc_ValueError});
+  g_errors.io_error = NewException(m, "StoreIOError", {PyExc_OSError});
+  g_errors.unavailable = NewException(m, "UnavailableError", {PyExc_OSError});
+  g_errors.not_supported = NewException(m, "NotSupportedError", {PyExc_OSError});
+  g_errors.no_space = NewException(m, "NoSpaceError", {PyExc_OSError});
 
   // The process's metrics (every pipeline, scrub and rebuild in it).
   m.def("cuda_available", [] {

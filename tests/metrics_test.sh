@@ -131,6 +131,13 @@ for _ in $(seq 1 120); do
 done
 check "drain --watch reported the pass that drained it" grep -q "drained 1 checkpoint" "$W/drain.out"
 
+# A command that served metrics exits without waiting out the HTTP
+# server's poll (2 s), and its first scrape has every family at zero.
+start_ns=$(date +%s%N)
+"$SLUICE" save --tier "$W/fast0" --tier "$W/fast1" --name quick --step 1 --synthetic 4KiB --metrics-listen 127.0.0.1:0 >/dev/null 2>&1
+took_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+check "save --metrics-listen exits at once (${took_ms} ms)" [ "$took_ms" -lt 1500 ]
+
 # SIGTERM: the watcher finishes its pass and exits 0.
 kill -TERM "$DRAIN"
 wait "$DRAIN"

@@ -197,7 +197,7 @@ BGPIDS+=("$p4")
 sleep 1
 rm -rf "$P4"
 sleep 1.5
-sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --json
 cp "$W/out" "$W/ls4.json"
 running=no
 kill -0 $p4 2>/dev/null && running=yes
@@ -211,9 +211,24 @@ wait_gone $p4 10 || kill -9 $p4 2>/dev/null
 wait $p4 2>/dev/null
 sl verify --store "$A4" --name w --step 1
 expect_ok "tier 0 keeps the checkpoint: verify --store A exits 0"
-# Keep tier B unavailable: its parent directory is now a regular file.
+# A tier that cannot be a store (its path is a regular file) is no outage:
+# a save fails at open, exit 1, with one line naming it, and retries nothing.
 rm -rf "$P4"
-: >"$P4"
+mkdir -p "$P4"
+: >"$B4"
+sl save --tier "$A4" --tier "$B4" --name w --step 9 --synthetic 1MiB --async --detach
+if [ "$RC" -eq 1 ] && one_sluice_line && grep -q "tier 1.*$B4 is not a directory" "$W/err"; then
+  ok "save with tier B a regular file exits 1 with one line naming it"
+else
+  nok "save with tier B a regular file: exit $RC (want 1, one line naming it), stderr: $(errtext)"
+fi
+check "...and wrote nothing on A (A holds: $(steps_on "$A4" w))" [ "$(steps_on "$A4" w)" = "1" ]
+rm -f "$B4"
+# Keep tier B unavailable: a store over two directories whose second one
+# (a device) is not mounted, which can pass.
+B4DEV=$W/t4/b-dev
+"$SLUICE" save --store "file://$B4?dirs=$B4DEV" --name seed --step 1 --synthetic 4KiB >/dev/null 2>&1
+mv "$B4DEV" "$B4DEV.unmounted"
 sl save --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --step 2 --synthetic 5MiB --async --detach --keep-last 0=1
 expect_ok "save --async --detach --keep-last 0=1 of w@2 with tier B unavailable exits 0"
 check "--keep-last 0=1 did not remove w@1 from A while B lacks it (A holds: $(steps_on "$A4" w))" \
@@ -226,14 +241,13 @@ else
 fi
 check "that drain's --keep-last 0=1 left both steps on A (A holds: $(steps_on "$A4" w))" \
   [ "$(steps_on "$A4" w)" = "1 2" ]
-sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --json
 check "ls: tier 1 failed (with a reason) or pending for both steps ($(tier_states))" \
   [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"] == "pending" or (c["tiers"][1]["state"] == "failed" and bool(c["tiers"][1].get("reason")))) for c in d]')" = "[(1, True), (2, True)]" ]
-rm -f "$P4"
-mkdir -p "$B4"
+mv "$B4DEV.unmounted" "$B4DEV"
 sl drain --tier "$A4" --tier "$B4" --backlog-policy drain-every --keep-last 0=1
 expect_ok "after recreating B, drain --keep-last 0=1 exits 0"
-sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --json
+sl ls --tier "$A4" --tier "$B4" --backlog-policy drain-every --name w --json
 check "ls: both steps committed on B ($(tier_states))" \
   [ "$RC" -eq 0 -a "$(pyj '[(c["step"], c["tiers"][1]["state"]) for c in d]')" = "[(1, 'committed'), (2, 'committed')]" ]
 check "A now holds only the newest step (A holds: $(steps_on "$A4" w))" [ "$(steps_on "$A4" w)" = "2" ]
@@ -376,10 +390,12 @@ else
 fi
 
 # ------------------------------------------ 9. a durable tier that falls behind
-# Tier B is unavailable (its parent is a regular file) while four saves land
-# on A: the default backlog policy (coalesce) drains only the newest to B.
-LA=$W/lag-a LP=$W/lag-p LB=$LP/B
-: >"$LP"
+# Tier B is unavailable (a store over two directories whose second one, a
+# device, is not mounted) while four saves land on A: the default backlog
+# policy (coalesce) drains only the newest to B.
+LA=$W/lag-a LB=$W/lag-b LBDEV=$W/lag-b-dev
+"$SLUICE" save --store "file://$LB?dirs=$LBDEV" --name seed --step 1 --synthetic 4KiB >/dev/null 2>&1
+mv "$LBDEV" "$LBDEV.unmounted"
 lag_ok=0
 for s in 1 2 3 4; do
   "$SLUICE" save --tier "$LA" --tier "$LB" --name lag --step $s --synthetic 2MiB --full --async --detach \
@@ -416,8 +432,7 @@ running=no
 kill -0 $p6 2>/dev/null && running=yes
 check "save --max-backlog-bytes 2MiB --when-backlogged wait waits while tier B is down (running=$running)" \
   [ "$running" = yes ] && grep -q "waiting for drains" "$W/lag6.err"
-rm -f "$LP"
-mkdir -p "$LB"
+mv "$LBDEV.unmounted" "$LBDEV"
 sl drain --tier "$LA" --tier "$LB" --json
 check "drain copies only the newest due step and counts the superseded ones ($(outtext))" \
   [ "$RC" -eq 0 -a "$(pyj '(d["drained"], d["superseded"])')" = "(1, 4)" ]

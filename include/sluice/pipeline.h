@@ -283,6 +283,12 @@ struct TieredCheckpointInfo {
   std::vector<TierCopy> tiers;
 };
 
+// Creates, at zero, every metric family that a pipeline of `tiers` tiers
+// records or reports (sluice/metrics.h, DefaultMetrics()), so that a scrape
+// made before the pipeline opens, or before its first save, sees each
+// family instead of an empty body. Safe to call more than once.
+void DeclarePipelineMetrics(size_t tiers);
+
 // Each tier's backlog as a listing shows it: checkpoints "pending",
 // "draining" or "failed" there, with their own bytes (what a drain copies).
 // `superseded` counts the listing's superseded steps. Tier 0 shows none: a

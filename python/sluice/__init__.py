@@ -25,7 +25,7 @@ import threading
 
 from . import _backlog, _sluice
 from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
-                      IOError, NoSpaceError, NotFoundError, NotSupportedError, UnavailableError)
+                      NoSpaceError, NotFoundError, NotSupportedError, StoreIOError, UnavailableError)
 from ._backlog import BacklogWarning
 from ._state_dict import SaveHandle, load_with, save_with
 
@@ -33,7 +33,7 @@ __all__ = [
     "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
     "BacklogWarning",
     "metrics", "metrics_text",
-    "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "IOError",
+    "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "StoreIOError",
     "NoSpaceError", "NotFoundError", "NotSupportedError", "UnavailableError",
 ]
 

@@ -124,6 +124,26 @@ def test_latest_step_and_explicit_step(store):
         sluice.load(store, "steps", step=4)
 
 
+def test_errors_are_the_builtins_a_caller_catches_and_shadow_none(store):
+    sluice.save(store, "builtin", 1, {"t": torch.ones(2)}).wait()
+    with pytest.raises(FileNotFoundError):
+        sluice.load(store, "builtin", step=2)
+    with pytest.raises(FileExistsError):
+        sluice.save(store, "builtin", 1, {"t": torch.zeros(2)}).wait()
+    with pytest.raises(OSError):
+        sluice.load(str(store) + "/no/such/store", "builtin")
+    assert issubclass(sluice.NotFoundError, LookupError)
+    assert issubclass(sluice.InvalidArgumentError, ValueError)
+    for name in ("CorruptionError", "StoreIOError", "NoSpaceError", "UnavailableError", "NotSupportedError"):
+        assert issubclass(getattr(sluice, name), OSError), name
+        assert issubclass(getattr(sluice, name), sluice.Error), name
+    import builtins
+    assert not [n for n in sluice.__all__ if hasattr(builtins, n)]
+    namespace = {}
+    exec("from sluice import *", namespace)
+    assert namespace.get("IOError", IOError) is IOError
+
+
 def test_a_damaged_newest_step_is_never_loaded_as_latest_in_silence(store):
     for step in (1, 2):
         sluice.save(store, "dmg", step, {"step": torch.tensor(step)}).wait()

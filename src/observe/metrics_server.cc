@@ -3,8 +3,15 @@
 #include <arpa/inet.h>
 #include <civetweb.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 namespace sluice {
 
@@ -102,8 +109,54 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(std::string_view lis
   return server;
 }
 
+namespace {
+
+// Opens and drops a connection to `address`:`port` (the wildcard addresses
+// as loopback), to wake a server polling its listening socket.
+void Poke(const ListenAddress& address, int port) {
+  sockaddr_storage sa;
+  std::memset(&sa, 0, sizeof(sa));
+  socklen_t len = 0;
+  if (address.ipv6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&sa);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    if (address.host == "::" || inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr) != 1) {
+      v6->sin6_addr = in6addr_loopback;
+    }
+    len = sizeof(*v6);
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&sa);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    if (address.host == "0.0.0.0" || inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr) != 1) {
+      v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+    len = sizeof(*v4);
+  }
+  const int fd = ::socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  (void)::connect(fd, reinterpret_cast<sockaddr*>(&sa), len);
+  ::close(fd);
+}
+
+}  // namespace
+
 MetricsServer::~MetricsServer() {
-  if (ctx_ != nullptr) mg_stop(ctx_);
+  if (ctx_ == nullptr) return;
+  // civetweb's master thread looks at its stop flag only between polls of
+  // the listening socket, which time out after 2 s: mg_stop would wait that
+  // long at every exit. A connection made while it waits wakes the poll.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([this, &stopped] {
+    mg_stop(ctx_);
+    stopped.store(true);
+  });
+  while (!stopped.load()) {
+    Poke(address_, port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stopper.join();
 }
 
 std::string MetricsServer::url() const {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 namespace sluice {
 namespace {
@@ -132,6 +133,21 @@ TEST_F(MetricsServerTest, AScrapeOfAThousandSeriesAnswersFast) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.find("sluice_many{i=\"999\"} 999\n"), std::string::npos);
   EXPECT_LT(ms, 50);
+}
+
+// civetweb polls its listening socket 2 s at a time; a command that served
+// metrics must not wait that out at exit.
+TEST(MetricsServerStopTest, StoppingDoesNotWaitOutThePoll) {
+  MetricsRegistry r;
+  for (const char* listen : {"127.0.0.1:0", "0.0.0.0:0"}) {
+    auto s = MetricsServer::Start(listen, r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the master thread is polling
+    const auto t0 = std::chrono::steady_clock::now();
+    s->reset();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(ms, 1000) << listen;
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "checkpoint/catalog.h"
 #include "format/layout.h"
 #include "pipeline/scrub.h"
+#include "sluice/metrics.h"
 #include "sluice/pipeline.h"
 
 namespace sluice {
@@ -223,6 +224,27 @@ TEST_F(MaintenanceTest, TwoCopiesBadInDifferentObjectsHealEachOther) {
     ASSERT_TRUE(v.ok());
     EXPECT_TRUE(v->ok()) << "tier " << k;
   }
+}
+
+// A scrape before any pipeline opens (the CLI serves metrics while a RADOS
+// tier connects) sees every family the pipeline records, at zero.
+TEST(PipelineMetricsTest, DeclaredFamiliesAreScrapedAtZeroBeforeAnyPipeline) {
+  DeclarePipelineMetrics(3);
+  const std::string text = DefaultMetrics().RenderPrometheus();
+  for (const char* family :
+       {"sluice_tier_written_bytes_total", "sluice_durable_seconds", "sluice_stall_seconds", "sluice_snapshots_total",
+        "sluice_checkpoints_in_flight", "sluice_tier_backlog_steps", "sluice_drain_queue_depth",
+        "sluice_staging_bytes", "sluice_throttled_seconds_total", "sluice_scrub_read_bytes_total"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+  }
+  EXPECT_NE(text.find("sluice_tier_written_bytes_total{tier=\"2\",flow=\"drain\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sluice_checkpoints_in_flight{tier=\"2\",state=\"queued\"} 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("sluice_tier_info"), std::string::npos) << "no tier is open";
+  // Declaring fewer tiers later keeps what was declared, adds nothing twice.
+  DeclarePipelineMetrics(1);
+  const std::string again = DefaultMetrics().RenderPrometheus();
+  EXPECT_NE(again.find("sluice_checkpoints_in_flight{tier=\"2\",state=\"queued\"} 0\n"), std::string::npos);
+  EXPECT_EQ(again.find("sluice_drain_queue_depth 0\n"), again.rfind("sluice_drain_queue_depth 0\n"));
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "pipeline/pipeline_metrics.h"
 
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
 namespace sluice {
 
 Counter& TierWrittenBytes(size_t tier, const char* flow) {
@@ -42,8 +47,10 @@ void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink) {
   for (size_t k = 0; k < live.tiers.size(); ++k) {
     const std::string tier = std::to_string(k);
     const auto& t = live.tiers[k];
-    sink.Gauge("sluice_tier_info", "A tier of an open pipeline (always 1), with its URI",
-               {{"tier", tier}, {"uri", t.uri}}, 1);
+    if (!t.uri.empty()) {
+      sink.Gauge("sluice_tier_info", "A tier of an open pipeline (always 1), with its URI",
+                 {{"tier", tier}, {"uri", t.uri}}, 1);
+    }
     double writing = k == 0 ? live.saves_writing : (live.draining_tier == static_cast<int>(k) ? 1 : 0);
     sink.Gauge("sluice_checkpoints_in_flight", in_flight, {{"tier", tier}, {"state", "writing"}}, writing);
     if (k > 0) {
@@ -78,6 +85,36 @@ void ReportPipelineState(const PipelineLiveState& live, MetricsSink& sink) {
              static_cast<double>(live.drains.size()));
   sink.Gauge("sluice_staging_bytes", "Size of the staging arenas of open pipelines", {},
              static_cast<double>(live.staging_bytes));
+}
+
+void DeclarePipelineMetrics(size_t tiers) {
+  // The series recorded as events, at zero.
+  PipelineMetrics series(tiers);
+  for (size_t k = 0; k < tiers; ++k) {
+    (void)ScrubbedBytes(k);
+    if (k > 0) {
+      (void)TierWrittenBytes(k, "rebuild");
+      (void)TierWrittenBytes(k, "repair");
+    }
+  }
+  // The state families, at zero for the most tiers declared: a collector
+  // kept for the process, whose zeros add nothing to the values open
+  // pipelines report (series reported twice are summed).
+  static std::mutex mu;
+  static size_t declared = 0;
+  // Never destroyed at exit: a scrape may still be answered then.
+  static MetricsRegistry::Registration* zeros = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (zeros != nullptr && tiers <= declared) return;
+  declared = std::max(declared, tiers);
+  delete zeros;
+  const size_t n = declared;
+  zeros = DefaultMetrics().AddCollector([n](MetricsSink& sink) {
+    PipelineLiveState idle;
+    idle.tiers.resize(n);
+    idle.backlog.resize(n);
+    ReportPipelineState(idle, sink);
+  }).release();
 }
 
 }  // namespace sluice

@@ -68,10 +68,15 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options)
     auto b = OpenBackend(options.tiers[k].uri, options.store.create_if_missing);
     if (!b.ok()) {
       // Tier 0 is where saves land: a pipeline that may create stores needs
-      // it there. A reading pipeline (restore, ls) does without any tier but
-      // one. A bad URI is a bad URI on any tier.
-      if ((k == 0 && options.store.create_if_missing) ||
-          b.status().code() == StatusCode::kInvalidArgument) {
+      // it there. A bad URI is a bad URI on any tier. A later tier that
+      // cannot be a store (not a directory, an unknown pool, refused
+      // credentials) stays so however long a writing pipeline retries: it
+      // fails at open too. What can pass (a cluster down, a device not
+      // mounted: Unavailable) is retried, in the background. A reading
+      // pipeline (restore, ls) does without any tier but one.
+      const bool writes = options.store.create_if_missing;
+      const bool can_pass = b.status().code() == StatusCode::kUnavailable;
+      if ((k == 0 && writes) || b.status().code() == StatusCode::kInvalidArgument || (writes && !can_pass)) {
         return b.status().WithContext("tier " + std::to_string(k));
       }
       if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));

@@ -1,6 +1,10 @@
 #include "serve_metrics.h"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "sluice/pipeline.h"
+#include "store_flags.h"
 
 namespace sluice::cli {
 
@@ -13,6 +17,10 @@ FlagSpec MetricsListenFlagSpec() {
 Result<std::unique_ptr<MetricsServer>> ServeMetricsIfAsked(const Flags& flags) {
   auto listen = flags.Get("metrics-listen");
   if (!listen) return std::unique_ptr<MetricsServer>();
+  // Every family at zero from the first scrape on, before the pipeline
+  // opens (a RADOS tier may take seconds) and before its first save.
+  auto tiers = TierUrisFromFlags(flags);
+  DeclarePipelineMetrics(tiers.ok() ? std::max<size_t>(tiers->size(), 1) : 1);
   auto server = MetricsServer::Start(*listen, DefaultMetrics());
   if (!server.ok()) return server.status().WithContext("--metrics-listen");
   std::fprintf(stderr, "sluice: serving metrics at %s\n", (*server)->url().c_str());

@@ -769,32 +769,28 @@ class MultiDirBackend final : public Backend {
   const BackendCaps& caps() const override { return caps_; }
   const std::string& uri() const override { return uri_; }
 
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t size_hint) override {
-    return Dir(name).Create(name, size_hint);
-  }
-
-  Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name, uint64_t size_hint) override {
-    // As Create: a name the home holds is taken (copies elsewhere would
-    // not notice it).
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
+    if (!options.relocatable) return Dir(name).Create(name, options);
+    // As a plain create: a name the home holds is taken (copies elsewhere
+    // would not notice it).
     ASSIGN_OR_RETURN(auto held, dirs_[0]->Stat({name}));
     if (!held.empty() || DirectoryOfName(name, dirs_.size()) != 0) {
       if (!held.empty()) return Status::AlreadyExists("object " + name + " already exists");
-      return Dir(name).Create(name, size_hint);  // a name that already says where it lives
+      return Dir(name).Create(name, options);  // a name that already says where it lives
     }
     // Room for a hedge to send every piece of a full object at once.
     const unsigned depth = file_options_.queue_depth;
     const unsigned engine_depth = options_.hedge ? std::max(depth * 2, 64u) : depth;
     ASSIGN_OR_RETURN(auto engine, MakeIoEngine(file_options_.io, engine_depth));
     auto w = std::make_unique<SpreadWritable>(raw_, shared_, options_.hedge, name,
-                                              std::min<uint64_t>(size_hint, kMaxObjectBytes), std::move(engine),
-                                              depth);
+                                              std::min<uint64_t>(options.size_hint, kMaxObjectBytes),
+                                              std::move(engine), depth);
     RETURN_IF_ERROR(w->Open());
     return std::unique_ptr<WritableObject>(std::move(w));
   }
 
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override { return Dir(name).Open(name); }
-  Result<std::unique_ptr<ReadableObject>> OpenKnown(const std::string& name, uint64_t size) override {
-    return Dir(name).OpenKnown(name, size);
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
+    return Dir(name).Open(name, options);
   }
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
     return Dir(name).PublishIfAbsent(name, bytes);
@@ -879,6 +875,13 @@ Result<bool> IsMultiDirStore(const std::string& path, const std::string& query) 
   if (!o.dirs.empty()) return true;
   std::string root = path;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
+  // A path that is no directory is named as such, not by a file in it.
+  struct stat st;
+  if (::stat(root.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Status::IOError("store " + root + " is not a directory");
+  } else if (errno != ENOENT) {
+    return Status::FromErrno(errno, "store " + root);
+  }
   ASSIGN_OR_RETURN(auto layout, ReadIfExists(root + "/" + kLayoutFile));
   if (layout) return true;
   ASSIGN_OR_RETURN(auto marker, ReadIfExists(root + "/" + kMarkerFile));
@@ -942,9 +945,10 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
       auto d = OpenFileDirectory(uri, all[k], file_options, creating);
       if (!d.ok()) {
         Status st = d.status().WithContext("directory " + std::to_string(k) + " of the multi-directory store " + home);
-        if (!d.status().IsNotFound() || !create_if_missing) return st;
-        return Status::NotFound(st.message() + " (a device not mounted? a replaced one is taken back once its "
-                                               "directory exists, empty)");
+        if (!d.status().IsNotFound()) return st;
+        // A fault that can pass: the store is back once the device is.
+        return Status::Unavailable(st.message() + " (a device not mounted? a replaced one is taken back once its "
+                                                  "directory exists, empty)");
       }
       dirs.push_back(std::move(d).value());
     }
