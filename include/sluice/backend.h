@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,8 +171,8 @@ class WritableObject {
 
   // The name the object's bytes are stored under, once Finish() returned
   // OK: empty for the name given to Create (always, unless it was created
-  // with CreateRelocatable and the backend placed it elsewhere).
-  virtual std::string StoredName() const { return {}; }
+  // relocatable and the backend placed it elsewhere).
+  virtual std::string StoredName() const = 0;
 };
 
 // An object being read. Reads may complete in any order.
@@ -196,6 +197,34 @@ struct ObjectInfo {
   int64_t mtime_unix_ms = 0;  // last modification, for age-based garbage collection
 };
 
+// How Backend::Create makes an object.
+struct CreateOptions {
+  // Bytes the object will hold, 0 if unknown: lets the backend preallocate.
+  uint64_t size_hint = 0;
+  // The caller records the name the object ends up under
+  // (WritableObject::StoredName after Finish) instead of the name given:
+  // the backend may store it under another name beside it (same directory,
+  // a suffix before the extension), e.g. a RADOS write hedged into another
+  // placement group. Until Finish returns OK, nothing but that name and
+  // names beside it may hold the object's bytes, and losers the backend
+  // could not remove are left to garbage collection like any unnamed
+  // object. Backends that never relocate ignore it.
+  bool relocatable = false;
+};
+
+// How Backend::Open opens an object.
+struct OpenOptions {
+  // The object's size, where the caller already knows it (from a manifest,
+  // checked by a Stat): a backend may skip asking for it (RADOS: a
+  // synchronous round trip to the object's primary, which one slow OSD
+  // holds up for seconds). size() is then this, and an object that is
+  // missing or shorter shows at its reads (NotFound, or fewer bytes), not
+  // at Open.
+  std::optional<uint64_t> known_size;
+};
+
+// Every method is pure, so that a forwarding wrapper (backend_wrapper.h)
+// that misses one does not compile.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -204,37 +233,14 @@ class Backend {
   // The URI this backend was opened from.
   virtual const std::string& uri() const = 0;
 
-  // Creates a new object for writing. `size_hint` (0 if unknown) lets the
-  // backend preallocate. Fails with AlreadyExists if the name exists.
+  // Creates a new object for writing. Fails with AlreadyExists if the name
+  // exists.
   virtual Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
-                                                         uint64_t size_hint) = 0;
+                                                         const CreateOptions& options) = 0;
 
-  // As Create, for a caller that records the name the object ends up under
-  // (WritableObject::StoredName after Finish) instead of `name`: the
-  // backend may store it under another name beside `name` (same directory,
-  // a suffix before the extension), e.g. a RADOS write hedged into another
-  // placement group. Until Finish returns OK, nothing but `name` and names
-  // beside it may hold the object's bytes, and losers the backend could not
-  // remove are left to garbage collection like any unnamed object. The
-  // default is Create: the object stays under `name`.
-  virtual Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
-                                                                    uint64_t size_hint) {
-    return Create(name, size_hint);
-  }
-
-  // Opens an existing object for reading; NotFound if absent.
-  virtual Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) = 0;
-
-  // Open for a caller that already knows the object's size (from a
-  // manifest, checked by a Stat): a backend may skip asking for it (RADOS:
-  // a synchronous round trip to the object's primary, which one slow OSD
-  // holds up for seconds). size() is then `size`, and an object that is
-  // missing or shorter shows at its reads (NotFound, or fewer bytes), not
-  // here. The default is Open.
-  virtual Result<std::unique_ptr<ReadableObject>> OpenKnown(const std::string& name, uint64_t size) {
-    (void)size;
-    return Open(name);
-  }
+  // Opens an existing object for reading; NotFound if absent (unless
+  // options.known_size is set: then at its reads).
+  virtual Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) = 0;
 
   // Atomically creates `name` holding exactly `bytes`, durable on success.
   // AlreadyExists if it exists (then nothing is changed). A reader never sees
@@ -259,19 +265,9 @@ class Backend {
 
   // The named objects that exist, with their sizes (objects absent are left
   // out; any order). For checks of objects whose names are known, where a
-  // List of their prefix would cost a RADOS pool walk. The default opens
-  // each in turn (mtime then 0); backends with a round trip per object ask
-  // concurrently.
-  virtual Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) {
-    std::vector<ObjectInfo> out;
-    for (const auto& name : names) {
-      auto opened = Open(name);
-      if (opened.status().IsNotFound()) continue;
-      if (!opened.ok()) return opened.status();
-      out.push_back(ObjectInfo{name, (*opened)->size(), 0});
-    }
-    return out;
-  }
+  // List of their prefix would cost a RADOS pool walk. Backends with a
+  // round trip per object ask concurrently.
+  virtual Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) = 0;
 
   // Removes an object, durably: once it returns OK the object stays gone
   // across a crash or power loss (removing a commit record must not be
@@ -287,12 +283,8 @@ class Backend {
   // would ever prune). Garbage collection calls this after removing
   // objects. Safe against running writers: a publish younger than
   // min_age_ms is left alone, and a writer whose directory goes before its
-  // file is created makes it again. Backends with neither have nothing to do.
-  virtual Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) {
-    (void)prefix;
-    (void)min_age_ms;
-    return Status::OK();
-  }
+  // file is created makes it again. A backend with neither returns OK.
+  virtual Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) = 0;
 };
 
 // Opens a backend from a store URI:

@@ -59,44 +59,65 @@ class BackendWrapper : public Backend {
   // Wraps a backend the caller keeps (it must outlive the wrapper): a
   // decorator for one job over a store that stays open.
   explicit BackendWrapper(Backend& borrowed) : target_(&borrowed) {}
+  // The backend the calls go to. REQUIRES: there is one (see Target()).
   Backend& target() { return *target_; }
 
+  // Every method forwards to Target(): a decorator that changes one
+  // overrides that one, and a method added to Backend must be added here
+  // (Backend's methods are all pure, so a wrapper missing one does not
+  // compile; backend_wrapper_test checks that each reaches the target).
   const BackendCaps& caps() const override { return target_->caps(); }
   const std::string& uri() const override { return target_->uri(); }
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t size_hint) override {
-    return target_->Create(name, size_hint);
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->Create(name, options);
   }
-  // Not forwarded to the target's CreateRelocatable: a decorator that
-  // overrides Create (to wrap or fail objects) must see every object, so a
-  // decorated store keeps objects under their names.
-  Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
-                                                            uint64_t size_hint) override {
-    return Create(name, size_hint);
-  }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
-    return target_->Open(name);
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->Open(name, options);
   }
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
-    return target_->PublishIfAbsent(name, bytes);
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->PublishIfAbsent(name, bytes);
   }
-  Result<std::string> ReadSmall(const std::string& name) override { return target_->ReadSmall(name); }
-  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override { return target_->List(prefix); }
+  Result<std::string> ReadSmall(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->ReadSmall(name);
+  }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->List(prefix);
+  }
   Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
-    return target_->Stat(names);
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->Stat(names);
   }
-  Status Remove(const std::string& name) override { return target_->Remove(name); }
+  Status Remove(const std::string& name) override {
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->Remove(name);
+  }
   Status Replace(const std::string& staged, const std::string& target) override {
-    return target_->Replace(staged, target);
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->Replace(staged, target);
   }
   Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
-    return target_->ReclaimLeftovers(prefix, min_age_ms);
+    ASSIGN_OR_RETURN(Backend * t, Target());
+    return t->ReclaimLeftovers(prefix, min_age_ms);
   }
+
+ protected:
+  // For a wrapper whose target comes later: it overrides Target(), caps()
+  // and uri().
+  BackendWrapper() = default;
+  // Where calls go: the wrapped backend, or an error a wrapper without
+  // one yet (a store not open yet) returns instead.
+  virtual Result<Backend*> Target() { return target_; }
 
  private:
   std::unique_ptr<Backend> owned_;
 
  protected:
-  Backend* target_;
+  Backend* target_ = nullptr;
 };
 
 }  // namespace sluice

@@ -36,6 +36,12 @@
 namespace sluice {
 namespace {
 
+OpenOptions KnownSize(uint64_t size) {
+  OpenOptions o;
+  o.known_size = size;
+  return o;
+}
+
 struct BackendConfig {
   std::string label;
   std::string root;    // directory for file stores
@@ -138,7 +144,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
   // Writes `data` as object `name` through the asynchronous path, in
   // io-sized pieces, honouring the backend's alignment.
   void WriteObject(const std::string& name, const std::string& data, size_t io = 1 << 16) {
-    auto w = backend_->Create(name, data.size());
+    auto w = backend_->Create(name, CreateOptions{data.size()});
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     const size_t align = backend_->caps().io_alignment;
     size_t padded = AlignUp(data.size(), align);
@@ -164,12 +170,12 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
-  // Writes `data` through CreateRelocatable; the first error from
+  // Writes `data` as a relocatable object; the first error from
   // Create, a reap or Finish comes back, and *stored the name the object
   // ended up under.
   Status WriteRelocatable(const std::string& name, const std::string& data, std::string* stored,
                           size_t io = 1 << 20) {
-    auto w = backend_->CreateRelocatable(name, data.size());
+    auto w = backend_->Create(name, CreateOptions{data.size(), /*relocatable=*/true});
     if (!w.ok()) return w.status();
     const size_t align = backend_->caps().io_alignment;
     const size_t padded = AlignUp(data.size(), align);
@@ -200,7 +206,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
   }
 
   std::string ReadObject(const std::string& name, uint64_t offset, size_t len) {
-    auto r = backend_->Open(name);
+    auto r = backend_->Open(name, {});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok()) return "";
     const size_t align = backend_->caps().io_alignment;
@@ -243,7 +249,7 @@ TEST_P(BackendConformance, WrittenObjectReadsBackExactlyAtAnyOffset) {
   EXPECT_EQ(ReadObject("a/b/obj.dat", 0, data.size()), data);
   EXPECT_EQ(ReadObject("a/b/obj.dat", 1048577, 4000), data.substr(1048577, 4000));
   EXPECT_EQ(ReadObject("a/b/obj.dat", data.size() - 7, 7), data.substr(data.size() - 7));
-  auto r = backend_->Open("a/b/obj.dat");
+  auto r = backend_->Open("a/b/obj.dat", {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->size(), data.size()) << "Finish must set the logical size";
 }
@@ -260,7 +266,7 @@ TEST_P(BackendConformance, LentReadsHandOutTheBytesAndTheirCrc) {
   const size_t piece = 1 << 20;
   const std::string data = Pattern(4 * piece + 777, 5);  // the last read is short
   WriteObject("lent", data, piece);
-  auto r = backend_->Open("lent");
+  auto r = backend_->Open("lent", {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   if (const LentReadBuffers* lending = backend_->caps().lent_read_buffers) lending->Allow(**r);
   const size_t reads = (data.size() + piece - 1) / piece;
@@ -311,7 +317,7 @@ TEST_P(BackendConformance, ChecksumForWriteIsTheChunkCrcAndWritesStayExact) {
   auto buf = AlignedBuffer::Allocate(data.size());
   ASSERT_TRUE(buf.ok());
   std::memcpy(buf->data(), data.data(), data.size());
-  auto w = backend_->Create("summed", data.size());
+  auto w = backend_->Create("summed", CreateOptions{data.size()});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   // Pieces of each write: large and small ones, a chained crc across two
   // pieces, and a gap that is never checksummed.
@@ -367,14 +373,14 @@ TEST_P(BackendConformance, ChecksumForWriteIsTheChunkCrcAndWritesStayExact) {
 
 TEST_P(BackendConformance, EmptyObject) {
   WriteObject("empty", "");
-  auto r = backend_->Open("empty");
+  auto r = backend_->Open("empty", {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->size(), 0u);
 }
 
 TEST_P(BackendConformance, CreateExistingIsAlreadyExistsAndLeavesItAlone) {
   WriteObject("x", "original");
-  auto again = backend_->Create("x", 0);
+  auto again = backend_->Create("x", CreateOptions{0});
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
   EXPECT_EQ(ReadObject("x", 0, 100), "original");
@@ -398,7 +404,7 @@ TEST_P(BackendConformance, RelocatableObjectsLiveUnderTheOneNameTheyReport) {
   // An object never written is created empty all the same.
   st = WriteRelocatable("r/empty.dat", "", &stored);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  auto r = backend_->Open(stored);
+  auto r = backend_->Open(stored, {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->size(), 0u);
 }
@@ -412,17 +418,17 @@ TEST_P(BackendConformance, RelocatableOverAnExistingNameIsAlreadyExists) {
 }
 
 TEST_P(BackendConformance, MissingObjectsAreNotFound) {
-  auto r = backend_->Open("nope");
+  auto r = backend_->Open("nope", {});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsNotFound());
   EXPECT_TRUE(backend_->ReadSmall("nope/deeper").status().IsNotFound());
   EXPECT_TRUE(backend_->Remove("nope").IsNotFound());
 }
 
-TEST_P(BackendConformance, OpenKnownReadsLikeOpenAndAMissingObjectIsNotFound) {
+TEST_P(BackendConformance, OpenWithAKnownSizeReadsLikeOpenAndAMissingObjectIsNotFound) {
   const std::string data = Pattern(3 << 20, 11);
   WriteObject("known/obj.dat", data);
-  auto r = backend_->OpenKnown("known/obj.dat", data.size());
+  auto r = backend_->Open("known/obj.dat", KnownSize(data.size()));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->size(), data.size());
   auto buf = AlignedBuffer::Allocate(data.size());
@@ -434,7 +440,7 @@ TEST_P(BackendConformance, OpenKnownReadsLikeOpenAndAMissingObjectIsNotFound) {
   const uint8_t* got = c->data != nullptr ? c->data : buf->data();
   EXPECT_TRUE(std::string(reinterpret_cast<const char*>(got), c->bytes) == data);
   // Missing: NotFound, at the open or at the first read.
-  auto missing = backend_->OpenKnown("known/nope.dat", 4096);
+  auto missing = backend_->Open("known/nope.dat", KnownSize(4096));
   if (missing.ok()) {
     auto mbuf = AlignedBuffer::Allocate(4096);
     ASSERT_TRUE(mbuf.ok());
@@ -481,16 +487,16 @@ TEST_P(BackendConformance, ReplaceSwapsInTheStagedObjectWhole) {
   WriteObject("rep/data/obj.dat", old_bytes);
   WriteObject("rep/staged/obj.dat", new_bytes);
   ASSERT_TRUE(backend_->Replace("rep/staged/obj.dat", "rep/data/obj.dat").ok());
-  EXPECT_EQ((*backend_->Open("rep/data/obj.dat"))->size(), new_bytes.size());
+  EXPECT_EQ((*backend_->Open("rep/data/obj.dat", {}))->size(), new_bytes.size());
   EXPECT_EQ(ReadObject("rep/data/obj.dat", 0, new_bytes.size()), new_bytes);
-  EXPECT_TRUE(backend_->Open("rep/staged/obj.dat").status().IsNotFound());
+  EXPECT_TRUE(backend_->Open("rep/staged/obj.dat", {}).status().IsNotFound());
   // Over nothing, into a prefix that does not exist yet.
   ASSERT_TRUE(backend_->PublishIfAbsent("rep/staged/rec", "record").ok());
   ASSERT_TRUE(backend_->Replace("rep/staged/rec", "rep/new/dir/rec").ok());
   EXPECT_EQ(*backend_->ReadSmall("rep/new/dir/rec"), "record");
   // A staged object that is not there changes nothing.
   EXPECT_TRUE(backend_->Replace("rep/staged/none", "rep/data/obj.dat").IsNotFound());
-  EXPECT_EQ((*backend_->Open("rep/data/obj.dat"))->size(), new_bytes.size());
+  EXPECT_EQ((*backend_->Open("rep/data/obj.dat", {}))->size(), new_bytes.size());
   EXPECT_EQ(ReadObject("rep/data/obj.dat", 0, new_bytes.size()), new_bytes);
 }
 
@@ -556,7 +562,7 @@ TEST_P(BackendConformance, ListReturnsEveryObjectExactlyOnce) {
 TEST_P(BackendConformance, RemoveMakesObjectsDisappear) {
   WriteObject("r/a", "a");
   ASSERT_TRUE(backend_->Remove("r/a").ok());
-  EXPECT_TRUE(backend_->Open("r/a").status().IsNotFound());
+  EXPECT_TRUE(backend_->Open("r/a", {}).status().IsNotFound());
   EXPECT_TRUE(backend_->List("r/")->empty());
   // The name can be created again.
   WriteObject("r/a", "again");
@@ -625,7 +631,7 @@ int FallbackChild(const std::string& dir, bool deny_uring, bool deny_direct) {
   if (deny_direct && path.find("buffered") == std::string::npos) return 13;
   if (!deny_direct && path.find("O_DIRECT") == std::string::npos) return 14;
   if ((*b)->caps().io_alignment != (deny_direct ? 1u : 4096u)) return 15;
-  auto w = (*b)->Create("obj", 8192);
+  auto w = (*b)->Create("obj", CreateOptions{8192});
   if (!w.ok()) return 16;
   auto buf = AlignedBuffer::Allocate(8192);
   if (!buf.ok()) return 17;
@@ -634,7 +640,7 @@ int FallbackChild(const std::string& dir, bool deny_uring, bool deny_direct) {
   auto c = (*w)->Reap();
   if (!c.ok() || !c->status.ok() || c->bytes != 8192) return 19;
   if (!(*w)->Finish(8000).ok()) return 20;
-  auto r = (*b)->Open("obj");
+  auto r = (*b)->Open("obj", {});
   if (!r.ok() || (*r)->size() != 8000) return 21;
   auto in = AlignedBuffer::Allocate(8192);
   if (!in.ok() || !(*r)->StartRead(0, in->data(), 8192, 2).ok()) return 22;

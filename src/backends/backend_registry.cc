@@ -2,6 +2,8 @@
 #include <string>
 
 #include "backends/file/file_backend.h"
+#include "backends/file/file_directory.h"
+#include "backends/file/multi_dir_backend.h"
 #ifdef SLUICE_HAVE_RADOS
 #include "backends/rados/rados_backend.h"
 #endif
@@ -25,7 +27,14 @@ Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create
   }
   if (scheme == "file") {
     if (rest.empty()) return Status::InvalidArgument("store URI '" + uri + "' has no path");
-    return OpenFileBackend(uri, rest, query, create_if_missing);
+    std::string multi_dir_query;
+    ASSIGN_OR_RETURN(FileOptions options, ParseFileQuery(uri, query, IsMultiDirOption, &multi_dir_query));
+    // A store over several directories when the URI names more (dirs=) or
+    // the directory records that it is one; else one directory.
+    ASSIGN_OR_RETURN(bool multi, IsMultiDirStore(rest, multi_dir_query));
+    if (multi) return OpenMultiDirFileBackend(uri, rest, multi_dir_query, options, create_if_missing);
+    ASSIGN_OR_RETURN(auto directory, OpenFileDirectory(uri, rest, options, create_if_missing));
+    return std::unique_ptr<Backend>(std::move(directory));
   }
   if (scheme == "rados") {
 #ifdef SLUICE_HAVE_RADOS

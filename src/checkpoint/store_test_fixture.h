@@ -120,8 +120,8 @@ class CountingBackend final : public BackendWrapper {
   };
   CountingBackend(std::unique_ptr<Backend> inner, Counts* counts)
       : BackendWrapper(std::move(inner)), counts_(counts) {}
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
-    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(n, h));
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, const CreateOptions& o) override {
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(n, o));
     return std::unique_ptr<WritableObject>(new Counting(std::move(w), &counts_->writes_in_flight));
   }
   Result<std::vector<ObjectInfo>> List(const std::string& p) override {

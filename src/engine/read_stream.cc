@@ -87,7 +87,9 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
     // caller checked it with a Stat), so a backend need not ask again.
     uint64_t known = 0;
     for (const auto& t : objects[k].tasks) known = std::max<uint64_t>(known, t.ref->offset + t.ref->length);
-    auto r = backend.OpenKnown(objects[k].object, known);
+    OpenOptions options;
+    options.known_size = known;
+    auto r = backend.Open(objects[k].object, options);
     if (!r.ok()) {
       o.problem = r.status().IsNotFound() ? "object missing" : r.status().ToString();
       return Status::OK();
@@ -167,7 +169,7 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
       if (obj == nullptr) {
         problem = opened[head.object].problem;
       } else if (head.result.status.IsNotFound()) {
-        problem = "object missing";  // found at the read (Backend::OpenKnown)
+        problem = "object missing";  // found at the read (OpenOptions::known_size)
       } else if (!head.result.status.ok()) {
         problem = head.result.status.ToString();
       } else if (head.result.bytes < rel + r.length) {

@@ -50,8 +50,8 @@ class ThrottledReads final : public BackendWrapper {
   ThrottledReads(Backend& borrowed, std::shared_ptr<TokenBucket> bucket, const std::atomic<bool>* stop)
       : BackendWrapper(borrowed), bucket_(std::move(bucket)), stop_(stop) {}
 
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
-    auto o = BackendWrapper::Open(name);
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
+    auto o = BackendWrapper::Open(name, options);
     if (!o.ok()) return o.status();
     return std::unique_ptr<ReadableObject>(new ThrottledReadable(std::move(o).value(), bucket_, stop_));
   }

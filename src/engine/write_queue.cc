@@ -106,7 +106,10 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint, bool
   while (open_.size() >= max_open && in_flight_ > 0) {
     if (!ReapOne().ok()) return error_;
   }
-  auto created = relocatable ? backend_.CreateRelocatable(name, size_hint) : backend_.Create(name, size_hint);
+  CreateOptions create;
+  create.size_hint = size_hint;
+  create.relocatable = relocatable;
+  auto created = backend_.Create(name, create);
   if (!created.ok()) {
     Fail(created.status());
     return error_;

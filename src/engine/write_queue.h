@@ -77,7 +77,7 @@ class WriteQueue {
   // current object; the previous one must have been ended (EndObject).
   // `size_hint` lets the backend preallocate (0: unknown). `relocatable`:
   // the backend may store it under another name beside `name`
-  // (Backend::CreateRelocatable); objects() then lists that name.
+  // (CreateOptions::relocatable); objects() then lists that name.
   Status BeginObject(const std::string& name, uint64_t size_hint, bool relocatable = false);
 
   // The chunk checksum of bytes about to be written to the current object:

@@ -71,8 +71,8 @@ class FaultyObject final : public WritableObjectWrapper {
 class FaultyBackend final : public BackendWrapper {
  public:
   FaultyBackend(std::unique_ptr<Backend> inner, Faults* f) : BackendWrapper(std::move(inner)), f_(f) {}
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
-    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(n, h));
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, const CreateOptions& o) override {
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(n, o));
     return std::unique_ptr<WritableObject>(new FaultyObject(std::move(w), f_));
   }
 
@@ -100,7 +100,7 @@ class WriteQueueTest : public ::testing::Test {
     (void)std::system(cmd.c_str());
   }
   std::string ReadObject(const std::string& name) {
-    auto r = backend_->Open(name);
+    auto r = backend_->Open(name, {});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok()) return "";
     std::string out((*r)->size(), '\0');

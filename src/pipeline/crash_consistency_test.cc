@@ -94,16 +94,16 @@ class FaultBackend final : public BackendWrapper {
  public:
   FaultBackend(std::unique_ptr<Backend> inner, FaultState* st, std::string root)
       : BackendWrapper(std::move(inner)), st_(st), root_(std::move(root)) {}
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
     if (!st_->Tick()) return PowerLost();
-    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(name, hint));
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(name, options));
     st_->unsynced.insert(root_ + "/" + name);
     st_->MaybeRace(name);
     return std::unique_ptr<WritableObject>(new FaultWritable(std::move(w), st_, root_ + "/" + name));
   }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
     if (st_->dead()) return PowerLost();
-    return BackendWrapper::Open(name);
+    return BackendWrapper::Open(name, options);
   }
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
     // The publish is atomic and durable when it returns; power lost before

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <vector>
 
+#include "sluice/backend_wrapper.h"
+
 namespace sluice {
 namespace {
 
@@ -14,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 // proceed on tier 0 and the drain to this tier retries until it is back.
 // Until it opens, its caps are the conservative ones of the smallest
 // backend (128 MiB objects), so data laid out meanwhile fits any tier.
-class DeferredBackend final : public Backend {
+class DeferredBackend final : public BackendWrapper {
  public:
   DeferredBackend(std::string uri, bool create, Status first_error)
       : uri_(std::move(uri)), create_(create), error_(std::move(first_error)) {
@@ -29,45 +31,11 @@ class DeferredBackend final : public Backend {
     return inner_ ? inner_->caps() : fallback_caps_;
   }
   const std::string& uri() const override { return uri_; }
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t hint) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Create(name, hint);
-  }
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Open(name);
-  }
-  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->PublishIfAbsent(name, bytes);
-  }
-  Result<std::string> ReadSmall(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->ReadSmall(name);
-  }
-  Result<std::vector<ObjectInfo>> List(const std::string& prefix) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->List(prefix);
-  }
-  Status Remove(const std::string& name) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Remove(name);
-  }
-  Status Replace(const std::string& staged, const std::string& target) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Replace(staged, target);
-  }
-  Result<std::vector<ObjectInfo>> Stat(const std::vector<std::string>& names) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->Stat(names);
-  }
-  Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
-    ASSIGN_OR_RETURN(Backend * b, Get());
-    return b->ReclaimLeftovers(prefix, min_age_ms);
-  }
 
  private:
-  Result<Backend*> Get() {
+  // Every other method forwards here (BackendWrapper), so each gets the
+  // opened backend, extensions and all, once it opens.
+  Result<Backend*> Target() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (inner_) return inner_.get();
     if (Clock::now() - last_try_ >= std::chrono::seconds(1)) {

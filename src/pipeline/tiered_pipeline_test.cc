@@ -722,9 +722,9 @@ class FlakyBackend final : public BackendWrapper {
  public:
   FlakyBackend(std::unique_ptr<Backend> inner, std::atomic<bool>* down)
       : BackendWrapper(std::move(inner)), down_(down) {}
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, uint64_t h) override {
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& n, const CreateOptions& o) override {
     if (*down_) return Status::Unavailable("create " + n + ": store down");
-    return BackendWrapper::Create(n, h);
+    return BackendWrapper::Create(n, o);
   }
   Status Remove(const std::string& n) override {
     if (*down_) return Status::Unavailable("remove " + n + ": store down");

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "backends/file/file_directory.h"
-#include "backends/file/multi_dir_backend.h"
 #include "backends/uri_query.h"
 #include "io/aligned_buffer.h"
 #include "io/io_engine.h"
@@ -100,9 +99,10 @@ Status WriteAllFd(int fd, const char* p, size_t n, const std::string& what) {
   return Status::OK();
 }
 
-// The options a directory takes; the others (dirs=, hedging) are the
-// multi-directory store's (`rest`, in order).
-Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query, std::string* rest) {
+}  // namespace
+
+Result<FileOptions> ParseFileQuery(const std::string& uri, const std::string& query,
+                                   const std::function<bool(const std::string&)>& other, std::string* rest) {
   FileOptions o;
   RETURN_IF_ERROR(ForEachQueryOption(query, [&](const std::string& key, const std::string& val) -> Status {
     auto bad = [&](const char* expect) {
@@ -121,7 +121,7 @@ Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query,
       else return bad("auto, on or off");
     } else if (key == "qd") {
       ASSIGN_OR_RETURN(o.queue_depth, ParseUnsignedOption(uri, key, val, 1, 4096));
-    } else if (IsMultiDirOption(key)) {
+    } else if (other(key)) {
       *rest += (rest->empty() ? "" : "&") + key + "=" + val;
     } else {
       return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key +
@@ -132,6 +132,8 @@ Result<FileOptions> ParseQuery(const std::string& uri, const std::string& query,
   }));
   return o;
 }
+
+namespace {
 
 // The asynchronous I/O both object kinds share: one fd, one engine, errors
 // named after the object.
@@ -182,6 +184,7 @@ class FileWritable final : public WritableObject {
     if (::fdatasync(io_.fd()) != 0) return Status::FromErrno(errno, "fdatasync " + io_.name());
     return FsyncDir(ParentOf(path_));
   }
+  std::string StoredName() const override { return {}; }  // always under its own name
 
  private:
   std::string path_;
@@ -251,16 +254,15 @@ class FileBackend final : public FileDirectory {
     return FsyncDir(ParentOf(PathOf(name)));
   }
 
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name,
-                                                 uint64_t size_hint) override {
-    ASSIGN_OR_RETURN(int raw_fd, CreateObjectFile(name, size_hint));
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
+    ASSIGN_OR_RETURN(int raw_fd, CreateObjectFile(name, options.size_hint));
     Fd fd(raw_fd);
     ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
     return std::unique_ptr<WritableObject>(
         new FileWritable(PathOf(name), name, fd.release(), std::move(engine)));
   }
 
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     int flags = O_RDONLY | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
@@ -269,8 +271,8 @@ class FileBackend final : public FileDirectory {
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat object " + name);
     ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
-    return std::unique_ptr<ReadableObject>(new FileReadable(
-        name, fd.release(), static_cast<uint64_t>(st.st_size), std::move(engine)));
+    const uint64_t size = options.known_size.value_or(static_cast<uint64_t>(st.st_size));
+    return std::unique_ptr<ReadableObject>(new FileReadable(name, fd.release(), size, std::move(engine)));
   }
 
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
@@ -643,19 +645,6 @@ Result<std::unique_ptr<FileDirectory>> OpenFileDirectory(const std::string& uri,
   ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts.io, 1));
   std::string engine_name = engine->name();
   return std::unique_ptr<FileDirectory>(new FileBackend(uri, root, opts, direct, engine_name));
-}
-
-Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const std::string& path,
-                                                 const std::string& query,
-                                                 bool create_if_missing) {
-  std::string multi_dir_query;
-  ASSIGN_OR_RETURN(FileOptions opts, ParseQuery(uri, query, &multi_dir_query));
-  // A store over several directories when the URI names more (dirs=) or
-  // the directory records that it is one.
-  ASSIGN_OR_RETURN(bool multi, IsMultiDirStore(path, multi_dir_query));
-  if (multi) return OpenMultiDirFileBackend(uri, path, multi_dir_query, opts, create_if_missing);
-  ASSIGN_OR_RETURN(auto dir, OpenFileDirectory(uri, path, opts, create_if_missing));
-  return std::unique_ptr<Backend>(std::move(dir));
 }
 
 }  // namespace sluice

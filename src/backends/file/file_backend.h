@@ -16,16 +16,22 @@
 #ifndef SLUICE_BACKENDS_FILE_FILE_BACKEND_H_
 #define SLUICE_BACKENDS_FILE_FILE_BACKEND_H_
 
-#include <memory>
+#include <functional>
 #include <string>
 
-#include "sluice/backend.h"
+#include "backends/file/file_directory.h"
+#include "sluice/status.h"
 
 namespace sluice {
 
-// `path` is the root directory; `query` the URI's query string (no '?').
-Result<std::unique_ptr<Backend>> OpenFileBackend(const std::string& uri, const std::string& path,
-                                                 const std::string& query, bool create_if_missing);
+// The options of a file:// URI's `query` (no '?') that one directory takes
+// (io, direct, qd). Options for which `other` is true (a multi-directory
+// store's) are appended to `rest`, in order; any other is InvalidArgument
+// naming it. The registry (backend_registry.cc) then opens one directory
+// (file_directory.h: OpenFileDirectory) or a store over several
+// (multi_dir_backend.h), which builds on it.
+Result<FileOptions> ParseFileQuery(const std::string& uri, const std::string& query,
+                                   const std::function<bool(const std::string&)>& other, std::string* rest);
 
 }  // namespace sluice
 

@@ -262,38 +262,30 @@ class RadosBackend final : public Backend {
   const BackendCaps& caps() const override { return caps_; }
   const std::string& uri() const override { return uri_; }
 
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, uint64_t size_hint) override {
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
     RETURN_IF_ERROR(CheckName(name));
+    if (options.relocatable && hedge_) {
+      return NewHedgedRadosWritable(cluster_, hedge_, object_prefix_, name, opts_.queue_depth, options.size_hint);
+    }
     librados::ObjectWriteOperation op;
     op.create(/*exclusive=*/true);
     // The same hint rados bench gives: BlueStore then sizes its blobs and
     // checksum blocks for large sequential writes, which cost the OSDs less
     // CPU (measured: ~5% more write throughput on the CPU-bound dev cluster).
-    HintDataObject(&op, size_hint > 0 ? size_hint : caps_.max_object_bytes);
+    HintDataObject(&op, options.size_hint > 0 ? options.size_hint : caps_.max_object_bytes);
     int ret = cluster_->io.operate(Oid(name), &op);
     if (ret == -EEXIST) return Status::AlreadyExists("object " + name + " already exists");
     if (ret < 0) return RadosError(ret, "create object " + name);
     return NewRadosWritable(cluster_, Oid(name), name, opts_.queue_depth);
   }
 
-  Result<std::unique_ptr<WritableObject>> CreateRelocatable(const std::string& name,
-                                                            uint64_t size_hint) override {
-    if (!hedge_) return Create(name, size_hint);
+  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
     RETURN_IF_ERROR(CheckName(name));
-    return NewHedgedRadosWritable(cluster_, hedge_, object_prefix_, name, opts_.queue_depth, size_hint);
-  }
-
-  Result<std::unique_ptr<ReadableObject>> Open(const std::string& name) override {
-    RETURN_IF_ERROR(CheckName(name));
+    if (options.known_size) return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, *options.known_size);
     uint64_t size = 0;
     struct timespec mtime {};
     int ret = cluster_->io.stat2(Oid(name), &size, &mtime);
     if (ret < 0) return RadosError(ret, "open object " + name);
-    return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size);
-  }
-
-  Result<std::unique_ptr<ReadableObject>> OpenKnown(const std::string& name, uint64_t size) override {
-    RETURN_IF_ERROR(CheckName(name));
     return NewRadosReadable(cluster_, Oid(name), name, opts_.queue_depth, size);
   }
 
@@ -441,6 +433,10 @@ class RadosBackend final : public Backend {
     NoteRecordWrite(Oid(name), start);
     return Status::OK();
   }
+
+  // A publish is one exclusive create with its bytes: it leaves nothing
+  // beside the object, and a pool has no directories.
+  Status ReclaimLeftovers(const std::string&, uint64_t) override { return Status::OK(); }
 
  private:
   // The file store's rule, so that a name valid on one store is valid on

@@ -66,7 +66,7 @@ class RadosBackendTest : public ::testing::Test {
     EXPECT_TRUE(buf.ok());
     if (!buf.ok()) return -1;
     for (size_t i = 0; i < buf->size(); ++i) buf->data()[i] = static_cast<uint8_t>(i * 131 + i / 4099);
-    auto w = relocatable ? backend_->CreateRelocatable(name, buf->size()) : backend_->Create(name, buf->size());
+    auto w = backend_->Create(name, CreateOptions{buf->size(), relocatable});
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok()) return -1;
     EXPECT_NE(backend_->caps().transport_checksum, nullptr) << "RADOS offers its transport checksum";

@@ -248,6 +248,7 @@ class RadosWritable final : public RadosChecksummingWritable {
     if (ret < 0) return RadosError(ret, "truncate object " + aio_.name() + " to " + std::to_string(final_size));
     return Status::OK();
   }
+  std::string StoredName() const override { return {}; }  // always under its own name
 
  private:
   AioQueue aio_;
