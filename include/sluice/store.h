@@ -263,6 +263,11 @@ class Store {
   // Reads every chunk of a committed checkpoint and reports the bad ones.
   virtual Result<VerifyReport> Verify(std::string_view name, std::optional<uint64_t> step) = 0;
 
+  // Bytes of the data objects written so far for `id`, committed or not
+  // (a save or drain under way, perhaps in another process): what a
+  // progress display shows. 0 where there are none.
+  virtual Result<uint64_t> DataBytesWritten(const CheckpointId& id) = 0;
+
   // Removes a checkpoint: its commit record first (so it is invisible at
   // once), then everything else under it. NotFound if nothing is there.
   virtual Status Remove(const CheckpointId& id) = 0;

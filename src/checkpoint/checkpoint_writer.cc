@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/latest_hint.h"
+#include "checkpoint/rank_gatherer.h"
 #include "checkpoint/writer_registry.h"
 #include "format/limits.h"
 
@@ -363,12 +364,6 @@ class Writer final : public RankWriter {
                                "no writer of the step is alive)");
   }
 
-  struct Candidate {
-    std::string object;
-    uint64_t bytes = 0;
-    uint32_t crc = 0;
-    Manifest manifest;
-  };
 
   // Ends this writer's part: a writer that failed or was abandoned before
   // publishing its manifest removes its own data objects (nobody can
@@ -422,179 +417,41 @@ class Writer final : public RankWriter {
     }
   }
 
+  // Rank 0: waits for every rank's manifest (rank_gatherer.h), then
+  // publishes the commit record that names them all.
   Status CommitAsCoordinator(const std::string& own_name, const std::string& own_bytes) {
     const std::string label = CheckpointLabel(id_);
-    std::vector<std::optional<Candidate>> chosen(world_);
-    chosen[0] = Candidate{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()), manifest_};
-    std::unordered_set<std::string> rejected;  // manifests already judged not ours
-
-    auto all_chosen = [&] {
-      return std::all_of(chosen.begin(), chosen.end(), [](const auto& c) { return c.has_value(); });
-    };
-    // Judges manifest `object` as rank `rank`'s. Returns false where it
-    // cannot tell yet: the object is asked about again on the next poll.
-    auto consider = [&](const std::string& object, uint32_t rank) -> bool {
-      if (rejected.count(object) || (chosen[rank] && chosen[rank]->object == object)) return true;
-      auto bytes = backend_.ReadSmall(object);
-      if (!bytes.ok()) {
-        if (!bytes.status().IsNotFound()) return false;
-        rejected.insert(object);  // withdrawn by its writer
-        return true;
-      }
-      auto m = DecodeManifest(*bytes, "manifest " + object);
-      if (!m.ok() || m->world != world_ || m->rank != rank || m->name != id_.name ||
-          m->step != id_.step || m->attempt != save_.attempt) {
-        rejected.insert(object);
-        return true;
-      }
-      // Only a writer that is still there (waiting for this commit) is
-      // part of this save: a manifest whose writer crashed or gave up is a
-      // leftover of an earlier attempt.
-      auto state = WriterStateOf(backend_, id_.name, id_.step, m->writer_id);
-      if (!state.ok()) return false;
-      if (*state == WriterState::kGone) {
-        rejected.insert(object);
-        return true;
-      }
-      // Several manifests for one rank: a crashed earlier attempt left one.
-      // The newest is this attempt's.
-      if (!chosen[rank] || chosen[rank]->manifest.created_unix_ms < m->created_unix_ms) {
-        chosen[rank] = Candidate{object, bytes->size(), Crc32c(bytes->data(), bytes->size()), std::move(m).value()};
-      }
-      return true;
-    };
-    // Each rank names its manifest at the first free of its pointers; the
-    // ones before it (earlier writers of that rank) are judged once and
-    // then not asked about again. Probing runs a few pointers past the
-    // highest seen, and a hole (a pointer gc removed before this save, which
-    // a writer of the rank may take again) stays probed. No listing: on
-    // RADOS that walks every placement group of the pool.
-    constexpr uint32_t kPointersAhead = 2;
-    struct RankPointers {
-      uint32_t next = 0;              // every pointer below it is settled
-      uint32_t end = kPointersAhead;  // probe below this
-      std::set<uint32_t> settled;
-    };
-    std::vector<RankPointers> pointers(world_);
-    struct Round {
-      bool extended = false;    // a rank's pointers reach past what was probed
-      bool unresolved = false;  // a pointer could not be judged yet
-    };
-    // One Stat of the unsettled pointers of the given ranks, then each one
-    // found is judged.
-    auto probe_round = [&](bool missing_ranks_only) -> Result<Round> {
-      Round round;
-      std::vector<std::string> probe;
-      std::map<std::string, std::pair<uint32_t, uint32_t>> pointer_of;  // name -> (rank, k)
-      std::vector<uint32_t> probed_end(world_, 0);
-      for (uint32_t r = 1; r < world_; ++r) {
-        if (missing_ranks_only && chosen[r]) continue;
-        probed_end[r] = std::min(pointers[r].end, limits::kMaxRankPointers);
-        for (uint32_t k = pointers[r].next; k < probed_end[r]; ++k) {
-          if (pointers[r].settled.count(k)) continue;
-          std::string name = RankPointerObject(id_.name, id_.step, r, k);
-          pointer_of[name] = {r, k};
-          probe.push_back(std::move(name));
-        }
-      }
-      if (probe.empty()) return round;
-      ASSIGN_OR_RETURN(auto found, backend_.Stat(probe));
-      std::sort(found.begin(), found.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
-      for (const auto& o : found) {
-        auto [rank, k] = pointer_of.at(o.name);
-        RankPointers& p = pointers[rank];
-        p.end = std::max(p.end, k + 1 + kPointersAhead);
-        auto target = backend_.ReadSmall(o.name);
-        if (!target.ok()) {
-          // Gone since the Stat: a hole now, probed again. Else ask again.
-          if (!target.status().IsNotFound()) round.unresolved = true;
-          continue;
-        }
-        auto parsed = ParseObjectName(*target);
-        if (parsed && parsed->name == id_.name && parsed->step == id_.step &&
-            RankOfManifest(parsed->rest) == std::optional<uint32_t>(rank) && !consider(*target, rank)) {
-          round.unresolved = true;
-          continue;
-        }
-        p.settled.insert(k);  // not a manifest of this rank, or judged
-      }
-      for (uint32_t r = 1; r < world_; ++r) {
-        RankPointers& p = pointers[r];
-        while (p.settled.count(p.next)) p.settled.erase(p.next++);
-        if (probed_end[r] > 0 && std::min(p.end, limits::kMaxRankPointers) > probed_end[r]) round.extended = true;
-      }
-      return round;
-    };
-    auto gather = [&]() -> Result<bool> {
-      if (world_ == 1) return true;  // a save of one rank has nothing to gather
-      RETURN_IF_ERROR(CheckNoAbort());
-      // While ranks are missing, only theirs are probed: one Stat per poll.
-      Round round;
-      do {
-        ASSIGN_OR_RETURN(round, probe_round(true));
-      } while (round.extended);
-      if (!all_chosen()) return false;
-      // Every rank has a manifest. Before committing, every rank's pointers
-      // are read to their end, so that a newer writer of a rank (a relaunch
-      // whose crashed predecessor still counts as alive) wins over an older
-      // one found first.
-      do {
-        ASSIGN_OR_RETURN(round, probe_round(false));
-        if (round.unresolved) return false;  // judge it on the next poll
-      } while (round.extended);
-      return all_chosen();
-    };
-    Status waited = Poll(gather, "");
+    RankGatherer gatherer(backend_, id_, world_, save_.attempt,
+                          RankManifest{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()),
+                                       manifest_});
+    Status waited = Poll(
+        [&]() -> Result<bool> {
+          if (world_ > 1) RETURN_IF_ERROR(CheckNoAbort());
+          return gatherer.Gather();
+        },
+        "");
     if (!waited.ok()) {
       // No commit will come: the ranks waiting for it are told at once.
       PublishAbort(waited);
       if (waited.code() != StatusCode::kUnavailable) return waited.WithContext(label);
-      std::string missing;
-      for (uint32_t r = 0; r < world_; ++r) {
-        if (!chosen[r]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-      }
-      return Status::Unavailable(label + ": rank(s) " + missing + " of " + std::to_string(world_) +
+      return Status::Unavailable(label + ": rank(s) " + gatherer.Missing() + " of " + std::to_string(world_) +
                                  " published no manifest within " +
                                  std::to_string(options_.rank_timeout_ms / 1000) +
                                  " s; the checkpoint is left uncommitted");
     }
-
-    // Keys name restored files: two ranks must not both claim one.
-    std::unordered_set<std::string_view> all_keys;
-    for (uint32_t r = 0; r < world_; ++r) {
-      for (const auto& it : chosen[r]->manifest.items) {
-        if (!all_keys.insert(it.key).second) {
-          PublishAbort(Status::InvalidArgument("item key '" + it.key + "' is saved by more than one rank"));
-          return Status::InvalidArgument(label + ": item key '" + it.key +
-                                         "' is saved by more than one rank; not committing");
-        }
-      }
+    auto plan = gatherer.Plan(label, NowUnixMs());
+    if (!plan.ok()) {
+      PublishAbort(plan.status());
+      return Status::InvalidArgument(label + ": " + plan.status().message() + "; not committing");
     }
-    CommitRecord rec;
-    rec.name = id_.name;
-    rec.step = id_.step;
-    rec.world = world_;
-    rec.created_unix_ms = NowUnixMs();
-    CommitPlan plan;
-    plan.label = label;
-    plan.commit_object = CommitObject(id_.name, id_.step);
-    for (uint32_t r = 0; r < world_; ++r) {
-      const Candidate& c = *chosen[r];
-      const std::string owner = "rank " + std::to_string(r);
-      plan.objects.push_back(CommitPlan::Named{c.object, c.bytes, owner});
-      for (const auto& obj : c.manifest.objects) plan.objects.push_back(CommitPlan::Named{obj.name, obj.size, owner});
-      rec.ranks.push_back(CommittedRank{r, c.object, c.bytes, c.crc, c.manifest.items.size(),
-                                        c.manifest.TotalBytes()});
-    }
-    plan.commit_bytes = EncodeCommitRecord(rec);
-    if (claim_.valid() && claim_.get() == ClaimOutcome::kOurs) plan.own_seal = seal_;
+    if (claim_.valid() && claim_.get() == ClaimOutcome::kOurs) plan->own_seal = seal_;
     // (A claim that failed: COMMIT holds another writer's record or claim,
     // or the publish failed, and perhaps landed. PublishCommit reads what is
     // there and seals whichever claim it finds, ours included.)
     std::string published;
-    RETURN_IF_ERROR(PublishCommit(backend_, plan, nullptr, &published));
-    committed_record_ = std::move(plan.commit_bytes);
-    if (published != plan.commit_object) committed_seal_ = std::move(published);
+    RETURN_IF_ERROR(PublishCommit(backend_, *plan, nullptr, &published));
+    committed_record_ = std::move(plan->commit_bytes);
+    if (published != plan->commit_object) committed_seal_ = std::move(published);
     return Status::OK();
   }
 

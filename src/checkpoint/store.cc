@@ -1,6 +1,7 @@
 // Store: the public entry point, wiring a backend to the pipeline pieces.
 #include "sluice/store.h"
 
+#include "format/layout.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
@@ -63,6 +64,12 @@ class StoreImpl final : public Store {
     return VerifyCheckpoint(*backend_, options_, loaded);
   }
 
+  Result<uint64_t> DataBytesWritten(const CheckpointId& id) override {
+    ASSIGN_OR_RETURN(auto listed, backend_->List(StepPrefix(id.name, id.step) + "data/"));
+    uint64_t bytes = 0;
+    for (const auto& o : listed) bytes += o.size;
+    return bytes;
+  }
   Status Remove(const CheckpointId& id) override { return RemoveCheckpoint(*backend_, id); }
 
   Result<GcReport> CollectGarbage(uint64_t min_age_ms) override {

@@ -1,4 +1,4 @@
-#include "pipeline/deferred_backend.h"
+#include "sluice/maintenance.h"
 
 #include <chrono>
 #include <mutex>

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "pipeline/rebuild.h"
+#include "sluice/maintenance.h"
 #include "pipeline/scrub.h"
 
 namespace sluice {

@@ -1,4 +1,4 @@
-#include "pipeline/rebuild.h"
+#include "sluice/maintenance.h"
 
 
 #include <algorithm>

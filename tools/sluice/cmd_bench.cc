@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_ranks.h"
 #include "bench_report.h"
 #include "item_sources.h"
 #include "output.h"
@@ -91,213 +92,6 @@ CommandSpec BenchSpec() {
 
 namespace {
 
-struct RankTiming {
-  double seconds = 0;
-  uint64_t bytes = 0;
-  int failed = 0;  // 0 ok; else an error message was printed
-};
-
-// A rank's bytes written to tier 0 so far, for --report's sampler: earlier
-// saves' totals plus the running save's live count.
-struct RankMeter {
-  std::mutex mu;
-  std::shared_ptr<SaveHandle> current;
-  uint64_t done = 0;
-  uint64_t Written() {
-    std::lock_guard<std::mutex> lock(mu);
-    uint64_t b = done;
-    if (current) {
-      auto progress = current->progress();
-      if (!progress.empty()) b += progress[0].bytes_written;
-    }
-    return b;
-  }
-  void Started(std::shared_ptr<SaveHandle> h) {
-    std::lock_guard<std::mutex> lock(mu);
-    current = std::move(h);
-  }
-  void Finished() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (current) {
-      auto progress = current->progress();
-      if (!progress.empty()) done += progress[0].bytes_written;
-    }
-    current.reset();
-  }
-};
-
-// One rank's save of checkpoint `step`, through the path `sluice save`
-// runs: its pipeline (opened once per rank, staging faulted at open, as a
-// training job keeps one) snapshots the items into staging while the tier-0
-// writer streams them out, and the save is timed until it is committed.
-RankTiming SaveRank(Pipeline& pipeline, const std::string& name, uint64_t step, uint32_t rank,
-                    uint32_t world, const std::vector<uint64_t>& sizes, RankMeter* meter) {
-  RankTiming t;
-  auto t0 = std::chrono::steady_clock::now();
-  auto pending = pipeline.Begin({name, step}, rank, world);
-  Status st = pending.status();
-  std::vector<std::unique_ptr<SyntheticSource>> sources;
-  if (st.ok()) {
-    char key[64];
-    for (size_t i = 0; i < sizes.size() && st.ok(); ++i) {
-      snprintf(key, sizeof key, "rank%u/tensor-%04zu", rank, i);
-      sources.push_back(std::make_unique<SyntheticSource>(step * 7919 + rank * 104729 + i, sizes[i]));
-      st = (*pending)->AddItem(key, "", sizes[i], *sources.back());
-      t.bytes += sizes[i];
-    }
-  }
-  if (st.ok()) {
-    auto handle = (*pending)->Snapshot();
-    if (handle.ok() && meter != nullptr) meter->Started(*handle);
-    st = handle.ok() ? (*handle)->WaitTier(0) : handle.status();
-    if (meter != nullptr) meter->Finished();
-  }
-  t.seconds = SecondsSince(t0);
-  if (!st.ok()) {
-    Fail(st.WithContext("bench rank " + std::to_string(rank)));
-    t.failed = 1;
-  }
-  return t;
-}
-
-// The memory a rank restores its state into, as a trainer's tensors are:
-// mapped once, untouched until the first restore (which ReadInto faults in
-// ahead of the reads), overwritten in place by later ones. At most 1 GiB
-// (or the largest item) per rank: items past that share it, which costs the
-// same copies and keeps a large --size within memory.
-class RestoreTarget {
- public:
-  ~RestoreTarget() {
-    if (base_ != nullptr) ::munmap(base_, len_);
-  }
-  Result<std::vector<ItemDestination>> Place(const std::vector<ItemInfo>& items, uint32_t rank) {
-    uint64_t total = 0, largest = 0;
-    for (const auto& it : items) {
-      if (it.rank != rank) continue;
-      total += it.size;
-      largest = std::max(largest, it.size);
-    }
-    const uint64_t want = std::max(largest, std::min<uint64_t>(total, 1ull << 30));
-    if (want > len_) {
-      if (base_ != nullptr) ::munmap(base_, len_);
-      base_ = nullptr;
-      len_ = 0;
-      void* p = ::mmap(nullptr, std::max<uint64_t>(want, 1), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) return Status::FromErrno(errno, "map " + HumanBytes(want) + " to restore into");
-      base_ = static_cast<uint8_t*>(p);
-      len_ = std::max<uint64_t>(want, 1);
-      fresh_ = true;
-    }
-    std::vector<ItemDestination> dests;
-    uint64_t pos = 0;
-    for (const auto& it : items) {
-      if (it.rank != rank) continue;
-      if (pos + it.size > len_) pos = 0;
-      dests.push_back({it.key, base_ + pos, it.size, fresh_});
-      pos += it.size;
-    }
-    fresh_ = false;
-    return dests;
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  uint64_t len_ = 0;
-  bool fresh_ = true;
-};
-
-// One rank's restore of checkpoint `step` into memory through its pipeline's
-// reader, every chunk verified.
-RankTiming ReadRank(Pipeline& pipeline, RestoreTarget& target, const std::string& name,
-                    uint64_t step, uint32_t rank) {
-  RankTiming t;
-  auto t0 = std::chrono::steady_clock::now();
-  auto r = pipeline.OpenCheckpoint(name, step, nullptr);
-  Status st = r.status();
-  if (st.ok()) {
-    auto dests = target.Place((*r)->items(), rank);
-    st = dests.status();
-    if (st.ok()) st = (*r)->ReadInto(rank, *dests);
-    if (st.ok()) {
-      for (const auto& d : *dests) t.bytes += d.size;
-    }
-  }
-  t.seconds = SecondsSince(t0);
-  if (!st.ok()) {
-    Fail(st.WithContext("bench read rank " + std::to_string(rank)));
-    t.failed = 1;
-  }
-  return t;
-}
-
-// Runs fn(rank) for every rank concurrently, as threads or as processes, and
-// collects each rank's timing.
-template <typename F>
-std::vector<RankTiming> RunRanks(uint32_t ranks, bool processes, F fn) {
-  std::vector<RankTiming> out(ranks);
-  if (!processes) {
-    std::barrier start(static_cast<std::ptrdiff_t>(ranks));
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < ranks; ++r) {
-      threads.emplace_back([&, r] {
-        start.arrive_and_wait();
-        out[r] = fn(r);
-      });
-    }
-    for (auto& t : threads) t.join();
-    return out;
-  }
-  // Processes: each child reports its RankTiming through a pipe. A second
-  // pipe is the start barrier: children block reading it until the parent
-  // closes it.
-  int go[2];
-  if (pipe(go) != 0) {
-    for (auto& t : out) t.failed = 1;
-    return out;
-  }
-  std::vector<std::pair<pid_t, int>> kids;
-  std::fflush(nullptr);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    int res[2];
-    if (pipe(res) != 0) break;
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(go[1]);
-      close(res[0]);
-      char c;
-      (void)!read(go[0], &c, 1);  // returns 0 when the parent closes it
-      RankTiming t = fn(r);
-      (void)!write(res[1], &t, sizeof t);
-      _exit(t.failed ? 1 : 0);
-    }
-    close(res[1]);
-    kids.push_back({pid, res[0]});
-  }
-  close(go[0]);
-  close(go[1]);
-  for (size_t r = 0; r < kids.size(); ++r) {
-    RankTiming t;
-    t.failed = 1;
-    if (read(kids[r].second, &t, sizeof t) != static_cast<ssize_t>(sizeof t)) t.failed = 1;
-    close(kids[r].second);
-    int status = 0;
-    waitpid(kids[r].first, &status, 0);
-    out[r] = t;
-  }
-  for (size_t r = kids.size(); r < ranks; ++r) out[r].failed = 1;
-  return out;
-}
-
-bool DropCaches() {
-  sync();
-  int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
-  if (fd < 0) return false;
-  bool ok = write(fd, "3", 1) == 1;
-  close(fd);
-  return ok;
-}
-
 // The write/read bench's page: each rank's write throughput over time, and
 // every checkpoint's write and read throughput, against the ceiling.
 Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, const Ceiling& ceiling,
@@ -358,24 +152,29 @@ Status WriteBenchReport(const std::string& dir, const ByteSampler& sampler, cons
   return WriteReport(dir, "sluice bench", summary, {over_time, per_ckpt}, json);
 }
 
-}  // namespace
 
-int CmdBench(int argc, char** argv) {
-  const CommandSpec spec = BenchSpec();
-  Flags flags;
-  int rc;
-  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+// What the flags ask of the write/read bench (or the async one).
+struct BenchArgs {
+  const Preset* preset = nullptr;
+  uint32_t ranks = 0;
+  uint64_t checkpoints = 0;
+  uint64_t items = 0;
+  std::string mode;
+  uint64_t size = 0;
+  bool size_given = false;
+};
+
+int ParseBenchFlags(const Flags& flags, BenchArgs* a) {
   if (!flags.Has("async") && !flags.Has("store")) return Fail(Status::InvalidArgument("--store is required"), true);
   std::string preset_name = flags.Get("preset").value_or("llama3-8b");
-  const Preset* preset = nullptr;
   for (const auto& p : kPresets) {
-    if (preset_name == p.name) preset = &p;
+    if (preset_name == p.name) a->preset = &p;
   }
-  if (preset == nullptr) {
+  if (a->preset == nullptr) {
     return Fail(Status::InvalidArgument("--preset '" + preset_name +
                                         "' (expected llama3-8b, llama3-70b, llama3-405b or llama3-1t)"), true);
   }
-  auto ranks_flag = flags.GetU64("ranks", std::min<uint32_t>(preset->ranks, 8));
+  auto ranks_flag = flags.GetU64("ranks", std::min<uint32_t>(a->preset->ranks, 8));
   auto checkpoints = flags.GetU64("checkpoints", 3);
   auto items = flags.GetU64("items", 16);
   auto size_flag = flags.GetSize("size", 0);
@@ -385,12 +184,14 @@ int CmdBench(int argc, char** argv) {
   if (*ranks_flag == 0 || *ranks_flag > 1024) return Fail(Status::InvalidArgument("--ranks must be in 1..1024"), true);
   if (*checkpoints == 0 || *checkpoints > 1000) return Fail(Status::InvalidArgument("--checkpoints must be in 1..1000"), true);
   if (*items == 0 || *items > 100000) return Fail(Status::InvalidArgument("--items must be in 1..100000"), true);
-  std::string mode = flags.Get("mode").value_or("threads");
-  if (mode != "threads" && mode != "processes") {
+  a->ranks = static_cast<uint32_t>(*ranks_flag);
+  a->checkpoints = *checkpoints;
+  a->items = *items;
+  a->mode = flags.Get("mode").value_or("threads");
+  if (a->mode != "threads" && a->mode != "processes") {
     return Fail(Status::InvalidArgument("--mode must be threads or processes"), true);
   }
-  const uint64_t preset_bytes = preset->total_gib << 30;
-  uint64_t size = 4ull << 30;  // about a minute of work on this kind of machine
+  a->size = 4ull << 30;  // about a minute of work on this kind of machine
   if (flags.Has("scale")) {
     char* end = nullptr;
     std::string s = *flags.Get("scale");
@@ -398,35 +199,149 @@ int CmdBench(int argc, char** argv) {
     if (s.empty() || *end != '\0' || !(f > 0) || f > 1) {
       return Fail(Status::InvalidArgument("--scale must be a number in (0, 1]"), true);
     }
-    size = static_cast<uint64_t>(std::llround(f * static_cast<double>(preset_bytes)));
+    a->size = static_cast<uint64_t>(std::llround(f * static_cast<double>(a->preset->total_gib << 30)));
   }
-  if (flags.Has("size")) size = *size_flag;
-  if (size == 0) return Fail(Status::InvalidArgument("checkpoint size is 0"), true);
-  const uint32_t ranks = static_cast<uint32_t>(*ranks_flag);
-  if (mode == "processes" && flags.Has("metrics-listen")) {
+  a->size_given = flags.Has("size");
+  if (a->size_given) a->size = *size_flag;
+  if (a->size == 0) return Fail(Status::InvalidArgument("checkpoint size is 0"), true);
+  if (a->mode == "processes" && flags.Has("metrics-listen")) {
     return Fail(Status::InvalidArgument("--metrics-listen needs --mode threads (forked ranks count in their own "
                                         "processes, which the server cannot see)"), true);
   }
   if (flags.Has("report")) {
     if (flags.Get("report")->empty()) return Fail(Status::InvalidArgument("--report needs a directory"), true);
-    if (mode == "processes") {
+    if (a->mode == "processes") {
       return Fail(Status::InvalidArgument("--report needs --mode threads (forked ranks' progress is not "
                                           "visible to the sampler)"), true);
     }
     if (Status ready = PrepareReport(*flags.Get("report")); !ready.ok()) return Fail(ready);
   }
-  auto metrics_server = ServeMetricsIfAsked(flags);
-  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
-  if (flags.Has("async")) {
-    if (!flags.Has("size") && !flags.Has("scale")) size = 2ull << 30;
-    return RunAsyncBench(flags, size, *checkpoints, *items);
-  }
-  if (flags.Has("tier")) return Fail(Status::InvalidArgument("--tier needs --async (the write/read bench uses one --store)"), true);
+  return -1;
+}
 
+// Keeps the benchmark from filling the disk: on a file store, the size is
+// capped to a fifth of the free space (unless --size was given), and a
+// bench that would not fit is refused.
+Status FitToFreeSpace(const std::string& uri, BenchArgs* a) {
+  std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
+  path = path.substr(0, path.find('?'));
+  struct statvfs vfs;
+  if (statvfs(path.c_str(), &vfs) != 0) return Status::OK();
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t cap = free_bytes / 5 / a->checkpoints;
+  if (a->size > cap && !a->size_given) a->size = cap;
+  if (a->size * a->checkpoints > free_bytes) {
+    return Status::NoSpace("bench needs " + HumanBytes(a->size * a->checkpoints) + ", the store has " +
+                           HumanBytes(free_bytes) + " free");
+  }
+  return Status::OK();
+}
+
+struct Phase {
+  std::vector<double> seconds;  // slowest rank per checkpoint
+  std::vector<double> gibps;
+  double cpu = 0;
+  uint64_t bytes = 0;
+};
+
+// One pipeline per rank, kept across checkpoints. Staging is what `sluice
+// save` gives a synchronous save: the rank's share, at most 256 MiB (larger
+// ones stream through it). Forked ranks open theirs in the child (a
+// pipeline's threads do not survive fork) and close it before exiting.
+class RankPipelines {
+ public:
+  RankPipelines(const PipelineOptions& options, std::vector<uint64_t> rank_bytes, bool processes)
+      : options_(options), rank_bytes_(std::move(rank_bytes)), processes_(processes), pipelines_(rank_bytes_.size()) {}
+  // Opens every rank's now (threads); false, with the error printed, if one fails.
+  bool OpenAll() {
+    for (uint32_t r = 0; r < pipelines_.size(); ++r) {
+      if (Of(r) == nullptr) return false;
+    }
+    return true;
+  }
+  // fn(pipeline) for rank r; a failed rank where its pipeline would not open.
+  template <typename F>
+  RankTiming With(uint32_t r, F fn) {
+    Pipeline* p = Of(r);
+    if (p == nullptr) {
+      RankTiming t;
+      t.failed = 1;
+      return t;
+    }
+    RankTiming t = fn(*p);
+    if (processes_) pipelines_[r].reset();
+    return t;
+  }
+  void Close() { pipelines_.clear(); }
+
+ private:
+  Pipeline* Of(uint32_t r) {
+    if (!pipelines_[r]) {
+      PipelineOptions po = options_;
+      const uint64_t slab = AlignUp(po.store.io_bytes, 4096);
+      po.staging_bytes = std::max(slab, std::min<uint64_t>(AlignUp(rank_bytes_[r], slab), 256ull << 20));
+      auto opened = Pipeline::Open(po);
+      if (!opened.ok()) {
+        Fail(opened.status().WithContext("bench rank " + std::to_string(r)));
+        return nullptr;
+      }
+      pipelines_[r] = std::move(opened).value();
+    }
+    return pipelines_[r].get();
+  }
+  PipelineOptions options_;
+  std::vector<uint64_t> rank_bytes_;
+  bool processes_;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
+};
+
+// The write and read phases' figures, as JSON (and the --report page) or text.
+int ReportBench(const Flags& flags, const BenchArgs& a, const std::string& io_path, const Phase& write,
+                const Phase& read, bool dropped, const Ceiling* ceiling, const ByteSampler* sampler) {
+  const double wgib = write.bytes / double(1 << 30), rgib = read.bytes / double(1 << 30);
+  JsonValue j = {{"preset", a.preset->name}, {"ranks", a.ranks}, {"mode", a.mode}, {"checkpoint_bytes", a.size},
+                 {"checkpoints", a.checkpoints}, {"io_path", io_path}, {"caches_dropped", dropped}};
+  for (const Phase* p : {&write, &read}) {
+    j[p == &write ? "write" : "read"] = {
+        {"median_gib_per_second", Median(p->gibps)},
+        {"best_gib_per_second", *std::max_element(p->gibps.begin(), p->gibps.end())},
+        {"checkpoint_seconds", p->seconds}, {"cpu_seconds_per_gib", p->cpu / (p == &write ? wgib : rgib)}};
+  }
+  if (ceiling != nullptr) {
+    j["ceiling"] = {{"tool", ceiling->tool}, {"note", ceiling->note},
+                    {"write_bytes_per_second", ceiling->write_bytes_per_sec},
+                    {"read_bytes_per_second", ceiling->read_bytes_per_sec}};
+    Status st = WriteBenchReport(*flags.Get("report"), *sampler, *ceiling, write.gibps, read.gibps, JsonText(j),
+                                 std::string(a.preset->name) + ", " + HumanBytes(a.size) + " per checkpoint, " +
+                                     std::to_string(a.ranks) + " ranks, " + std::to_string(a.checkpoints) +
+                                     " checkpoints, " + io_path);
+    if (!st.ok()) return Fail(st);
+    if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
+  }
+  if (flags.Has("json")) {
+    PrintJson(j);
+    return kExitOk;
+  }
+  for (const Phase* p : {&write, &read}) {
+    std::printf("%-5s  median %.2f GiB/s  best %.2f GiB/s  per checkpoint:", p == &write ? "write" : "read",
+                Median(p->gibps), *std::max_element(p->gibps.begin(), p->gibps.end()));
+    for (double s : p->seconds) std::printf(" %.2fs", s);
+    std::printf("  CPU %.3f s/GiB\n", p->cpu / (p == &write ? wgib : rgib));
+  }
+  if (!dropped) {
+    std::printf("(page cache not dropped: reads %s)\n",
+                io_path.find("O_DIRECT") != std::string::npos ? "use O_DIRECT anyway" : "may come from memory");
+  }
+  return kExitOk;
+}
+
+// R ranks save N checkpoints, caches are dropped, the ranks read them back.
+int RunWriteReadBench(const Flags& flags, BenchArgs a) {
+  const bool processes = a.mode == "processes";
   // A forked rank would inherit the parent's RADOS client, whose threads do
   // not survive fork, and librados is not fork-safe even for a fresh client
   // opened in the child: its operations hang until they time out.
-  if (mode == "processes" && flags.Get("store")->rfind("rados://", 0) == 0) {
+  if (processes && flags.Get("store")->rfind("rados://", 0) == 0) {
     return Fail(Status::InvalidArgument("--mode processes does not work with rados:// stores (librados does not "
                                         "survive fork); use --mode threads, or one `sluice save --rank R "
                                         "--world W` process per rank"), true);
@@ -436,59 +351,37 @@ int CmdBench(int argc, char** argv) {
   popts->resume_drains = false;
   auto store = Store::Open(*flags.Get("store"), popts->store);
   if (!store.ok()) return FailStoreOpen(store.status());
-  // Keep the benchmark from filling the disk: a file store checks free space.
-  {
-    std::string uri = *flags.Get("store");
-    std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
-    path = path.substr(0, path.find('?'));
-    struct statvfs vfs;
-    if (statvfs(path.c_str(), &vfs) == 0) {
-      uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-      uint64_t cap = free_bytes / 5 / *checkpoints;
-      if (size > cap && !flags.Has("size")) size = cap;
-      if (size * *checkpoints > free_bytes) {
-        return Fail(Status::NoSpace("bench needs " + HumanBytes(size * *checkpoints) + ", the store has " +
-                                    HumanBytes(free_bytes) + " free"));
-      }
-    }
-  }
-  std::vector<uint64_t> rank_bytes = SplitSizes(size, ranks);
+  if (Status st = FitToFreeSpace(*flags.Get("store"), &a); !st.ok()) return Fail(st);
+  const std::string io_path = (*store)->backend().caps().io_path;
+  std::vector<uint64_t> rank_bytes = SplitSizes(a.size, a.ranks);
   const std::string name = "sluice-bench-" + std::to_string(getpid());
-  const bool processes = mode == "processes";
   if (!flags.Has("json")) {
     std::fprintf(stderr, "bench: %s scaled to %s per checkpoint (preset %s), %u ranks as %s, %llu checkpoints, %s\n",
-                 preset->name, HumanBytes(size).c_str(), HumanBytes(preset_bytes).c_str(), ranks, mode.c_str(),
-                 static_cast<unsigned long long>(*checkpoints), (*store)->backend().caps().io_path.c_str());
+                 a.preset->name, HumanBytes(a.size).c_str(), HumanBytes(a.preset->total_gib << 30).c_str(), a.ranks,
+                 a.mode.c_str(), static_cast<unsigned long long>(a.checkpoints), io_path.c_str());
   }
-
-  struct Phase {
-    std::vector<double> seconds;  // slowest rank per checkpoint
-    std::vector<double> gibps;
-    double cpu = 0;
-    uint64_t bytes = 0;
-  };
-  Phase write, read;
-  bool failed = false;
   // --report: the store's ceiling first (fio / rados bench, same run), then
   // each rank's tier-0 bytes sampled while the checkpoints are written.
   const bool report = flags.Has("report");
   Ceiling ceiling;
   if (report) {
-    ceiling = MeasureCeiling(*flags.Get("store"), std::min<uint64_t>(size, 2ull << 30), popts->store.io_bytes);
+    ceiling = MeasureCeiling(*flags.Get("store"), std::min<uint64_t>(a.size, 2ull << 30), popts->store.io_bytes);
     if (!flags.Has("json")) {
       std::fprintf(stderr, "bench: ceiling %s\n", ceiling.tool.empty() ? ceiling.note.c_str()
                    : ("write " + HumanRate(ceiling.write_bytes_per_sec) + ", read " +
                       HumanRate(ceiling.read_bytes_per_sec) + " (" + ceiling.tool + ")").c_str());
     }
   }
-  std::unique_ptr<RankMeter[]> meters(new RankMeter[ranks]);
+  Phase write, read;
+  bool failed = false;
+  std::unique_ptr<RankMeter[]> meters(new RankMeter[a.ranks]);
   std::unique_ptr<ByteSampler> sampler;
   // One phase: every checkpoint in turn, all ranks together; the
   // checkpoint's time is its slowest rank's.
   auto run_phase = [&](Phase* phase, auto rank_fn) {
     const double cpu0 = ProcessCpuSeconds();
-    for (uint64_t c = 1; c <= *checkpoints && !failed; ++c) {
-      auto timings = RunRanks(ranks, processes, [&](uint32_t r) { return rank_fn(c, r); });
+    for (uint64_t c = 1; c <= a.checkpoints && !failed; ++c) {
+      auto timings = RunRanks(a.ranks, processes, [&](uint32_t r) { return rank_fn(c, r); });
       double slowest = 0;
       for (const auto& t : timings) {
         slowest = std::max(slowest, t.seconds);
@@ -496,111 +389,58 @@ int CmdBench(int argc, char** argv) {
         phase->bytes += t.bytes;
       }
       phase->seconds.push_back(slowest);
-      phase->gibps.push_back(size / slowest / (1 << 30));
+      phase->gibps.push_back(a.size / slowest / (1 << 30));
     }
     phase->cpu = ProcessCpuSeconds() - cpu0;
   };
-  // One pipeline per rank, kept across checkpoints. Staging is what
-  // `sluice save` gives a synchronous save: the rank's share, at most
-  // 256 MiB (larger ones stream through it). Forked ranks open theirs in
-  // the child (a pipeline's threads do not survive fork).
-  std::vector<std::unique_ptr<Pipeline>> pipelines(ranks);
-  std::vector<RestoreTarget> targets(ranks);
-  auto pipeline_of = [&](uint32_t r) -> Pipeline* {
-    if (!pipelines[r]) {
-      PipelineOptions po = *popts;
-      const uint64_t slab = AlignUp(po.store.io_bytes, 4096);
-      po.staging_bytes = std::max(slab, std::min<uint64_t>(AlignUp(rank_bytes[r], slab), 256ull << 20));
-      auto opened = Pipeline::Open(po);
-      if (!opened.ok()) {
-        Fail(opened.status().WithContext("bench rank " + std::to_string(r)));
-        return nullptr;
-      }
-      pipelines[r] = std::move(opened).value();
-    }
-    return pipelines[r].get();
-  };
-  if (!processes) {
-    for (uint32_t r = 0; r < ranks; ++r) {
-      if (pipeline_of(r) == nullptr) return kExitError;
-    }
-  }
-  auto with_pipeline = [&](uint32_t r, auto fn) {
-    Pipeline* p = pipeline_of(r);
-    if (p == nullptr) {
-      RankTiming t;
-      t.failed = 1;
-      return t;
-    }
-    RankTiming t = fn(*p);
-    if (processes) pipelines[r].reset();  // a child's: closed before it exits
-    return t;
-  };
+  RankPipelines pipelines(*popts, rank_bytes, processes);
+  if (!processes && !pipelines.OpenAll()) return kExitError;
+  std::vector<RestoreTarget> targets(a.ranks);
   if (report) {
     std::vector<std::string> series;
-    for (uint32_t r = 0; r < ranks; ++r) series.push_back("rank " + std::to_string(r));
+    for (uint32_t r = 0; r < a.ranks; ++r) series.push_back("rank " + std::to_string(r));
     sampler = std::make_unique<ByteSampler>(series, [&] {
       std::vector<uint64_t> v;
-      for (uint32_t r = 0; r < ranks; ++r) v.push_back(meters[r].Written());
+      for (uint32_t r = 0; r < a.ranks; ++r) v.push_back(meters[r].Written());
       return v;
     }, std::chrono::milliseconds(100));
   }
   run_phase(&write, [&](uint64_t c, uint32_t r) {
-    return with_pipeline(r, [&](Pipeline& p) {
-      return SaveRank(p, name, c, r, ranks, SplitSizes(rank_bytes[r], *items), report ? &meters[r] : nullptr);
+    return pipelines.With(r, [&](Pipeline& p) {
+      return SaveRank(p, name, c, r, a.ranks, SplitSizes(rank_bytes[r], a.items), report ? &meters[r] : nullptr);
     });
   });
   if (sampler) sampler->Stop();
   bool dropped = false;
   if (!failed && !flags.Has("no-drop-caches")) dropped = DropCaches();
   run_phase(&read, [&](uint64_t c, uint32_t r) {
-    return with_pipeline(r, [&](Pipeline& p) { return ReadRank(p, targets[r], name, c, r); });
+    return pipelines.With(r, [&](Pipeline& p) { return ReadRank(p, targets[r], name, c, r); });
   });
-  pipelines.clear();
+  pipelines.Close();
   if (!flags.Has("keep")) {
-    for (uint64_t c = 1; c <= *checkpoints; ++c) (void)(*store)->Remove({name, c});
+    for (uint64_t c = 1; c <= a.checkpoints; ++c) (void)(*store)->Remove({name, c});
   }
   if (failed) return kExitError;
+  return ReportBench(flags, a, io_path, write, read, dropped, report ? &ceiling : nullptr, sampler.get());
+}
 
-  const double wgib = write.bytes / double(1 << 30), rgib = read.bytes / double(1 << 30);
-  {
-    JsonValue j = {{"preset", preset->name}, {"ranks", ranks}, {"mode", mode}, {"checkpoint_bytes", size},
-                   {"checkpoints", *checkpoints}, {"io_path", (*store)->backend().caps().io_path},
-                   {"caches_dropped", dropped}};
-    for (auto* p : {&write, &read}) {
-      j[p == &write ? "write" : "read"] = {
-          {"median_gib_per_second", Median(p->gibps)},
-          {"best_gib_per_second", *std::max_element(p->gibps.begin(), p->gibps.end())},
-          {"checkpoint_seconds", p->seconds}, {"cpu_seconds_per_gib", p->cpu / (p == &write ? wgib : rgib)}};
-    }
-    if (report) {
-      j["ceiling"] = {{"tool", ceiling.tool}, {"note", ceiling.note},
-                      {"write_bytes_per_second", ceiling.write_bytes_per_sec},
-                      {"read_bytes_per_second", ceiling.read_bytes_per_sec}};
-    }
-    if (report) {
-      std::vector<double> wgibps = write.gibps, rgibps = read.gibps;
-      Status st = WriteBenchReport(*flags.Get("report"), *sampler, ceiling, wgibps, rgibps, JsonText(j),
-                                   std::string(preset->name) + ", " + HumanBytes(size) + " per checkpoint, " +
-                                   std::to_string(ranks) + " ranks, " + std::to_string(*checkpoints) +
-                                   " checkpoints, " + (*store)->backend().caps().io_path);
-      if (!st.ok()) return Fail(st);
-      if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
-    }
-    if (flags.Has("json")) PrintJson(j);
+}  // namespace
+
+int CmdBench(int argc, char** argv) {
+  const CommandSpec spec = BenchSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  BenchArgs a;
+  if (int failed = ParseBenchFlags(flags, &a); failed >= 0) return failed;
+  auto metrics_server = ServeMetricsIfAsked(flags);
+  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
+  if (flags.Has("async")) {
+    const uint64_t size = flags.Has("size") || flags.Has("scale") ? a.size : 2ull << 30;
+    return RunAsyncBench(flags, size, a.checkpoints, a.items);
   }
-  if (!flags.Has("json")) {
-    for (auto* p : {&write, &read}) {
-      std::printf("%-5s  median %.2f GiB/s  best %.2f GiB/s  per checkpoint:", p == &write ? "write" : "read",
-                  Median(p->gibps), *std::max_element(p->gibps.begin(), p->gibps.end()));
-      for (double s : p->seconds) std::printf(" %.2fs", s);
-      std::printf("  CPU %.3f s/GiB\n", p->cpu / (p == &write ? wgib : rgib));
-    }
-    if (!dropped) std::printf("(page cache not dropped: reads %s)\n",
-                              (*store)->backend().caps().io_path.find("O_DIRECT") != std::string::npos
-                                  ? "use O_DIRECT anyway" : "may come from memory");
-  }
-  return kExitOk;
+  if (flags.Has("tier")) return Fail(Status::InvalidArgument("--tier needs --async (the write/read bench uses one --store)"), true);
+  return RunWriteReadBench(flags, a);
 }
 
 }  // namespace sluice::cli

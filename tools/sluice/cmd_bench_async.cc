@@ -159,6 +159,122 @@ Status WriteAsyncReport(const std::string& dir, const ByteSampler& sampler, cons
 
 }  // namespace
 
+namespace {
+
+// A trainer's state: `sizes` buffers of distinct, incompressible-looking
+// contents.
+Result<std::vector<AlignedBuffer>> MakeState(const std::vector<uint64_t>& sizes) {
+  std::vector<AlignedBuffer> state;
+  for (uint64_t s : sizes) {
+    ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(std::max<uint64_t>(s, 1)));
+    auto* w = reinterpret_cast<uint64_t*>(b.data());
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ state.size();
+    for (size_t i = 0; i < s / 8; ++i) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      w[i] = x;
+    }
+    state.push_back(std::move(b));
+  }
+  return state;
+}
+
+struct AsyncRow {
+  double memcpy_s = 0, stall_s = 0, cpu_tier0 = 0;
+  std::vector<double> durable;
+};
+
+// Checkpoint `step`: the bare memcpy baseline into `dst`, then the save,
+// waited for on every tier.
+Result<AsyncRow> SaveOneAsync(Pipeline& pipeline, const std::string& name, uint64_t step,
+                              std::vector<AlignedBuffer>& state, const std::vector<uint64_t>& sizes, uint8_t* dst,
+                              uint32_t copy_threads) {
+  // The trainer changes its state between checkpoints.
+  for (auto& b : state) {
+    for (size_t off = 0; off < b.size(); off += 1 << 20) b.data()[off] ^= static_cast<uint8_t>(step);
+  }
+  AsyncRow row;
+  row.memcpy_s = ParallelMemcpy(state, sizes, dst, copy_threads);
+  ASSIGN_OR_RETURN(auto pending, pipeline.Begin({name, step}, 0, 1));
+  char key[48];
+  for (size_t i = 0; i < state.size(); ++i) {
+    snprintf(key, sizeof key, "state/tensor-%06zu", i);
+    RETURN_IF_ERROR(pending->AddItem(key, "", state[i].data(), sizes[i]));
+  }
+  ASSIGN_OR_RETURN(auto handle, pending->Snapshot());
+  const double cpu0 = ProcessCpuSeconds();
+  RETURN_IF_ERROR(handle->WaitTier(0));
+  row.cpu_tier0 = ProcessCpuSeconds() - cpu0;
+  RETURN_IF_ERROR(handle->Wait());
+  row.stall_s = handle->stall_seconds();
+  for (const auto& t : handle->progress()) row.durable.push_back(t.durable_seconds);
+  return row;
+}
+
+struct AsyncRun {
+  uint64_t size = 0, items = 0, checkpoints = 0;
+  double open_seconds = 0;
+  std::vector<AsyncRow> rows;
+};
+
+int ReportAsyncBench(const Flags& flags, Pipeline& pipeline, const PipelineOptions& po, const AsyncRun& run,
+                     const Ceiling* ceiling, const ByteSampler* sampler) {
+  const size_t tiers = pipeline.tier_count();
+  const double gib = static_cast<double>(run.size) / (1ull << 30);
+  std::vector<double> stall, memcpy_s, ratio, cpu;
+  std::vector<std::vector<double>> durable(tiers);
+  for (const auto& r : run.rows) {
+    stall.push_back(r.stall_s);
+    memcpy_s.push_back(r.memcpy_s);
+    ratio.push_back(r.memcpy_s > 0 ? r.stall_s / r.memcpy_s : 0);
+    cpu.push_back(r.cpu_tier0 / gib);
+    for (size_t k = 0; k < tiers; ++k) durable[k].push_back(r.durable[k]);
+  }
+  JsonValue rows_json = JsonValue::array(), tiers_json = JsonValue::array();
+  for (const auto& r : run.rows) {
+    rows_json.push_back({{"stall_seconds", r.stall_s}, {"memcpy_seconds", r.memcpy_s},
+                         {"tier0_cpu_seconds", r.cpu_tier0}, {"durable_seconds", r.durable}});
+  }
+  for (size_t k = 0; k < tiers; ++k) {
+    tiers_json.push_back({{"uri", pipeline.tier(k).backend().uri()}, {"median_durable_seconds", Median(durable[k])}});
+  }
+  JsonValue j = {{"mode", "async"}, {"bytes", run.size}, {"items", run.items}, {"staging_bytes", po.staging_bytes},
+                 {"copy_threads", po.copy_threads}, {"staging_open_seconds", run.open_seconds},
+                 {"median_stall_seconds", Median(stall)}, {"median_memcpy_seconds", Median(memcpy_s)},
+                 {"median_stall_over_memcpy", Median(ratio)}, {"median_tier0_cpu_seconds_per_gib", Median(cpu)},
+                 {"checkpoints", rows_json}, {"tiers", tiers_json}};
+  if (ceiling != nullptr) {
+    AsyncReportInput in;
+    in.stall = stall;
+    in.memcpy_s = memcpy_s;
+    for (size_t k = 0; k < tiers; ++k) {
+      in.uris.push_back(pipeline.tier(k).backend().uri());
+      in.caps.push_back(po.tiers[k].rate_bytes_per_sec);
+    }
+    in.ceiling = *ceiling;
+    in.what = HumanBytes(run.size) + " per checkpoint in " + std::to_string(run.items) + " items, " +
+              std::to_string(run.checkpoints) + " checkpoints, staging " + HumanBytes(po.staging_bytes) + ", " +
+              std::to_string(po.copy_threads) + " copy threads";
+    Status st = WriteAsyncReport(*flags.Get("report"), *sampler, in, JsonText(j));
+    if (!st.ok()) return Fail(st);
+    if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
+  }
+  if (flags.Has("json")) {
+    PrintJson(j);
+    return kExitOk;
+  }
+  std::printf("stall: median %.3f s vs bare %u-thread memcpy %.3f s = %.2fx (%s/s into staging)\n", Median(stall),
+              po.copy_threads, Median(memcpy_s), Median(ratio),
+              HumanBytes(static_cast<uint64_t>(run.size / std::max(Median(stall), 1e-9))).c_str());
+  for (size_t k = 0; k < tiers; ++k) {
+    std::printf("tier %zu %s: durable after median %.2f s\n", k, pipeline.tier(k).backend().uri().c_str(),
+                Median(durable[k]));
+  }
+  std::printf("CPU staging -> committed tier 0: median %.3f s per GiB\n", Median(cpu));
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint64_t items) {
   auto popts = PipelineOptionsFromFlags(flags, true);
   if (!popts.ok()) return Fail(popts.status(), true);
@@ -175,27 +291,20 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
   po.lock_staging = flags.Has("lock-staging");
 
   std::vector<uint64_t> sizes = SplitSizes(size, items);
-  std::vector<AlignedBuffer> state;
-  for (uint64_t s : sizes) {
-    auto b = AlignedBuffer::Allocate(std::max<uint64_t>(s, 1));
-    if (!b.ok()) return Fail(b.status());
-    // Distinct, incompressible-looking contents.
-    auto* w = reinterpret_cast<uint64_t*>(b->data());
-    uint64_t x = 0x9e3779b97f4a7c15ull ^ state.size();
-    for (size_t i = 0; i < s / 8; ++i) {
-      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-      w[i] = x;
-    }
-    state.push_back(std::move(b).value());
-  }
+  auto state = MakeState(sizes);
+  if (!state.ok()) return Fail(state.status());
   // Pages of the size staging gets.
   auto dst = BaselineBuffer::Create(size, StagingHugePages(po));
   if (!dst.ok()) return Fail(dst.status());
 
+  AsyncRun run;
+  run.size = size;
+  run.items = items;
+  run.checkpoints = checkpoints;
   const auto open0 = std::chrono::steady_clock::now();
   auto pipeline = Pipeline::Open(po);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
-  const double open_seconds = SecondsSince(open0);
+  run.open_seconds = SecondsSince(open0);
   const size_t tiers = (*pipeline)->tier_count();
   const std::string name = "sluice-bench-async-" + std::to_string(getpid());
   if (!flags.Has("json")) {
@@ -204,61 +313,36 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
                  "a pre-faulted buffer of %s pages\n",
                  HumanBytes(size).c_str(), static_cast<unsigned long long>(items),
                  static_cast<unsigned long long>(checkpoints), tiers, HumanBytes(po.staging_bytes).c_str(),
-                 open_seconds, po.copy_threads, (*dst)->huge() ? "transparent huge (2 MiB)" : "4 KiB");
+                 run.open_seconds, po.copy_threads, (*dst)->huge() ? "transparent huge (2 MiB)" : "4 KiB");
   }
   const bool report = flags.Has("report");
   Ceiling ceiling;
+  std::unique_ptr<ByteSampler> sampler;
   if (report) {
     ceiling = MeasureCeiling(po.tiers[0].uri, std::min<uint64_t>(size, 2ull << 30), po.store.io_bytes);
     if (!flags.Has("json")) {
       std::fprintf(stderr, "bench --async: tier 0 ceiling %s\n", ceiling.tool.empty() ? ceiling.note.c_str()
                    : ("write " + HumanRate(ceiling.write_bytes_per_sec) + " (" + ceiling.tool + ")").c_str());
     }
-  }
-  std::unique_ptr<ByteSampler> sampler;
-  if (report) {
     std::vector<std::string> series;
     for (size_t k = 0; k < tiers; ++k) series.push_back("tier " + std::to_string(k));
     sampler = std::make_unique<ByteSampler>(series, [tiers] { return TierWrittenBytes(tiers); },
                                             std::chrono::milliseconds(100));
   }
-  struct Row { double memcpy_s, stall_s, cpu_tier0; std::vector<double> durable; };
-  std::vector<Row> rows;
   Status failed;
-  for (uint64_t c = 0; c < checkpoints && failed.ok(); ++c) {
-    // The trainer changes its state between checkpoints.
-    for (auto& b : state) {
-      for (size_t off = 0; off < b.size(); off += 1 << 20) b.data()[off] ^= static_cast<uint8_t>(c + 1);
+  for (uint64_t c = 1; c <= checkpoints; ++c) {
+    auto row = SaveOneAsync(**pipeline, name, c, *state, sizes, (*dst)->data(), po.copy_threads);
+    if (!row.ok()) {
+      failed = row.status();
+      break;
     }
-    Row row;
-    row.memcpy_s = ParallelMemcpy(state, sizes, (*dst)->data(), po.copy_threads);
-    auto pending = (*pipeline)->Begin({name, c + 1}, 0, 1);
-    if (!pending.ok()) { failed = pending.status(); break; }
-    char key[48];
-    for (size_t i = 0; i < state.size(); ++i) {
-      snprintf(key, sizeof key, "state/tensor-%06zu", i);
-      Status st = (*pending)->AddItem(key, "", state[i].data(), sizes[i]);
-      if (!st.ok()) { failed = st; break; }
-    }
-    if (!failed.ok()) break;
-    auto handle = (*pending)->Snapshot();
-    if (!handle.ok()) { failed = handle.status(); break; }
-    const double cpu0 = ProcessCpuSeconds();
-    if (Status st = (*handle)->WaitTier(0); !st.ok()) { failed = st; break; }
-    row.cpu_tier0 = ProcessCpuSeconds() - cpu0;
-    if (Status st = (*handle)->Wait(); !st.ok()) { failed = st; break; }
-    row.stall_s = (*handle)->stall_seconds();
-    for (const auto& t : (*handle)->progress()) row.durable.push_back(t.durable_seconds);
-    rows.push_back(row);
     if (!flags.Has("json")) {
-      std::fprintf(stderr, "  checkpoint %llu: stall %.3f s, memcpy %.3f s (%.2fx)",
-                   static_cast<unsigned long long>(c + 1), row.stall_s, row.memcpy_s,
-                   row.memcpy_s > 0 ? row.stall_s / row.memcpy_s : 0);
-      for (size_t k = 0; k < row.durable.size(); ++k) {
-        std::fprintf(stderr, ", tier %zu durable %.2f s", k, row.durable[k]);
-      }
+      std::fprintf(stderr, "  checkpoint %llu: stall %.3f s, memcpy %.3f s (%.2fx)", static_cast<unsigned long long>(c),
+                   row->stall_s, row->memcpy_s, row->memcpy_s > 0 ? row->stall_s / row->memcpy_s : 0);
+      for (size_t k = 0; k < row->durable.size(); ++k) std::fprintf(stderr, ", tier %zu durable %.2f s", k, row->durable[k]);
       std::fprintf(stderr, "\n");
     }
+    run.rows.push_back(std::move(row).value());
   }
   if (sampler) sampler->Stop();
   if (!flags.Has("keep")) {
@@ -267,60 +351,7 @@ int RunAsyncBench(const Flags& flags, uint64_t size, uint64_t checkpoints, uint6
     }
   }
   if (!failed.ok()) return Fail(failed);
-  const double gib = static_cast<double>(size) / (1ull << 30);
-  std::vector<double> stall, memcpy_s, ratio, cpu;
-  std::vector<std::vector<double>> durable(tiers);
-  for (const auto& r : rows) {
-    stall.push_back(r.stall_s);
-    memcpy_s.push_back(r.memcpy_s);
-    ratio.push_back(r.memcpy_s > 0 ? r.stall_s / r.memcpy_s : 0);
-    cpu.push_back(r.cpu_tier0 / gib);
-    for (size_t k = 0; k < tiers; ++k) durable[k].push_back(r.durable[k]);
-  }
-  {
-    JsonValue rows_json = JsonValue::array(), tiers_json = JsonValue::array();
-    for (const auto& r : rows) {
-      rows_json.push_back({{"stall_seconds", r.stall_s}, {"memcpy_seconds", r.memcpy_s},
-                           {"tier0_cpu_seconds", r.cpu_tier0}, {"durable_seconds", r.durable}});
-    }
-    for (size_t k = 0; k < tiers; ++k) {
-      tiers_json.push_back({{"uri", (*pipeline)->tier(k).backend().uri()},
-                            {"median_durable_seconds", Median(durable[k])}});
-    }
-    JsonValue j = {{"mode", "async"}, {"bytes", size}, {"items", items}, {"staging_bytes", po.staging_bytes},
-                   {"copy_threads", po.copy_threads}, {"staging_open_seconds", open_seconds},
-                   {"median_stall_seconds", Median(stall)}, {"median_memcpy_seconds", Median(memcpy_s)},
-                   {"median_stall_over_memcpy", Median(ratio)}, {"median_tier0_cpu_seconds_per_gib", Median(cpu)},
-                   {"checkpoints", rows_json}, {"tiers", tiers_json}};
-    if (report) {
-      AsyncReportInput in;
-      in.stall = stall;
-      in.memcpy_s = memcpy_s;
-      for (size_t k = 0; k < tiers; ++k) {
-        in.uris.push_back((*pipeline)->tier(k).backend().uri());
-        in.caps.push_back(po.tiers[k].rate_bytes_per_sec);
-      }
-      in.ceiling = ceiling;
-      in.what = HumanBytes(size) + " per checkpoint in " + std::to_string(items) + " items, " +
-                std::to_string(checkpoints) + " checkpoints, staging " + HumanBytes(po.staging_bytes) + ", " +
-                std::to_string(po.copy_threads) + " copy threads";
-      Status st = WriteAsyncReport(*flags.Get("report"), *sampler, in, JsonText(j));
-      if (!st.ok()) return Fail(st);
-      if (!flags.Has("json")) std::fprintf(stderr, "bench: report in %s/index.html\n", flags.Get("report")->c_str());
-    }
-    if (flags.Has("json")) PrintJson(j);
-  }
-  if (!flags.Has("json")) {
-    std::printf("stall: median %.3f s vs bare %u-thread memcpy %.3f s = %.2fx (%s/s into staging)\n",
-                Median(stall), po.copy_threads, Median(memcpy_s), Median(ratio),
-                HumanBytes(static_cast<uint64_t>(size / std::max(Median(stall), 1e-9))).c_str());
-    for (size_t k = 0; k < tiers; ++k) {
-      std::printf("tier %zu %s: durable after median %.2f s\n", k, (*pipeline)->tier(k).backend().uri().c_str(),
-                  Median(durable[k]));
-    }
-    std::printf("CPU staging -> committed tier 0: median %.3f s per GiB\n", Median(cpu));
-  }
-  return kExitOk;
+  return ReportAsyncBench(flags, **pipeline, po, run, report ? &ceiling : nullptr, sampler.get());
 }
 
 }  // namespace sluice::cli

@@ -132,6 +132,152 @@ struct AtomicFile {
 
 }  // namespace
 
+namespace {
+
+// The tensors to export and what was left out: every one checked (dtype,
+// size, a name of its own) before a byte is written.
+struct ExportSelection {
+  std::vector<TensorItem> tensors;
+  uint64_t skipped = 0;
+};
+
+Result<ExportSelection> SelectTensors(CheckpointReader& reader, const std::string& label,
+                                      const std::vector<std::string>& select, const std::string& strip) {
+  ExportSelection out;
+  std::map<std::string, std::string> key_of_name;
+  std::map<std::string, int> dcp_chunks;
+  for (const auto& item : reader.items()) {
+    auto t = TensorItemOf(item);
+    if (!t || !Selected(t->name, select)) {
+      ++out.skipped;
+      continue;
+    }
+    if (item.key.rfind("dcp/", 0) == 0) ++dcp_chunks[t->name];
+    if (!t->dcp_chunk_at_origin) {
+      return Status::NotSupported(label + ": tensor '" + t->name + "' is sharded across DCP chunks; "
+                                  "export it from a checkpoint of one rank (load it with dcp.load and "
+                                  "save it with sluice.save), or leave it out with --select");
+    }
+    const std::string st_dtype = SafetensorsDtypeOfTorch(t->dtype);
+    if (st_dtype.empty()) {
+      return Status::NotSupported(label + ": tensor '" + t->name + "' has dtype " + t->dtype +
+                                  ", which safetensors cannot hold");
+    }
+    if (!strip.empty() && t->name.compare(0, strip.size(), strip) == 0 && t->name.size() > strip.size()) {
+      t->name = t->name.substr(strip.size());
+    }
+    uint64_t expect = SafetensorsDtypeBytes(st_dtype);
+    for (uint64_t d : t->shape) expect *= d;
+    if (expect != t->size) {
+      return Status::Corruption(label + ": item '" + t->key + "' holds " + std::to_string(t->size) +
+                                " bytes, its metadata says " + t->dtype + " of " + std::to_string(expect));
+    }
+    if (t->name == "__metadata__") {
+      return Status::InvalidArgument(label + ": item '" + t->key + "' would export as '__metadata__', "
+                                     "the name safetensors keeps for the file's metadata");
+    }
+    if (!key_of_name.emplace(t->name, t->key).second) {
+      return Status::InvalidArgument(label + ": items '" + key_of_name[t->name] + "' and '" + t->key +
+                                     "' both export as '" + t->name + "'");
+    }
+    out.tensors.push_back(std::move(*t));
+  }
+  for (const auto& [n, count] : dcp_chunks) {
+    if (count > 1) {
+      return Status::NotSupported(label + ": tensor '" + n + "' is sharded across " + std::to_string(count) +
+                                  " DCP chunks; export it from a checkpoint of one rank, or leave it out "
+                                  "with --select");
+    }
+  }
+  if (out.tensors.empty()) {
+    return Status::NotFound(label + ": no tensor items" +
+                            (select.empty() ? " (export writes the tensors sluice.save or the DCP writer "
+                                              "stored; this checkpoint holds none)"
+                                            : " match --select"));
+  }
+  return out;
+}
+
+// Makes `to` ready for the export: made if missing; refused if it holds
+// anything, unless `force`, which removes an earlier export's index (first,
+// durably, so that a failure never leaves an index over a mix of two
+// exports' shards) and then its shards.
+Status PrepareExportDir(const std::string& to, bool force) {
+  struct stat st;
+  if (::stat(to.c_str(), &st) != 0) {
+    if (::mkdir(to.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + to);
+    return Status::OK();
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("--to " + to + " is not a directory");
+  DIR* d = ::opendir(to.c_str());
+  bool empty = true;
+  while (d != nullptr && empty) {
+    dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    std::string n = e->d_name;
+    if (n != "." && n != "..") empty = false;
+  }
+  if (d != nullptr) ::closedir(d);
+  if (empty) return Status::OK();
+  if (!force) return Status::AlreadyExists("--to " + to + " is not empty (use --force to export into it)");
+  const std::string old_index = to + "/model.safetensors.index.json";
+  if (::unlink(old_index.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(errno, "remove " + old_index);
+  RETURN_IF_ERROR(SyncDir(to));
+  if (DIR* dir = ::opendir(to.c_str())) {
+    std::vector<std::string> old;
+    while (dirent* e = ::readdir(dir)) {
+      if (IsShardName(e->d_name)) old.push_back(to + "/" + e->d_name);
+    }
+    ::closedir(dir);
+    for (const auto& f : old) (void)::unlink(f.c_str());
+  }
+  return Status::OK();
+}
+
+// Writes the shards (each whole and durable under its name, or not at all)
+// and then the index that names them.
+Status WriteShards(CheckpointReader& reader, const std::string& to, const std::vector<TensorItem>& tensors,
+                   const std::vector<std::vector<size_t>>& shards, uint64_t total, Progress& progress) {
+  std::map<std::string, std::string> weight_map;
+  std::vector<uint8_t> buffer(64ull << 20);
+  char file_name[64];
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::snprintf(file_name, sizeof file_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    std::vector<SafetensorsTensor> header;
+    uint64_t at = 0;
+    for (size_t i : shards[s]) {
+      header.push_back({tensors[i].name, SafetensorsDtypeOfTorch(tensors[i].dtype), tensors[i].shape, at,
+                        at + tensors[i].size});
+      at += tensors[i].size;
+      weight_map[tensors[i].name] = file_name;
+    }
+    const std::string head = EncodeSafetensorsHeader(header, {{"format", "pt"}});
+    AtomicFile out{to, file_name, ""};
+    RETURN_IF_ERROR(out.Open());
+    RETURN_IF_ERROR(WriteAll(out.fd, head.data(), head.size(), 0, out.tmp));
+    for (size_t k = 0; k < shards[s].size(); ++k) {
+      const TensorItem& t = tensors[shards[s][k]];
+      for (uint64_t off = 0; off < t.size; off += buffer.size()) {
+        const uint64_t len = std::min<uint64_t>(buffer.size(), t.size - off);
+        RETURN_IF_ERROR(reader.ReadRange(t.key, off, buffer.data(), len));
+        RETURN_IF_ERROR(WriteAll(out.fd, buffer.data(), len, head.size() + header[k].begin + off, out.tmp));
+        progress.Add(len);
+      }
+    }
+    RETURN_IF_ERROR(out.Commit());
+  }
+  // Every shard's rename is durable before the index names them.
+  RETURN_IF_ERROR(SyncDir(to));
+  AtomicFile index{to, "model.safetensors.index.json", ""};
+  const std::string index_bytes = EncodeSafetensorsIndex(weight_map, total);
+  RETURN_IF_ERROR(index.Open());
+  RETURN_IF_ERROR(WriteAll(index.fd, index_bytes.data(), index_bytes.size(), 0, index.tmp));
+  RETURN_IF_ERROR(index.Commit());
+  return SyncDir(to);
+}
+
+}  // namespace
+
 int CmdExport(int argc, char** argv) {
   const CommandSpec spec = ExportSpec();
   Flags flags;
@@ -165,61 +311,9 @@ int CmdExport(int argc, char** argv) {
   if (!reader.ok()) return Fail(reader.status());
   const CheckpointInfo& info = (*reader)->info();
   const std::string label = CheckpointLabel(info.name, info.step);
-
-  // Which tensors, under which names; everything refused before a byte is written.
-  std::vector<TensorItem> tensors;
-  std::map<std::string, std::string> key_of_name;
-  std::map<std::string, int> dcp_chunks;
-  uint64_t skipped = 0;
-  for (const auto& item : (*reader)->items()) {
-    auto t = TensorItemOf(item);
-    if (!t || !Selected(t->name, select)) {
-      ++skipped;
-      continue;
-    }
-    if (item.key.rfind("dcp/", 0) == 0) ++dcp_chunks[t->name];
-    if (!t->dcp_chunk_at_origin) {
-      return Fail(Status::NotSupported(label + ": tensor '" + t->name + "' is sharded across DCP chunks; "
-                                       "export it from a checkpoint of one rank (load it with dcp.load and "
-                                       "save it with sluice.save), or leave it out with --select"));
-    }
-    const std::string st_dtype = SafetensorsDtypeOfTorch(t->dtype);
-    if (st_dtype.empty()) {
-      return Fail(Status::NotSupported(label + ": tensor '" + t->name + "' has dtype " + t->dtype +
-                                       ", which safetensors cannot hold"));
-    }
-    if (!strip.empty() && t->name.compare(0, strip.size(), strip) == 0 && t->name.size() > strip.size()) {
-      t->name = t->name.substr(strip.size());
-    }
-    uint64_t expect = SafetensorsDtypeBytes(st_dtype);
-    for (uint64_t d : t->shape) expect *= d;
-    if (expect != t->size) {
-      return Fail(Status::Corruption(label + ": item '" + t->key + "' holds " + std::to_string(t->size) +
-                                     " bytes, its metadata says " + t->dtype + " of " + std::to_string(expect)));
-    }
-    if (t->name == "__metadata__") {
-      return Fail(Status::InvalidArgument(label + ": item '" + t->key + "' would export as '__metadata__', "
-                                          "the name safetensors keeps for the file's metadata"));
-    }
-    if (!key_of_name.emplace(t->name, t->key).second) {
-      return Fail(Status::InvalidArgument(label + ": items '" + key_of_name[t->name] + "' and '" + t->key +
-                                          "' both export as '" + t->name + "'"));
-    }
-    tensors.push_back(std::move(*t));
-  }
-  for (const auto& [n, count] : dcp_chunks) {
-    if (count > 1) {
-      return Fail(Status::NotSupported(label + ": tensor '" + n + "' is sharded across " + std::to_string(count) +
-                                       " DCP chunks; export it from a checkpoint of one rank, or leave it out "
-                                       "with --select"));
-    }
-  }
-  if (tensors.empty()) {
-    return Fail(Status::NotFound(label + ": no tensor items" +
-                                 (select.empty() ? " (export writes the tensors sluice.save or the DCP writer "
-                                                   "stored; this checkpoint holds none)"
-                                                 : " match --select")));
-  }
+  auto selection = SelectTensors(**reader, label, select, strip);
+  if (!selection.ok()) return Fail(selection.status());
+  const std::vector<TensorItem>& tensors = selection->tensors;
 
   // Shards: greedy in checkpoint order.
   std::vector<std::vector<size_t>> shards(1);
@@ -233,101 +327,22 @@ int CmdExport(int argc, char** argv) {
     in_shard += tensors[i].size;
     total += tensors[i].size;
   }
-
-  struct stat st;
-  if (::stat(to->c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return Fail(Status::InvalidArgument("--to " + *to + " is not a directory"));
-    DIR* d = ::opendir(to->c_str());
-    bool empty = true;
-    while (d != nullptr && (empty)) {
-      dirent* e = ::readdir(d);
-      if (e == nullptr) break;
-      std::string n = e->d_name;
-      if (n != "." && n != "..") empty = false;
-    }
-    if (d != nullptr) ::closedir(d);
-    if (!empty && !flags.Has("force")) {
-      return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to export into it)"));
-    }
-    if (!empty) {
-      // --force over an earlier export: its index goes first (and that is
-      // durable), so a failure below never leaves an index over a mix of two
-      // exports' shards; then its shards.
-      const std::string old_index = *to + "/model.safetensors.index.json";
-      if (::unlink(old_index.c_str()) != 0 && errno != ENOENT) {
-        return Fail(Status::FromErrno(errno, "remove " + old_index));
-      }
-      if (Status s = SyncDir(*to); !s.ok()) return Fail(s);
-      if (DIR* d = ::opendir(to->c_str())) {
-        std::vector<std::string> old;
-        while (dirent* e = ::readdir(d)) {
-          if (IsShardName(e->d_name)) old.push_back(*to + "/" + e->d_name);
-        }
-        ::closedir(d);
-        for (const auto& f : old) (void)::unlink(f.c_str());
-      }
-    }
-  } else if (::mkdir(to->c_str(), 0755) != 0) {
-    return Fail(Status::FromErrno(errno, "mkdir " + *to));
-  }
-
-  std::map<std::string, std::string> weight_map;
-  std::vector<uint8_t> buffer(64ull << 20);
+  if (Status st = PrepareExportDir(*to, flags.Has("force")); !st.ok()) return Fail(st);
   Progress progress("export", total);
-  char file_name[64];
-  for (size_t s = 0; s < shards.size(); ++s) {
-    std::snprintf(file_name, sizeof file_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-    std::vector<SafetensorsTensor> header;
-    uint64_t at = 0;
-    for (size_t i : shards[s]) {
-      header.push_back({tensors[i].name, SafetensorsDtypeOfTorch(tensors[i].dtype), tensors[i].shape, at,
-                        at + tensors[i].size});
-      at += tensors[i].size;
-      weight_map[tensors[i].name] = file_name;
-    }
-    const std::string head = EncodeSafetensorsHeader(header, {{"format", "pt"}});
-    AtomicFile out{*to, file_name, ""};
-    Status wst = out.Open();
-    if (wst.ok()) wst = WriteAll(out.fd, head.data(), head.size(), 0, out.tmp);
-    for (size_t k = 0; k < shards[s].size() && wst.ok(); ++k) {
-      const TensorItem& t = tensors[shards[s][k]];
-      for (uint64_t off = 0; off < t.size && wst.ok(); off += buffer.size()) {
-        const uint64_t len = std::min<uint64_t>(buffer.size(), t.size - off);
-        wst = (*reader)->ReadRange(t.key, off, buffer.data(), len);
-        if (wst.ok()) wst = WriteAll(out.fd, buffer.data(), len, head.size() + header[k].begin + off, out.tmp);
-        progress.Add(len);
-      }
-    }
-    if (wst.ok()) wst = out.Commit();
-    if (!wst.ok()) {
-      progress.Done();
-      for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
-      return Fail(wst);
-    }
-  }
-  // Every shard's rename is durable before the index names them.
-  if (Status s = SyncDir(*to); !s.ok()) {
-    progress.Done();
-    return Fail(s);
-  }
-  AtomicFile index{*to, "model.safetensors.index.json", ""};
-  const std::string index_bytes = EncodeSafetensorsIndex(weight_map, total);
-  Status ist = index.Open();
-  if (ist.ok()) ist = WriteAll(index.fd, index_bytes.data(), index_bytes.size(), 0, index.tmp);
-  if (ist.ok()) ist = index.Commit();
+  Status written = WriteShards(**reader, *to, tensors, shards, total, progress);
   progress.Done();
-  if (ist.ok()) ist = SyncDir(*to);
-  if (!ist.ok()) return Fail(ist);
   for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
+  if (!written.ok()) return Fail(written);
   const double secs = SecondsSince(t0);
   if (flags.Has("json")) {
     PrintJson({{"name", info.name}, {"step", info.step}, {"to", *to}, {"tensors", tensors.size()},
-               {"bytes", total}, {"shards", shards.size()}, {"skipped_items", skipped}, {"seconds", secs}});
+               {"bytes", total}, {"shards", shards.size()}, {"skipped_items", selection->skipped},
+               {"seconds", secs}});
   } else {
     std::printf("exported %s: %zu tensors, %s in %zu shard(s) to %s in %.2f s (every chunk verified; %llu "
                 "other item(s) skipped)\n",
                 label.c_str(), tensors.size(), HumanBytes(total).c_str(), shards.size(), to->c_str(), secs,
-                static_cast<unsigned long long>(skipped));
+                static_cast<unsigned long long>(selection->skipped));
   }
   return kExitOk;
 }

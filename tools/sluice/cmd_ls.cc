@@ -36,111 +36,81 @@ CommandSpec LsSpec() {
   return spec;
 }
 
-int CmdLs(int argc, char** argv) {
-  const CommandSpec spec = LsSpec();
-  Flags flags;
-  int rc;
-  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  std::string name = flags.Get("name").value_or("");
-  if (flags.Has("name")) {
-    if (Status st = ValidateCheckpointName(name); !st.ok()) return Fail(st, true);
-  }
-  auto popts = PipelineOptionsFromFlags(flags, false);
-  if (!popts.ok()) return Fail(popts.status(), true);
-  auto pipeline = Pipeline::Open(*popts);
-  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
-  auto tiered = (*pipeline)->List(name);
-  if (!tiered.ok()) return Fail(tiered.status());
-  // Incomplete checkpoints are per tier (each tier's own leftovers).
-  std::vector<std::pair<size_t, CheckpointInfo>> incomplete;
-  if (flags.Has("all")) {
-    for (size_t k = 0; k < (*pipeline)->tier_count(); ++k) {
-      auto list = (*pipeline)->tier(k).List(name, true);
-      if (!list.ok()) {
-        if (k == 0) return Fail(list.status());
-        continue;
-      }
-      for (auto& c : *list) {
-        if (!c.complete && !c.damaged && c.part_ranks.empty()) incomplete.push_back({k, std::move(c)});
-      }
-    }
-  }
-  const bool several = (*pipeline)->tier_count() > 1;
-  std::vector<std::string> uris;
-  for (const auto& t : popts->tiers) uris.push_back(t.uri);
-  const std::vector<TierBacklog> backlog = BacklogOf(*tiered, uris);
-  if (flags.Has("backlog")) {
-    if (flags.Has("all")) return Fail(Status::InvalidArgument("--backlog and --all do not go together"), true);
-    if (flags.Has("json")) {
-      JsonValue out = JsonValue::array();
-      for (size_t k = 0; k < backlog.size(); ++k) {
-        out.push_back({{"tier", k}, {"uri", backlog[k].uri}, {"steps", backlog[k].steps},
-                       {"bytes", backlog[k].bytes}, {"superseded", backlog[k].superseded}});
-      }
-      PrintJson(out);
-      return kExitOk;
-    }
-    std::printf("%-4s %8s %12s %10s  %s\n", "TIER", "BACKLOG", "BYTES", "SUPERSEDED", "URI");
-    for (size_t k = 0; k < backlog.size(); ++k) {
-      std::printf("%-4zu %8llu %12s %10llu  %s\n", k, static_cast<unsigned long long>(backlog[k].steps),
-                  HumanBytes(backlog[k].bytes).c_str(), static_cast<unsigned long long>(backlog[k].superseded),
-                  backlog[k].uri.c_str());
-    }
-    return kExitOk;
-  }
+namespace {
+
+using Incomplete = std::vector<std::pair<size_t, CheckpointInfo>>;
+
+int PrintBacklog(const Flags& flags, const std::vector<TierBacklog>& backlog) {
   if (flags.Has("json")) {
-    auto info = [](const CheckpointInfo& c) {
-      JsonValue j{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
-                  {"own_bytes", c.bytes - std::min(c.bytes, c.referenced_bytes)},
-                  {"referenced_bytes", c.referenced_bytes}, {"ranks", c.ranks},
-                  {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
-                  {"created_unix_ms", c.created_unix_ms}};
-      if (!c.part_ranks.empty()) {
-        JsonValue ranks = JsonValue::array();
-        for (uint32_t r : c.part_ranks) ranks.push_back(r);
-        j["part_ranks"] = std::move(ranks);
-      }
-      return j;
-    };
     JsonValue out = JsonValue::array();
-    for (const auto& t : *tiered) {
-      JsonValue j = info(t.info);
-      j["complete"] = t.info.complete;
-      if (t.info.damaged) {
-        j["damaged"] = true;
-        j["problem"] = t.info.problem;
-      }
-      JsonValue& tiers = j["tiers"] = JsonValue::array();
-      for (const auto& tc : t.tiers) {
-        JsonValue tj = {{"uri", tc.uri}, {"state", tc.state}};
-        if (!tc.reason.empty()) tj["reason"] = tc.reason;
-        if (tc.scrubbed_unix_ms != 0) {
-          tj["last_scrub"] = FormatTime(tc.scrubbed_unix_ms);
-          tj["last_scrub_unix_ms"] = tc.scrubbed_unix_ms;
-          tj["last_scrub_result"] = tc.scrub_result;
-          if (!tc.scrub_detail.empty()) tj["last_scrub_detail"] = tc.scrub_detail;
-        }
-        tiers.push_back(std::move(tj));
-      }
-      out.push_back(std::move(j));
-    }
-    for (const auto& [k, c] : incomplete) {
-      JsonValue j = info(c);
-      j["complete"] = false;
-      j["problem"] = c.problem;
-      j["tier"] = k;
-      out.push_back(std::move(j));
+    for (size_t k = 0; k < backlog.size(); ++k) {
+      out.push_back({{"tier", k}, {"uri", backlog[k].uri}, {"steps", backlog[k].steps},
+                     {"bytes", backlog[k].bytes}, {"superseded", backlog[k].superseded}});
     }
     PrintJson(out);
     return kExitOk;
   }
-  if (tiered->empty() && incomplete.empty()) {
-    std::printf("no checkpoints%s\n", flags.Has("all") ? "" : " (--all also shows incomplete ones)");
-    return kExitOk;
+  std::printf("%-4s %8s %12s %10s  %s\n", "TIER", "BACKLOG", "BYTES", "SUPERSEDED", "URI");
+  for (size_t k = 0; k < backlog.size(); ++k) {
+    std::printf("%-4zu %8llu %12s %10llu  %s\n", k, static_cast<unsigned long long>(backlog[k].steps),
+                HumanBytes(backlog[k].bytes).c_str(), static_cast<unsigned long long>(backlog[k].superseded),
+                backlog[k].uri.c_str());
   }
+  return kExitOk;
+}
+
+JsonValue InfoJson(const CheckpointInfo& c) {
+  JsonValue j{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes},
+              {"own_bytes", c.bytes - std::min(c.bytes, c.referenced_bytes)},
+              {"referenced_bytes", c.referenced_bytes}, {"ranks", c.ranks},
+              {"items", c.items}, {"created", FormatTime(c.created_unix_ms)},
+              {"created_unix_ms", c.created_unix_ms}};
+  if (!c.part_ranks.empty()) {
+    JsonValue ranks = JsonValue::array();
+    for (uint32_t r : c.part_ranks) ranks.push_back(r);
+    j["part_ranks"] = std::move(ranks);
+  }
+  return j;
+}
+
+void PrintListingJson(const std::vector<TieredCheckpointInfo>& tiered, const Incomplete& incomplete) {
+  JsonValue out = JsonValue::array();
+  for (const auto& t : tiered) {
+    JsonValue j = InfoJson(t.info);
+    j["complete"] = t.info.complete;
+    if (t.info.damaged) {
+      j["damaged"] = true;
+      j["problem"] = t.info.problem;
+    }
+    JsonValue& tiers = j["tiers"] = JsonValue::array();
+    for (const auto& tc : t.tiers) {
+      JsonValue tj = {{"uri", tc.uri}, {"state", tc.state}};
+      if (!tc.reason.empty()) tj["reason"] = tc.reason;
+      if (tc.scrubbed_unix_ms != 0) {
+        tj["last_scrub"] = FormatTime(tc.scrubbed_unix_ms);
+        tj["last_scrub_unix_ms"] = tc.scrubbed_unix_ms;
+        tj["last_scrub_result"] = tc.scrub_result;
+        if (!tc.scrub_detail.empty()) tj["last_scrub_detail"] = tc.scrub_detail;
+      }
+      tiers.push_back(std::move(tj));
+    }
+    out.push_back(std::move(j));
+  }
+  for (const auto& [k, c] : incomplete) {
+    JsonValue j = InfoJson(c);
+    j["complete"] = false;
+    j["problem"] = c.problem;
+    j["tier"] = k;
+    out.push_back(std::move(j));
+  }
+  PrintJson(out);
+}
+
+void PrintListingText(const std::vector<TieredCheckpointInfo>& tiered, const Incomplete& incomplete, bool several,
+                      const std::vector<TierBacklog>& backlog) {
   std::printf("%-24s %20s %12s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "SHARED", "RANKS", "ITEMS",
               "CREATED", several ? "TIERS" : "STATE");
-  for (const auto& t : *tiered) {
+  for (const auto& t : tiered) {
     const auto& c = t.info;
     std::string state;
     if (!several) {
@@ -174,6 +144,55 @@ int CmdLs(int argc, char** argv) {
                 static_cast<unsigned long long>(backlog[k].steps), HumanBytes(backlog[k].bytes).c_str(),
                 static_cast<unsigned long long>(backlog[k].superseded), backlog[k].uri.c_str());
   }
+}
+
+}  // namespace
+
+int CmdLs(int argc, char** argv) {
+  const CommandSpec spec = LsSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  std::string name = flags.Get("name").value_or("");
+  if (flags.Has("name")) {
+    if (Status st = ValidateCheckpointName(name); !st.ok()) return Fail(st, true);
+  }
+  auto popts = PipelineOptionsFromFlags(flags, false);
+  if (!popts.ok()) return Fail(popts.status(), true);
+  auto pipeline = Pipeline::Open(*popts);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  auto tiered = (*pipeline)->List(name);
+  if (!tiered.ok()) return Fail(tiered.status());
+  // Incomplete checkpoints are per tier (each tier's own leftovers).
+  Incomplete incomplete;
+  if (flags.Has("all")) {
+    for (size_t k = 0; k < (*pipeline)->tier_count(); ++k) {
+      auto list = (*pipeline)->tier(k).List(name, true);
+      if (!list.ok()) {
+        if (k == 0) return Fail(list.status());
+        continue;
+      }
+      for (auto& c : *list) {
+        if (!c.complete && !c.damaged && c.part_ranks.empty()) incomplete.push_back({k, std::move(c)});
+      }
+    }
+  }
+  std::vector<std::string> uris;
+  for (const auto& t : popts->tiers) uris.push_back(t.uri);
+  const std::vector<TierBacklog> backlog = BacklogOf(*tiered, uris);
+  if (flags.Has("backlog")) {
+    if (flags.Has("all")) return Fail(Status::InvalidArgument("--backlog and --all do not go together"), true);
+    return PrintBacklog(flags, backlog);
+  }
+  if (flags.Has("json")) {
+    PrintListingJson(*tiered, incomplete);
+    return kExitOk;
+  }
+  if (tiered->empty() && incomplete.empty()) {
+    std::printf("no checkpoints%s\n", flags.Has("all") ? "" : " (--all also shows incomplete ones)");
+    return kExitOk;
+  }
+  PrintListingText(*tiered, incomplete, (*pipeline)->tier_count() > 1, backlog);
   return kExitOk;
 }
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "output.h"
-#include "pipeline/rebuild.h"
+#include "sluice/maintenance.h"
 #include "store_flags.h"
 
 namespace sluice::cli {

@@ -138,19 +138,34 @@ class CountingSource final : public ItemSource {
   Progress& progress_;
 };
 
-}  // namespace
+// What the command line asks of one save, checked before the store is
+// touched.
+struct SaveArgs {
+  std::string name;
+  uint64_t step = 0;
+  uint64_t rank = 0, world = 1;
+  uint64_t timeout_ms = 0;
+  bool from = false, synthetic = false, async = false, detach = false;
+  PipelineOptions pipeline;
+  uint64_t max_backlog = 0, max_backlog_bytes = 0;
+  std::string when_backlogged;
+  std::vector<TreeFile> files;
+  std::vector<uint64_t> synthetic_sizes;
+  uint64_t total = 0;
+  double change = 0;
+  uint64_t staging_bytes = 0;
+  uint64_t copy_threads = 2;
+  bool backlog_limited() const { return max_backlog > 0 || max_backlog_bytes > 0; }
+};
 
-int CmdSave(int argc, char** argv) {
-  const CommandSpec spec = SaveSpec();
-  Flags flags;
-  int rc;
-  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-
-  // Usage checks first: nothing touches the store until these pass.
+// The flags' usage checks (exit 2 on a bad one).
+int ParseSaveFlags(const Flags& flags, SaveArgs* a) {
   auto name = NameFromFlags(flags);
   if (!name.ok()) return Fail(name.status(), true);
+  a->name = *name;
   auto step = StepFromFlags(flags, false, true);
   if (!step.ok()) return Fail(step.status(), true);
+  a->step = **step;
   auto rank = flags.GetU64("rank", 0);
   auto world = flags.GetU64("world", 1);
   if (!rank.ok()) return Fail(rank.status(), true);
@@ -158,165 +173,153 @@ int CmdSave(int argc, char** argv) {
   if (*world == 0 || *world > 1'000'000 || *rank >= *world) {
     return Fail(Status::InvalidArgument("--rank must be below --world, and --world in 1..1000000"), true);
   }
+  a->rank = *rank;
+  a->world = *world;
   auto timeout = ParseDurationMs(flags.Get("timeout").value_or("10m"));
   if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"), true);
-  bool from = flags.Has("from"), synthetic = flags.Has("synthetic");
-  if (from == synthetic) return Fail(Status::InvalidArgument("give exactly one of --from DIR and --synthetic SIZE"), true);
+  a->timeout_ms = *timeout;
+  a->from = flags.Has("from");
+  a->synthetic = flags.Has("synthetic");
+  if (a->from == a->synthetic) {
+    return Fail(Status::InvalidArgument("give exactly one of --from DIR and --synthetic SIZE"), true);
+  }
   auto popts = PipelineOptionsFromFlags(flags, true);
   if (!popts.ok()) return Fail(popts.status(), true);
-  const bool async = flags.Has("async"), detach = flags.Has("detach");
+  a->pipeline = *popts;
+  a->async = flags.Has("async");
+  a->detach = flags.Has("detach");
   if (flags.Has("tier0-per-host")) {
-    if (popts->tiers.size() < 2) {
+    if (a->pipeline.tiers.size() < 2) {
       return Fail(Status::InvalidArgument("--tier0-per-host needs a second --tier that every host shares"), true);
     }
-    popts->tier0_per_host = true;
+    a->pipeline.tier0_per_host = true;
     // Every rank copies its part of every step to tier 1.
-    if (flags.GetAll("backlog-policy").empty()) popts->tiers[1].backlog = BacklogPolicy::kDrainEvery;
-    if (Status st = popts->Validate(); !st.ok()) return Fail(st, true);
+    if (flags.GetAll("backlog-policy").empty()) a->pipeline.tiers[1].backlog = BacklogPolicy::kDrainEvery;
+    if (Status st = a->pipeline.Validate(); !st.ok()) return Fail(st, true);
   }
-  if (detach && !async) return Fail(Status::InvalidArgument("--detach needs --async"), true);
+  if (a->detach && !a->async) return Fail(Status::InvalidArgument("--detach needs --async"), true);
   auto max_backlog = flags.GetU64("max-backlog", 0);
   if (!max_backlog.ok()) return Fail(max_backlog.status().WithContext("--max-backlog"), true);
   auto max_backlog_bytes = flags.GetSize("max-backlog-bytes", 0);
   if (!max_backlog_bytes.ok()) return Fail(max_backlog_bytes.status().WithContext("--max-backlog-bytes"), true);
-  const std::string when_backlogged = flags.Get("when-backlogged").value_or("fail");
-  if (when_backlogged != "fail" && when_backlogged != "wait") {
-    return Fail(Status::InvalidArgument("--when-backlogged must be fail or wait, not '" + when_backlogged + "'"), true);
+  a->max_backlog = *max_backlog;
+  a->max_backlog_bytes = *max_backlog_bytes;
+  a->when_backlogged = flags.Get("when-backlogged").value_or("fail");
+  if (a->when_backlogged != "fail" && a->when_backlogged != "wait") {
+    return Fail(Status::InvalidArgument("--when-backlogged must be fail or wait, not '" + a->when_backlogged + "'"),
+                true);
   }
-  const bool backlog_limited = *max_backlog > 0 || *max_backlog_bytes > 0;
-  if (flags.Has("when-backlogged") && !backlog_limited) {
+  if (flags.Has("when-backlogged") && !a->backlog_limited()) {
     return Fail(Status::InvalidArgument("--when-backlogged needs --max-backlog or --max-backlog-bytes"), true);
   }
-  if (backlog_limited && popts->tiers.size() < 2) {
-    return Fail(Status::InvalidArgument("--max-backlog needs several --tier (a backlog is what later tiers lack)"), true);
+  if (a->backlog_limited() && a->pipeline.tiers.size() < 2) {
+    return Fail(Status::InvalidArgument("--max-backlog needs several --tier (a backlog is what later tiers lack)"),
+                true);
   }
+  return -1;
+}
 
-  std::vector<TreeFile> files;
-  std::vector<uint64_t> synthetic_sizes;
-  uint64_t total = 0;
-  if (from) {
+// What is saved (--from's tree or --synthetic's items) and the staging it
+// takes.
+int ParseSaveSource(const Flags& flags, SaveArgs* a) {
+  if (a->from) {
     auto scanned = ScanTree(*flags.Get("from"));
     if (!scanned.ok()) return Fail(scanned.status());
-    files = std::move(scanned).value();
-    for (const auto& f : files) total += f.size;
+    a->files = std::move(scanned).value();
+    for (const auto& f : a->files) a->total += f.size;
   } else {
     auto size = flags.GetSize("synthetic", 0);
     auto items = flags.GetU64("items", 8);
     if (!size.ok()) return Fail(size.status(), true);
     if (!items.ok()) return Fail(items.status(), true);
     if (*items == 0 || *items > 10'000'000) return Fail(Status::InvalidArgument("--items must be in 1..10000000"), true);
-    synthetic_sizes = SplitSizes(*size, *items);
-    total = *size;
+    a->synthetic_sizes = SplitSizes(*size, *items);
+    a->total = *size;
   }
-  double change = 0;
   if (flags.Has("change")) {
-    if (!synthetic) return Fail(Status::InvalidArgument("--change needs --synthetic"), true);
+    if (!a->synthetic) return Fail(Status::InvalidArgument("--change needs --synthetic"), true);
     char* end = nullptr;
     const std::string text = *flags.Get("change");
-    change = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(change >= 0 && change <= 1)) {
+    a->change = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(a->change >= 0 && a->change <= 1)) {
       return Fail(Status::InvalidArgument("--change must be a fraction in 0..1, not '" + text + "'"), true);
     }
   }
-
   // Staging: by default big enough to take the whole checkpoint (--async,
   // so the command can report its stall and the sources are free), or a
   // modest streaming window for a synchronous save.
-  const uint64_t slab = AlignUp(popts->store.io_bytes, 4096);
+  const uint64_t slab = AlignUp(a->pipeline.store.io_bytes, 4096);
   // Each data object starts on a slab of its own: the image is up to one
   // slab per object larger than the bytes.
-  const uint64_t image = AlignUp(total, slab) + slab * (total / std::max<uint64_t>(popts->store.object_bytes, 1) + 1);
-  uint64_t staging = std::max(slab, std::min<uint64_t>(image, async ? (8ull << 30) : (256ull << 20)));
+  const uint64_t image =
+      AlignUp(a->total, slab) + slab * (a->total / std::max<uint64_t>(a->pipeline.store.object_bytes, 1) + 1);
+  const uint64_t staging = std::max(slab, std::min<uint64_t>(image, a->async ? (8ull << 30) : (256ull << 20)));
   auto staging_flag = flags.GetSize("staging", staging);
   if (!staging_flag.ok()) return Fail(staging_flag.status(), true);
+  a->staging_bytes = *staging_flag;
   auto copy_threads = flags.GetU64("copy-threads", 2);
   if (!copy_threads.ok() || *copy_threads == 0 || *copy_threads > 64) {
     return Fail(Status::InvalidArgument("--copy-threads must be in 1..64"), true);
   }
+  a->copy_threads = *copy_threads;
+  return -1;
+}
 
-  const double cpu0 = ProcessCpuSeconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  PipelineOptions po = *popts;
-  po.store.rank_timeout_ms = *timeout;
-  po.staging_bytes = *staging_flag;
-  po.copy_threads = static_cast<uint32_t>(*copy_threads);
-  po.lock_staging = flags.Has("lock-staging");
-  po.resume_drains = false;  // finishing earlier drains is `sluice drain`'s job
-  auto metrics_server = ServeMetricsIfAsked(flags);
-  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
-  auto pipeline = Pipeline::Open(po);
-  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
-  for (bool told = false; backlog_limited;) {
-    auto over = BacklogOverLimit(**pipeline, *name, *max_backlog, *max_backlog_bytes);
+// Waits (or fails, per --when-backlogged) while a later tier's backlog of
+// the name is over --max-backlog.
+int WaitForBacklog(Pipeline& pipeline, const SaveArgs& a) {
+  for (bool told = false; a.backlog_limited();) {
+    auto over = BacklogOverLimit(pipeline, a.name, a.max_backlog, a.max_backlog_bytes);
     if (!over.ok()) return Fail(over.status().WithContext("--max-backlog"));
     if (over->empty()) break;
-    if (when_backlogged == "fail") return Fail(Status::Unavailable(*over));
+    if (a.when_backlogged == "fail") return Fail(Status::Unavailable(*over));
     if (!told) std::fprintf(stderr, "sluice: %s: waiting for drains (`sluice drain`) to bring it under\n", over->c_str());
     told = true;
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  CheckpointId id{*name, **step};
-  SaveOptions save;
-  save.incremental = !flags.Has("full");
-  if (auto a = flags.Get("attempt")) {
-    save.attempt = *a;
-  } else if (const char* env = std::getenv("SLUICE_ATTEMPT")) {
-    save.attempt = env;
-  }
-  auto pending = (*pipeline)->Begin(id, static_cast<uint32_t>(*rank), static_cast<uint32_t>(*world), save);
-  if (!pending.ok()) return Fail(pending.status());
+  return -1;
+}
 
-  Progress progress("save", total);
-  std::vector<std::unique_ptr<FileSource>> file_sources;
-  std::vector<std::unique_ptr<SyntheticSource>> synthetic_sources;
+// The items' sources, alive until the snapshot is taken.
+struct SaveSources {
+  std::vector<std::unique_ptr<FileSource>> files;
+  std::vector<std::unique_ptr<SyntheticSource>> synthetic;
   std::vector<std::unique_ptr<CountingSource>> counted;
-  if (from) {
-    for (const auto& f : files) {
-      auto src = FileSource::Open(f);
-      if (!src.ok()) return Fail(src.status());
-      file_sources.push_back(std::move(src).value());
-      counted.push_back(std::make_unique<CountingSource>(*file_sources.back(), progress));
-      Status st = (*pending)->AddItem(f.key, FileMetadata(f.mode), f.size, *counted.back());
-      if (!st.ok()) return Fail(st);
+};
+
+Status AddSaveItems(PendingCheckpoint& pending, const SaveArgs& a, Progress& progress, SaveSources* sources) {
+  if (a.from) {
+    for (const auto& f : a.files) {
+      ASSIGN_OR_RETURN(auto src, FileSource::Open(f));
+      sources->files.push_back(std::move(src));
+      sources->counted.push_back(std::make_unique<CountingSource>(*sources->files.back(), progress));
+      RETURN_IF_ERROR(pending.AddItem(f.key, FileMetadata(f.mode), f.size, *sources->counted.back()));
     }
-  } else {
-    char key[64];
-    for (size_t i = 0; i < synthetic_sizes.size(); ++i) {
-      snprintf(key, sizeof key, "synthetic/rank%llu/item-%06zu", static_cast<unsigned long long>(*rank), i);
-      const uint64_t changed_at = SyntheticChangeStep(i, synthetic_sizes.size(), change, id.step);
-      synthetic_sources.push_back(std::make_unique<SyntheticSource>(
-          *rank * 1'000'003 + i + changed_at * 0x2545F4914F6CDD1Dull, synthetic_sizes[i]));
-      counted.push_back(std::make_unique<CountingSource>(*synthetic_sources.back(), progress));
-      Status st = (*pending)->AddItem(key, "", synthetic_sizes[i], *counted.back());
-      if (!st.ok()) return Fail(st);
-    }
+    return Status::OK();
   }
-  auto handle = (*pending)->Snapshot();
-  if (!handle.ok()) {
-    progress.Done();
-    return Fail(handle.status());
+  char key[64];
+  for (size_t i = 0; i < a.synthetic_sizes.size(); ++i) {
+    snprintf(key, sizeof key, "synthetic/rank%llu/item-%06zu", static_cast<unsigned long long>(a.rank), i);
+    const uint64_t changed_at = SyntheticChangeStep(i, a.synthetic_sizes.size(), a.change, a.step);
+    sources->synthetic.push_back(std::make_unique<SyntheticSource>(
+        a.rank * 1'000'003 + i + changed_at * 0x2545F4914F6CDD1Dull, a.synthetic_sizes[i]));
+    sources->counted.push_back(std::make_unique<CountingSource>(*sources->synthetic.back(), progress));
+    RETURN_IF_ERROR(pending.AddItem(key, "", a.synthetic_sizes[i], *sources->counted.back()));
   }
-  for (auto& f : file_sources) {
-    if (Status st = f->Close(); !st.ok()) return Fail(st);
-  }
-  file_sources.clear();
-  if (async && !flags.Has("json")) {
-    std::printf("snapshot of %s@%llu in staging: stall %.3f s; writing on in the background\n",
-                id.name.c_str(), static_cast<unsigned long long>(id.step), (*handle)->stall_seconds());
-    std::fflush(stdout);
-  }
-  const size_t tiers = (*pipeline)->tier_count();
-  // Wait tier by tier, telling the user about failed attempts (the pipeline
-  // retries them with backoff).
+  return Status::OK();
+}
+
+// Waits for the first `tiers` tiers, telling the user about each failed
+// attempt (the pipeline retries them with backoff).
+Status WaitForTiers(SaveHandle& handle, size_t tiers) {
   Status waited;
-  const size_t wait_for = detach ? 1 : tiers;
-  for (size_t k = 0; k < wait_for && waited.ok(); ++k) {
+  for (size_t k = 0; k < tiers && waited.ok(); ++k) {
     std::string last_error;
     for (;;) {
-      auto pr = (*handle)->progress();
+      auto pr = handle.progress();
       if (pr[k].state == TierState::kCommitted || pr[k].state == TierState::kSkipped) break;
-      if ((*handle)->done()) {
-        waited = (*handle)->WaitTier(k);
+      if (handle.done()) {
+        waited = handle.WaitTier(k);
         break;
       }
       if (!pr[k].error.ok() && pr[k].error.ToString() != last_error) {
@@ -326,69 +329,145 @@ int CmdSave(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  return waited;
+}
+
+struct SaveOutcome {
+  SaveStats stats;
+  std::vector<TierProgress> tiers;
+  double seconds = 0, cpu_seconds = 0, stall_seconds = 0;
+  uint64_t resumed = 0;  // earlier checkpoints drained
+};
+
+void PrintSaveJson(Pipeline& pipeline, const SaveArgs& a, const SaveOutcome& o) {
+  JsonValue tiers = JsonValue::array();
+  for (size_t k = 0; k < o.tiers.size(); ++k) {
+    const auto& t = o.tiers[k];
+    // What is not committed when the command exits is left to `sluice drain`.
+    const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
+    JsonValue tier = {{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
+                      {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}};
+    if (const HedgedWrites* h = pipeline.tier(k).backend().caps().hedged_writes) tier["hedging"] = HedgeJson(h->Stats());
+    tiers.push_back(std::move(tier));
+  }
+  const SaveStats& stats = o.stats;
+  PrintJson({{"name", a.name}, {"step", a.step}, {"rank", a.rank}, {"world", a.world}, {"bytes", stats.bytes},
+             {"referenced_bytes", stats.referenced_bytes},
+             {"base_step", stats.referenced_bytes > 0 ? JsonValue(stats.base_step) : JsonValue()},
+             {"items", stats.items}, {"chunks", stats.chunks}, {"seconds", o.seconds},
+             {"bytes_per_second", o.seconds > 0 ? stats.bytes / o.seconds : 0}, {"cpu_seconds", o.cpu_seconds},
+             {"committed", true}, {"stall_seconds", o.stall_seconds}, {"earlier_checkpoints_drained", o.resumed},
+             {"io_path", pipeline.tier(0).backend().caps().io_path}, {"tiers", tiers}});
+}
+
+void PrintSaveText(const SaveArgs& a, const SaveOutcome& o) {
+  const SaveStats& stats = o.stats;
+  std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), stall %.3f s\n", a.name.c_str(),
+              static_cast<unsigned long long>(a.step), static_cast<unsigned long long>(a.rank),
+              static_cast<unsigned long long>(a.world), static_cast<unsigned long long>(stats.items),
+              HumanBytes(stats.bytes).c_str(), o.seconds, HumanRate(o.seconds > 0 ? stats.bytes / o.seconds : 0).c_str(),
+              o.stall_seconds);
+  if (stats.referenced_bytes > 0) {
+    std::printf("  incremental: %s unchanged since step %llu referenced there, %s written\n",
+                HumanBytes(stats.referenced_bytes).c_str(), static_cast<unsigned long long>(stats.base_step),
+                HumanBytes(stats.bytes - stats.referenced_bytes).c_str());
+  }
+  if (o.resumed > 0) {
+    std::printf("  also drained %llu earlier checkpoint(s) of %s that were not on every tier\n",
+                static_cast<unsigned long long>(o.resumed), a.name.c_str());
+  }
+  for (size_t k = 0; k < o.tiers.size(); ++k) {
+    const auto& t = o.tiers[k];
+    if (t.state == TierState::kCommitted) {
+      // With a tier 0 per host, tier 0 holds this rank's part of a
+      // checkpoint committed on tier 1.
+      const bool part = k == 0 && a.pipeline.tier0_per_host && a.world > 1;
+      std::printf("  tier %zu %s: %s, durable after %.2f s\n", k, t.uri.c_str(),
+                  part ? "part recorded (the checkpoint is committed on tier 1)" : "committed", t.durable_seconds);
+    } else if (t.state == TierState::kSkipped) {
+      std::printf("  tier %zu %s: drained by rank 0\n", k, t.uri.c_str());
+    } else {
+      std::printf("  tier %zu %s: left to `sluice drain`\n", k, t.uri.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int CmdSave(int argc, char** argv) {
+  const CommandSpec spec = SaveSpec();
+  Flags flags;
+  int rc;
+  if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
+  // Usage checks first: nothing touches the store until these pass.
+  SaveArgs a;
+  if (int failed = ParseSaveFlags(flags, &a); failed >= 0) return failed;
+  if (int failed = ParseSaveSource(flags, &a); failed >= 0) return failed;
+
+  const double cpu0 = ProcessCpuSeconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  PipelineOptions po = a.pipeline;
+  po.store.rank_timeout_ms = a.timeout_ms;
+  po.staging_bytes = a.staging_bytes;
+  po.copy_threads = static_cast<uint32_t>(a.copy_threads);
+  po.lock_staging = flags.Has("lock-staging");
+  po.resume_drains = false;  // finishing earlier drains is `sluice drain`'s job
+  auto metrics_server = ServeMetricsIfAsked(flags);
+  if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
+  auto pipeline = Pipeline::Open(po);
+  if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
+  if (int failed = WaitForBacklog(**pipeline, a); failed >= 0) return failed;
+  CheckpointId id{a.name, a.step};
+  SaveOptions save;
+  save.incremental = !flags.Has("full");
+  if (auto attempt = flags.Get("attempt")) {
+    save.attempt = *attempt;
+  } else if (const char* env = std::getenv("SLUICE_ATTEMPT")) {
+    save.attempt = env;
+  }
+  auto pending = (*pipeline)->Begin(id, static_cast<uint32_t>(a.rank), static_cast<uint32_t>(a.world), save);
+  if (!pending.ok()) return Fail(pending.status());
+
+  Progress progress("save", a.total);
+  SaveSources sources;
+  if (Status st = AddSaveItems(**pending, a, progress, &sources); !st.ok()) return Fail(st);
+  auto handle = (*pending)->Snapshot();
+  if (!handle.ok()) {
+    progress.Done();
+    return Fail(handle.status());
+  }
+  for (auto& f : sources.files) {
+    if (Status st = f->Close(); !st.ok()) return Fail(st);
+  }
+  sources.files.clear();
+  if (a.async && !flags.Has("json")) {
+    std::printf("snapshot of %s@%llu in staging: stall %.3f s; writing on in the background\n",
+                id.name.c_str(), static_cast<unsigned long long>(id.step), (*handle)->stall_seconds());
+    std::fflush(stdout);
+  }
+  const size_t tiers = (*pipeline)->tier_count();
+  Status waited = WaitForTiers(**handle, a.detach ? 1 : tiers);
   progress.Done();
   if (!waited.ok()) return Fail(waited);
-  const auto final_progress = (*handle)->progress();
+  SaveOutcome outcome;
+  outcome.tiers = (*handle)->progress();
   // Finish what earlier saves of this name left undrained (a killed save, a
   // --detach): the next save resumes it, as `sluice drain --name` would.
-  uint64_t resumed = 0;
-  if (!detach && tiers > 1 && *rank == 0) {
+  if (!a.detach && tiers > 1 && a.rank == 0) {
     auto report = (*pipeline)->Drain(id.name);
     if (report.ok()) {
-      resumed = report->checkpoints_drained;
+      outcome.resumed = report->checkpoints_drained;
       for (const auto& f : report->failures) std::fprintf(stderr, "sluice: earlier checkpoint not drained: %s\n", f.c_str());
     }
   }
-  const SaveStats stats = (*handle)->stats();
-  const double secs = SecondsSince(t0);
-  const double cpu = ProcessCpuSeconds() - cpu0;
+  outcome.stats = (*handle)->stats();
+  outcome.seconds = SecondsSince(t0);
+  outcome.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  outcome.stall_seconds = (*handle)->stall_seconds();
   if (flags.Has("json")) {
-    JsonValue tiers = JsonValue::array();
-    for (size_t k = 0; k < final_progress.size(); ++k) {
-      const auto& t = final_progress[k];
-      // What is not committed when the command exits is left to `sluice drain`.
-      const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
-      JsonValue tier = {{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
-                        {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}};
-      if (const HedgedWrites* h = (*pipeline)->tier(k).backend().caps().hedged_writes) tier["hedging"] = HedgeJson(h->Stats());
-      tiers.push_back(std::move(tier));
-    }
-    PrintJson({{"name", id.name}, {"step", id.step}, {"rank", *rank}, {"world", *world}, {"bytes", stats.bytes},
-               {"referenced_bytes", stats.referenced_bytes},
-               {"base_step", stats.referenced_bytes > 0 ? JsonValue(stats.base_step) : JsonValue()},
-               {"items", stats.items}, {"chunks", stats.chunks}, {"seconds", secs},
-               {"bytes_per_second", secs > 0 ? stats.bytes / secs : 0}, {"cpu_seconds", cpu}, {"committed", true},
-               {"stall_seconds", (*handle)->stall_seconds()}, {"earlier_checkpoints_drained", resumed},
-               {"io_path", (*pipeline)->tier(0).backend().caps().io_path}, {"tiers", tiers}});
+    PrintSaveJson(**pipeline, a, outcome);
   } else {
-    std::printf("saved %s@%llu rank %llu/%llu: %llu items, %s in %.2f s (%s), stall %.3f s\n", id.name.c_str(),
-                static_cast<unsigned long long>(id.step), static_cast<unsigned long long>(*rank),
-                static_cast<unsigned long long>(*world), static_cast<unsigned long long>(stats.items),
-                HumanBytes(stats.bytes).c_str(), secs, HumanRate(secs > 0 ? stats.bytes / secs : 0).c_str(),
-                (*handle)->stall_seconds());
-    if (stats.referenced_bytes > 0) {
-      std::printf("  incremental: %s unchanged since step %llu referenced there, %s written\n",
-                  HumanBytes(stats.referenced_bytes).c_str(), static_cast<unsigned long long>(stats.base_step),
-                  HumanBytes(stats.bytes - stats.referenced_bytes).c_str());
-    }
-    if (resumed > 0) {
-      std::printf("  also drained %llu earlier checkpoint(s) of %s that were not on every tier\n",
-                  static_cast<unsigned long long>(resumed), id.name.c_str());
-    }
-    for (size_t k = 0; k < final_progress.size(); ++k) {
-      const auto& t = final_progress[k];
-      if (t.state == TierState::kCommitted) {
-        // With a tier 0 per host, tier 0 holds this rank's part of a
-        // checkpoint committed on tier 1.
-        const bool part = k == 0 && po.tier0_per_host && *world > 1;
-        std::printf("  tier %zu %s: %s, durable after %.2f s\n", k, t.uri.c_str(),
-                    part ? "part recorded (the checkpoint is committed on tier 1)" : "committed", t.durable_seconds);
-      } else if (t.state == TierState::kSkipped) {
-        std::printf("  tier %zu %s: drained by rank 0\n", k, t.uri.c_str());
-      } else {
-        std::printf("  tier %zu %s: left to `sluice drain`\n", k, t.uri.c_str());
-      }
-    }
+    PrintSaveText(a, outcome);
   }
   return kExitOk;
 }

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "pipeline/deferred_backend.h"
-#include "pipeline/scrub.h"
+#include "sluice/maintenance.h"
+#include "sluice/maintenance.h"
 #include "output.h"
 #include "serve_metrics.h"
 #include "store_flags.h"

@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "format/layout.h"
 #include "output.h"
 #include "store_flags.h"
 
@@ -66,12 +65,8 @@ struct Snapshot {
 };
 
 uint64_t StepDataBytes(Pipeline& p, size_t tier, const std::string& name, uint64_t step) {
-  auto listed = p.tier(tier).backend().List(StepPrefix(name, step) + "data/");
-  uint64_t bytes = 0;
-  if (listed.ok()) {
-    for (const auto& o : *listed) bytes += o.size;
-  }
-  return bytes;
+  auto bytes = p.tier(tier).DataBytesWritten({name, step});
+  return bytes.ok() ? *bytes : 0;
 }
 
 Snapshot Take(const PipelineOptions& options, const std::string& name) {

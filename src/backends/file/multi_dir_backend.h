@@ -26,6 +26,9 @@
 // at most that, and each object's bytes are held in memory until it is
 // finished. hedge=off spreads objects all the same and holds nothing.
 //
+// Its layout (which directories, recorded where) is multi_dir_layout.h;
+// its data objects' writable, multi_dir_writable.h.
+//
 // Internal to src/backends/file.
 #ifndef SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_
 #define SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_
@@ -34,28 +37,14 @@
 #include <string>
 
 #include "backends/file/file_directory.h"
+#include "backends/file/multi_dir_layout.h"
 #include "sluice/backend.h"
 
 namespace sluice {
 
-// True for the URI options the multi-directory store takes (dirs, hedge,
-// hedge_extra, hedge_floor_ms).
-bool IsMultiDirOption(const std::string& key);
-
-// Whether `path` opens as a multi-directory store: `query` (its options
-// only) names other directories, or the directory records that it is the
-// home of one. InvalidArgument when `path` is another directory of a
-// multi-directory store, or when `query` has hedging options for a
-// single directory.
-Result<bool> IsMultiDirStore(const std::string& path, const std::string& query);
-
 Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri, const std::string& home,
                                                          const std::string& query, const FileOptions& options,
                                                          bool create_if_missing);
-
-// The directory index a name's suffix gives ("a/r0-x-000001-d2.dat" -> 2);
-// 0 for a name without one, and for k >= `dirs`.
-size_t DirectoryOfName(const std::string& name, size_t dirs);
 
 }  // namespace sluice
 
