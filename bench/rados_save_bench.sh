@@ -40,7 +40,7 @@ fi
 eval "$("$cluster" env)"
 pool=$SLUICE_CEPH_POOL
 store_of() {  # store_of VARIANT PAIR: the URI scripts/ceph-dev-cluster gives, under a prefix of its own
-  local uri=${SLUICE_RADOS_URI/\/sluice?//save-bench-$$-$2?}
+  local uri="rados://$pool/save-bench-$$-$2?${SLUICE_RADOS_URI#*\?}"
   [ "$1" != default ] && uri="$uri&$1"
   echo "$uri"
 }

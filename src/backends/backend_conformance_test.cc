@@ -414,7 +414,12 @@ TEST_P(BackendConformance, RelocatableOverAnExistingNameIsAlreadyExists) {
   std::string stored;
   Status st = WriteRelocatable("r/taken.dat", Pattern(2 * 1048576, 3), &stored);
   EXPECT_TRUE(st.IsAlreadyExists()) << st.ToString();
-  EXPECT_EQ(ReadObject("r/taken.dat", 0, 100), "original");
+  // Left alone whole: no write of the failed object landed in it, not
+  // even one sent before the name was found taken.
+  auto r = backend_->Open("r/taken.dat", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->size(), 8u);
+  EXPECT_EQ(ReadObject("r/taken.dat", 0, 8), "original");
 }
 
 TEST_P(BackendConformance, MissingObjectsAreNotFound) {
