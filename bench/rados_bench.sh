@@ -37,8 +37,7 @@ io=4194304  # sluice's default --io-size: one RADOS write
 [ -x "$sluice" ] || { echo "rados_bench: $sluice not built (cmake --build build)" >&2; exit 1; }
 command -v rados >/dev/null || { echo "rados_bench: rados not installed (scripts/install-deps.sh)" >&2; exit 1; }
 
-cluster=$here/scripts/ceph-dev-cluster
-started=0
+. "$here/bench/ceph_lib.sh"
 run_name=sluice-rados-bench-$$
 max_ranks=1
 for p in $patterns; do [ "${p%x*}" -gt "$max_ranks" ] 2>/dev/null && max_ranks=${p%x*}; done
@@ -47,14 +46,10 @@ cleanup() {  # what an interrupted rados bench left behind
   for ((i = 0; i < max_ranks; i++)); do
     rados -p "${SLUICE_CEPH_POOL:-}" cleanup --run-name "$run_name-$i" >/dev/null 2>&1 || true
   done
-  [ "$started" = 1 ] && "$cluster" stop >/dev/null 2>&1 || true
+  ceph_cluster_done
 }
 trap cleanup EXIT
-if ! "$cluster" status >/dev/null 2>&1; then
-  started=1
-  "$cluster" start >/dev/null
-fi
-eval "$("$cluster" env)"
+ceph_cluster_up
 pool=$SLUICE_CEPH_POOL
 # The object size sluice will use: --object-size (1 GiB by default) clamped
 # to the cluster's osd_max_object_size, which the backend reads the same way.

@@ -25,19 +25,14 @@ seconds=${SECONDS_PER_RUN:-10}
 variants=${VARIANTS:-default hedge=off}
 [ -x "$sluice" ] || { echo "rados_save_bench: $sluice not built (cmake --build build)" >&2; exit 1; }
 command -v rados >/dev/null || { echo "rados_save_bench: rados not installed (scripts/install-deps.sh)" >&2; exit 1; }
-cluster=$here/scripts/ceph-dev-cluster
-started=0
+. "$here/bench/ceph_lib.sh"
 run_name=sluice-save-bench-$$
 cleanup() {
   rados -p "${SLUICE_CEPH_POOL:-}" cleanup --run-name "$run_name" >/dev/null 2>&1 || true
-  [ "$started" = 1 ] && "$cluster" stop >/dev/null 2>&1 || true
+  ceph_cluster_done
 }
 trap cleanup EXIT
-if ! "$cluster" status >/dev/null 2>&1; then
-  started=1
-  "$cluster" start >/dev/null
-fi
-eval "$("$cluster" env)"
+ceph_cluster_up
 pool=$SLUICE_CEPH_POOL
 store_of() {  # store_of VARIANT PAIR: the URI scripts/ceph-dev-cluster gives, under a prefix of its own
   local uri="rados://$pool/save-bench-$$-$2?${SLUICE_RADOS_URI#*\?}"
