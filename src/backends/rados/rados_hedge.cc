@@ -1,4 +1,5 @@
 #include "backends/rados/rados_hedge.h"
+#include "backends/rados/rados_hedge_ops.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -33,61 +34,11 @@ namespace {
 
 using Clock = HedgeState::Clock;
 
-std::string NewCopyToken() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                          static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
-  return buf;
-}
-
-// Where completions of one object's operations arrive (librados calls
-// OnComplete on its finisher thread). Shared with every operation, so that
-// an object that stops waiting (a loser, an abandoned object) leaves its
-// operations to finish here: OnComplete then releases them itself.
-struct Inbox;
-struct Op {
-  std::shared_ptr<Inbox> inbox;
-  int copy = 0;
-  int piece = -1;  // -1: the removal of a losing copy
-  Clock::time_point start;
-  Clock::time_point finished;  // when librados completed it, not when it was reaped
-  librados::AioCompletion* completion = nullptr;
-  // The copies its bytes are in: kept until it completes, also after the
-  // object stopped waiting for it.
-  std::vector<std::shared_ptr<AlignedBuffer>> keep;
-};
-struct Inbox {
-  explicit Inbox(std::shared_ptr<HedgeState> s) : state(std::move(s)) {}
-  std::shared_ptr<HedgeState> state;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Op*> done;    // GUARDED_BY(mu)
-  bool abandoned = false;  // GUARDED_BY(mu)
-};
-
-void ReleaseOp(Op* op) {
-  std::shared_ptr<HedgeState> state = op->inbox->state;
-  op->completion->release();
-  delete op;
-  state->OpEnded();
-}
-
-void OnComplete(librados::completion_t, void* arg) {
-  Op* op = static_cast<Op*>(arg);
-  op->finished = Clock::now();
-  // Held past the unlock: deleting the op may drop the last other reference.
-  std::shared_ptr<Inbox> inbox = op->inbox;
-  std::unique_lock<std::mutex> lock(inbox->mu);
-  if (inbox->abandoned) {
-    lock.unlock();
-    ReleaseOp(op);
-    return;
-  }
-  inbox->done.push_back(op);
-  // Under the lock: the owner cannot abandon the inbox before this returns.
-  inbox->cv.notify_one();
-}
+using rados_hedge::Inbox;
+using rados_hedge::NewCopyToken;
+using rados_hedge::OnComplete;
+using rados_hedge::Op;
+using rados_hedge::ReleaseOp;
 
 class HedgedRadosWritable final : public RadosChecksummingWritable {
  public:
