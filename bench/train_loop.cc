@@ -63,6 +63,42 @@ float Compute(std::vector<float>& a, long iters) {
   return acc;
 }
 
+// One mode's run of the loop: its mean step, each checkpoint's stall, and
+// when the last checkpoint was durable on the last tier.
+struct Run {
+  double mean_step = 0;
+  std::vector<double> stalls;
+  double durable = 0;
+};
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+// Each mode's median round, against the loop without checkpoints, then
+// every round's mean step.
+void PrintResults(const std::vector<Run>& none, const std::vector<Run>& sync, const std::vector<Run>& async) {
+  auto median_run = [](std::vector<Run> v) {
+    std::sort(v.begin(), v.end(), [](const Run& a, const Run& b) { return a.mean_step < b.mean_step; });
+    return v[v.size() / 2];
+  };
+  Run n = median_run(none), sy = median_run(sync), as = median_run(async);
+  const double base = n.mean_step;
+  std::printf("%-26s %14s %10s %18s %16s\n", "mode", "mean step (s)", "overhead", "stall/ckpt (s)", "durable (s)");
+  std::printf("%-26s %14.4f %10s %18s %16s\n", "no checkpoints", base, "-", "-", "-");
+  std::printf("%-26s %14.4f %9.1f%% %18.3f %16s\n", "sync save (snapshot+wait)", sy.mean_step,
+              100 * (sy.mean_step / base - 1), Mean(sy.stalls), "(in the stall)");
+  std::printf("%-26s %14.4f %9.1f%% %18.3f %16.2f\n", "async save (snapshot)", as.mean_step,
+              100 * (as.mean_step / base - 1), Mean(as.stalls), as.durable);
+  std::printf("per-round mean step, none/async/sync:");
+  for (size_t r = 0; r < none.size(); ++r) {
+    std::printf(" [%.3f %.3f %.3f]", none[r].mean_step, async[r].mean_step, sync[r].mean_step);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,7 +152,6 @@ int main(int argc, char** argv) {
 
   const std::string name = "train-bench-" + std::to_string(getpid());
   uint64_t next_step = 1;
-  struct Run { double mean_step; std::vector<double> stalls; double durable = 0; };
   auto run = [&](int mode) -> Run {  // 0 none, 1 sync, 2 async
     Run r;
     std::shared_ptr<SaveHandle> last;
@@ -165,28 +200,7 @@ int main(int argc, char** argv) {
     async.push_back(run(2));
     sync.push_back(run(1));
   }
-  auto median_run = [](std::vector<Run> v) {
-    std::sort(v.begin(), v.end(), [](const Run& a, const Run& b) { return a.mean_step < b.mean_step; });
-    return v[v.size() / 2];
-  };
-  auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0 : s / v.size();
-  };
-  Run n = median_run(none), sy = median_run(sync), as = median_run(async);
-  const double base = n.mean_step;
-  std::printf("%-26s %14s %10s %18s %16s\n", "mode", "mean step (s)", "overhead", "stall/ckpt (s)", "durable (s)");
-  std::printf("%-26s %14.4f %10s %18s %16s\n", "no checkpoints", base, "-", "-", "-");
-  std::printf("%-26s %14.4f %9.1f%% %18.3f %16s\n", "sync save (snapshot+wait)", sy.mean_step,
-              100 * (sy.mean_step / base - 1), mean(sy.stalls), "(in the stall)");
-  std::printf("%-26s %14.4f %9.1f%% %18.3f %16.2f\n", "async save (snapshot)", as.mean_step,
-              100 * (as.mean_step / base - 1), mean(as.stalls), as.durable);
-  std::printf("per-round mean step, none/async/sync:");
-  for (int r = 0; r < rounds; ++r) {
-    std::printf(" [%.3f %.3f %.3f]", none[r].mean_step, async[r].mean_step, sync[r].mean_step);
-  }
-  std::printf("\n");
+  PrintResults(none, sync, async);
   for (size_t k = 0; k < (*pipeline)->tier_count(); ++k) {
     for (uint64_t s = 1; s < next_step; ++s) (void)(*pipeline)->tier(k).Remove({name, s});
   }
