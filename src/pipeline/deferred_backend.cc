@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <mutex>
-#include <vector>
 
 #include "sluice/backend_wrapper.h"
 

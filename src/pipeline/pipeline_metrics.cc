@@ -1,8 +1,6 @@
 #include "pipeline/pipeline_metrics.h"
 
 #include <algorithm>
-#include <atomic>
-#include <memory>
 #include <mutex>
 
 namespace sluice {

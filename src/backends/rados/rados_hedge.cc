@@ -365,10 +365,9 @@ class HedgedRadosWritable final : public RadosChecksummingWritable {
     c.created = true;
     c.sent[static_cast<size_t>(piece)] = Clock::now();
     ++c.pending;
-    if (first || std::find(sent_to_[static_cast<size_t>(piece)].begin(), sent_to_[static_cast<size_t>(piece)].end(),
-                           copy) == sent_to_[static_cast<size_t>(piece)].end()) {
-      sent_to_[static_cast<size_t>(piece)].push_back(copy);
-    }
+    // A piece held back was listed for this copy when Send held it.
+    auto& to = sent_to_[static_cast<size_t>(piece)];
+    if (std::find(to.begin(), to.end(), copy) == to.end()) to.push_back(copy);
     return Status::OK();
   }
 
