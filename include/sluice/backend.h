@@ -14,6 +14,7 @@
 #define SLUICE_BACKEND_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,40 +64,67 @@ class LentReadBuffers {
   virtual void Allow(ReadableObject& object) const = 0;
 };
 
-// For a backend that hedges writes (RADOS: a write late past a deadline
-// derived from recent latencies is written again under another name, in
-// another placement group; see doc/backends.md): what hedging has cost.
+// For a backend whose names choose where bytes go (RADOS: a name's
+// placement group; a multi-directory file store: the directory a name's
+// suffix says): the write queue (src/engine/write_queue.h) places each data
+// object away from placements found slow, and hedges a late one by writing
+// it again, whole, under another name it asks for here. The backend keeps
+// what its queues share: recent write latencies and the deadline derived
+// from them, the extra-byte budget, which placements are slow (and, on
+// RADOS, which devices: its own business, never seen above it), and the
+// figures. Thread-safe; no method does I/O, except that Observe may ask the
+// cluster which devices a late placement spans.
+struct HedgePolicy {
+  bool enabled = true;                   // late writes are hedged (hedge=on|off)
+  double extra = 0.25;                   // hedged bytes / bytes written, at most
+  unsigned floor_ms = 100;               // no write is late sooner than this
+  uint64_t max_held_bytes = 32ull << 20; // larger objects are not held, so not hedged
+  unsigned max_copies = 3;               // the first copy and two hedges
+};
+// What hedging cost, since the backend was opened.
 struct HedgeStats {
-  uint64_t bytes_submitted = 0;  // bytes callers wrote through relocatable objects
+  uint64_t bytes_submitted = 0;  // bytes written to placed data objects
   uint64_t extra_bytes = 0;      // bytes hedges wrote on top of them
   uint64_t objects_hedged = 0;   // objects written again under another name
   uint64_t hedges_won = 0;       // objects whose hedge finished first
-  uint64_t hedges_refused = 0;   // late objects not hedged: over budget or copies
-  uint64_t slow_avoided = 0;     // new objects placed away from a slow placement group
+  uint64_t hedges_refused = 0;   // late objects not hedged: over budget, too large, or copies
+  uint64_t slow_avoided = 0;     // new objects placed away from a slow placement
   double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
   uint64_t deadline_ms = 0;      // the current deadline after which a write is late
-  std::vector<int> suspect_osds; // OSDs most late writes shared, avoided for now
-  // Wall time during which operations of hedged objects (losers' writes and
-  // removals included) were in flight: bytes_submitted / write_seconds is
-  // what the data writes achieved, apart from the records a save writes one
-  // at a time (conservative: cleaning up losers counts). 0 where the
-  // backend does not measure it (the multi-directory file store).
+  std::vector<int> suspect_osds; // devices most late writes shared, avoided for now (RADOS)
+  // Wall time during which writes of placed objects were in flight:
+  // bytes_submitted / write_seconds is what the data writes achieved, apart
+  // from the records a save writes one at a time.
   double write_seconds = 0;
 };
-class HedgedWrites {
+enum class HedgeEvent { kSubmitted, kHedged, kWon, kRefused, kAvoided, kWriteStarted, kWriteEnded };
+class Placement {
  public:
-  virtual ~HedgedWrites() = default;
-  // Totals since the backend was opened. Thread-safe.
+  virtual ~Placement() = default;
+  virtual const HedgePolicy& policy() const = 0;
+  // Whether a write to `name` would go where writes were late lately. A
+  // caller free to choose a name (a writer id, which names its lock,
+  // manifest and references records) picks one for which this is false.
+  virtual bool Slow(const std::string& name) const = 0;
+  // The name to store an object meant for `name` under: `name` itself or a
+  // name beside it (the same directory, a suffix before the extension),
+  // placed away from slow placements and from those of `taken` (the copies
+  // written so far), and none of them. Empty where no such name is left.
+  // `*avoided`: a slow placement was passed over for it.
+  virtual std::string Place(const std::string& name, const std::vector<std::string>& taken,
+                            bool* avoided) = 0;
+  // How long a write may take before it is late: a multiple of the median
+  // of recent write latencies, never under policy().floor_ms.
+  virtual std::chrono::nanoseconds Deadline() const = 0;
+  // A write to `name` took `latency` (or has taken it so far, and is
+  // late): evidence of which placements are slow. `sample`: a write of an
+  // object never hedged, which also tells what a healthy write takes (the
+  // median the deadline is a multiple of).
+  virtual void Observe(const std::string& name, std::chrono::nanoseconds latency, bool sample) = 0;
+  // Takes `bytes` of the extra-byte budget if they fit.
+  virtual bool Reserve(uint64_t bytes) = 0;
+  virtual void Count(HedgeEvent event, uint64_t bytes) = 0;
   virtual HedgeStats Stats() const = 0;
-  // Whether a write to `name` would go where writes were late lately (RADOS:
-  // its placement group spans an OSD suspected slow, or was itself late).
-  // A caller free to choose a name (a writer id, which names its lock,
-  // manifest and references records) picks one for which this is false, so
-  // that records written one at a time keep away from a slow device too.
-  // Always false where names do not choose placements (the multi-directory
-  // file store keeps every record in its home directory). Thread-safe and
-  // cheap: no I/O.
-  virtual bool PlacementSlow(const std::string& name) const = 0;
 };
 
 // What a backend can do; callers adapt to it instead of checking types.
@@ -116,7 +144,7 @@ struct BackendCaps {
   // Extensions (above); null where the backend has none.
   const TransportChecksum* transport_checksum = nullptr;
   const LentReadBuffers* lent_read_buffers = nullptr;
-  const HedgedWrites* hedged_writes = nullptr;
+  Placement* placement = nullptr;
   // How many objects a writer keeps writes in flight to at once (its
   // queue depth is spread over them). A file store's open object holds a
   // descriptor and an I/O ring, so a few; a RADOS object costs nothing open,
@@ -160,6 +188,9 @@ class WritableObject {
   // Returns the next completion, blocking until one exists.
   // REQUIRES: in_flight() > 0.
   virtual Result<IoCompletion> Reap() = 0;
+  // As Reap, but gives up at `deadline`: empty then, nothing reaped. For
+  // the write queue, which acts on a write that is late.
+  virtual Result<std::optional<IoCompletion>> ReapUntil(std::chrono::steady_clock::time_point deadline) = 0;
 
   virtual size_t in_flight() const = 0;
   virtual size_t queue_depth() const = 0;
@@ -169,10 +200,11 @@ class WritableObject {
   // equivalent). On error the object's contents are undefined.
   virtual Status Finish(uint64_t final_size) = 0;
 
-  // The name the object's bytes are stored under, once Finish() returned
-  // OK: empty for the name given to Create (always, unless it was created
-  // relocatable and the backend placed it elsewhere).
-  virtual std::string StoredName() const = 0;
+  // The object is not wanted (a hedge's loser): removes it, best effort
+  // (what is left is garbage collection's). REQUIRES: in_flight() == 0.
+  // Through the object, not the backend, so that it can be done after the
+  // writer that made it is gone.
+  virtual Status Discard() = 0;
 };
 
 // An object being read. Reads may complete in any order.
@@ -201,15 +233,6 @@ struct ObjectInfo {
 struct CreateOptions {
   // Bytes the object will hold, 0 if unknown: lets the backend preallocate.
   uint64_t size_hint = 0;
-  // The caller records the name the object ends up under
-  // (WritableObject::StoredName after Finish) instead of the name given:
-  // the backend may store it under another name beside it (same directory,
-  // a suffix before the extension), e.g. a RADOS write hedged into another
-  // placement group. Until Finish returns OK, nothing but that name and
-  // names beside it may hold the object's bytes, and losers the backend
-  // could not remove are left to garbage collection like any unnamed
-  // object. Backends that never relocate ignore it.
-  bool relocatable = false;
 };
 
 // How Backend::Open opens an object.

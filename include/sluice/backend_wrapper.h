@@ -27,10 +27,13 @@ class WritableObjectWrapper : public WritableObject {
     return target_->StartWrite(offset, data, len, tag);
   }
   Result<IoCompletion> Reap() override { return target_->Reap(); }
+  Result<std::optional<IoCompletion>> ReapUntil(std::chrono::steady_clock::time_point deadline) override {
+    return target_->ReapUntil(deadline);
+  }
   size_t in_flight() const override { return target_->in_flight(); }
   size_t queue_depth() const override { return target_->queue_depth(); }
   Status Finish(uint64_t final_size) override { return target_->Finish(final_size); }
-  std::string StoredName() const override { return target_->StoredName(); }
+  Status Discard() override { return target_->Discard(); }
 
  private:
   std::unique_ptr<WritableObject> target_;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/write_queue.h"
 #include "io/aligned_buffer.h"
 #include "io/crc32c.h"
 #include "sluice/backend.h"
@@ -170,13 +172,11 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
-  // Writes `data` as a relocatable object; the first error from
-  // Create, a reap or Finish comes back, and *stored the name the object
-  // ended up under.
-  Status WriteRelocatable(const std::string& name, const std::string& data, std::string* stored,
-                          size_t io = 1 << 20) {
-    auto w = backend_->Create(name, CreateOptions{data.size(), /*relocatable=*/true});
-    if (!w.ok()) return w.status();
+  // Writes `data` through a write queue as one placed object (named by the
+  // backend's Placement where it has one); the first error comes back, and
+  // *stored the name the queue lists the object under.
+  Status WritePlaced(const std::string& name, const std::string& data, std::string* stored,
+                     size_t io = 1 << 20) {
     const size_t align = backend_->caps().io_alignment;
     const size_t padded = AlignUp(data.size(), align);
     auto buf = AlignedBuffer::Allocate(std::max<size_t>(padded, 1));
@@ -184,24 +184,15 @@ class BackendConformance : public ::testing::TestWithParam<BackendConfig> {
     std::memset(buf->data(), 0, buf->size());
     std::memcpy(buf->data(), data.data(), data.size());
     io = AlignUp(io, align);
-    Status first;
-    for (size_t off = 0; off < padded && first.ok(); off += io) {
-      while ((*w)->in_flight() >= (*w)->queue_depth()) {
-        auto c = (*w)->Reap();
-        if (!c.ok()) return c.status();
-        if (first.ok()) first = c->status;
-      }
-      Status st = (*w)->StartWrite(off, buf->data() + off, std::min(io, padded - off), off);
-      if (first.ok()) first = st;
+    WriteQueue queue(*backend_, WriteQueueOptions{});
+    RETURN_IF_ERROR(queue.BeginObject(name, data.size(), /*placed=*/true));
+    for (size_t off = 0; off < padded; off += io) {
+      RETURN_IF_ERROR(queue.Write(off, buf->data() + off, std::min(io, padded - off), off, false));
     }
-    while ((*w)->in_flight() > 0) {
-      auto c = (*w)->Reap();
-      if (!c.ok()) return c.status();
-      if (first.ok()) first = c->status;
-    }
-    if (!first.ok()) return first;
-    RETURN_IF_ERROR((*w)->Finish(data.size()));
-    *stored = (*w)->StoredName().empty() ? name : (*w)->StoredName();
+    RETURN_IF_ERROR(queue.EndObject(data.size()));
+    RETURN_IF_ERROR(queue.Finish());
+    if (queue.objects().size() != 1) return Status::IOError("the queue lists " + std::to_string(queue.objects().size()));
+    *stored = queue.objects()[0].name;
     return Status::OK();
   }
 
@@ -386,36 +377,86 @@ TEST_P(BackendConformance, CreateExistingIsAlreadyExistsAndLeavesItAlone) {
   EXPECT_EQ(ReadObject("x", 0, 100), "original");
 }
 
-TEST_P(BackendConformance, RelocatableObjectsLiveUnderTheOneNameTheyReport) {
+TEST_P(BackendConformance, PlacedObjectsLiveUnderTheOneNameTheQueueLists) {
   const std::string data = Pattern(5 * 1048576 + 777, 9);
   std::string stored;
-  Status st = WriteRelocatable("r/obj-000001.dat", data, &stored);
+  Status st = WritePlaced("r/obj-000001.dat", data, &stored);
   ASSERT_TRUE(st.ok()) << st.ToString();
   // Beside the name asked for: same place, same extension.
   EXPECT_EQ(stored.rfind("r/obj-000001", 0), 0u) << stored;
   EXPECT_EQ(stored.substr(stored.size() - 4), ".dat") << stored;
   EXPECT_EQ(ReadObject(stored, 0, data.size()), data);
-  // One copy only: whatever a backend wrote elsewhere on the way is gone.
+  // One copy only: whatever was written elsewhere on the way is gone.
   auto listed = backend_->List("r/");
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].name, stored);
   EXPECT_EQ((*listed)[0].size, data.size());
   // An object never written is created empty all the same.
-  st = WriteRelocatable("r/empty.dat", "", &stored);
+  st = WritePlaced("r/empty.dat", "", &stored);
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto r = backend_->Open(stored, {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->size(), 0u);
 }
 
-TEST_P(BackendConformance, RelocatableOverAnExistingNameIsAlreadyExists) {
+TEST_P(BackendConformance, APlacementNamesSiblingsElsewhereAndNeverATakenName) {
+  Placement* placement = backend_->caps().placement;
+  if (placement == nullptr) GTEST_SKIP() << "no Placement on this backend";
+  bool avoided = true;
+  const std::string first = placement->Place("p/obj-000002.dat", {}, &avoided);
+  ASSERT_FALSE(first.empty());
+  const std::string second = placement->Place("p/obj-000002.dat", {first}, &avoided);
+  if (second.empty()) return;  // one placement only (a multi-directory store of one)
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second.rfind("p/obj-000002", 0), 0u) << second;
+  EXPECT_EQ(second.substr(second.size() - 4), ".dat") << second;
+  const std::string third = placement->Place("p/obj-000002.dat", {first, second}, &avoided);
+  EXPECT_TRUE(third.empty() || (third != first && third != second)) << third;
+  // Each is an ordinary name: created, written and read as any other.
+  WriteObject(second, "sibling");
+  EXPECT_EQ(ReadObject(second, 0, 7), "sibling");
+}
+
+TEST_P(BackendConformance, ReapUntilGivesUpAtItsDeadlineAndLosesNothing) {
+  const std::string data = Pattern(4 << 20, 5);
+  auto buf = AlignedBuffer::Allocate(data.size());
+  ASSERT_TRUE(buf.ok());
+  std::memcpy(buf->data(), data.data(), data.size());
+  auto w = backend_->Create("reap/obj.dat", CreateOptions{data.size()});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const size_t io = 1 << 20;
+  size_t started = 0;
+  for (size_t off = 0; off < data.size() && (*w)->in_flight() < (*w)->queue_depth(); off += io, ++started) {
+    ASSERT_TRUE((*w)->StartWrite(off, buf->data() + off, io, off).ok());
+  }
+  // A deadline already past waits for nothing: a completion, or none.
+  std::set<uint64_t> tags;
+  auto now = (*w)->ReapUntil(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  if (now->has_value()) tags.insert((*now)->tag);
+  while ((*w)->in_flight() > 0) {
+    auto c = (*w)->ReapUntil(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_TRUE(c->has_value()) << "no write completed in 30 s";
+    EXPECT_TRUE((*c)->status.ok()) << (*c)->status.ToString();
+    EXPECT_TRUE(tags.insert((*c)->tag).second) << "tag " << (*c)->tag << " reaped twice";
+  }
+  EXPECT_EQ(tags.size(), started);
+  ASSERT_TRUE((*w)->Finish(started * io).ok());
+  EXPECT_EQ(ReadObject("reap/obj.dat", 0, started * io), data.substr(0, started * io));
+}
+
+TEST_P(BackendConformance, APlacedObjectNeverWritesIntoAnExistingName) {
   WriteObject("r/taken.dat", "original");
   std::string stored;
-  Status st = WriteRelocatable("r/taken.dat", Pattern(2 * 1048576, 3), &stored);
-  EXPECT_TRUE(st.IsAlreadyExists()) << st.ToString();
-  // Left alone whole: no write of the failed object landed in it, not
-  // even one sent before the name was found taken.
+  Status st = WritePlaced("r/taken.dat", Pattern(2 * 1048576, 3), &stored);
+  if (backend_->caps().placement == nullptr) {
+    EXPECT_TRUE(st.IsAlreadyExists()) << st.ToString();
+  } else {
+    // Placed beside the name, or refused as taken; never into it.
+    EXPECT_TRUE(st.IsAlreadyExists() || (st.ok() && stored != "r/taken.dat")) << st.ToString() << " " << stored;
+  }
   auto r = backend_->Open("r/taken.dat", {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->size(), 8u);

@@ -5,7 +5,10 @@
 // method added to Backend must be added to BackendWrapper and here.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,7 +38,7 @@ class Recorder final : public Backend {
     return uri_;
   }
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& o) override {
-    calls["Create"] = name + " " + std::to_string(o.size_hint) + (o.relocatable ? " relocatable" : "");
+    calls["Create"] = name + " " + std::to_string(o.size_hint);
     return Status::NoSpace("create");
   }
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& o) override {
@@ -88,7 +91,7 @@ TEST(BackendWrapperTest, EveryMethodReachesTheTargetWithItsArguments) {
   EXPECT_EQ(b.caps().io_path, "recorder");
   EXPECT_EQ(b.caps().objects_in_flight, 7u);
   EXPECT_EQ(b.uri(), "recorder://x");
-  EXPECT_EQ(b.Create("c/obj.dat", CreateOptions{4096, true}).status().code(), StatusCode::kNoSpace);
+  EXPECT_EQ(b.Create("c/obj.dat", CreateOptions{4096}).status().code(), StatusCode::kNoSpace);
   OpenOptions known;
   known.known_size = 123;
   EXPECT_EQ(b.Open("o/obj.dat", known).status().code(), StatusCode::kCorruption);
@@ -103,7 +106,7 @@ TEST(BackendWrapperTest, EveryMethodReachesTheTargetWithItsArguments) {
   const std::map<std::string, std::string> want = {
       {"caps", ""},
       {"uri", ""},
-      {"Create", "c/obj.dat 4096 relocatable"},
+      {"Create", "c/obj.dat 4096"},
       {"Open", "o/obj.dat 123"},
       {"PublishIfAbsent", "p/COMMIT bytes"},
       {"Replace", "staged final"},
@@ -116,23 +119,50 @@ TEST(BackendWrapperTest, EveryMethodReachesTheTargetWithItsArguments) {
   EXPECT_EQ(target.calls, want);
 }
 
-// A decorator that changes Create sees every object, relocatable ones too
-// (there is no second way to create one that could go around it).
-TEST(BackendWrapperTest, ADecoratorOfCreateSeesRelocatableObjects) {
-  struct Decorator final : BackendWrapper {
-    using BackendWrapper::BackendWrapper;
-    int creates = 0;
-    Result<std::unique_ptr<WritableObject>> Create(const std::string& n, const CreateOptions& o) override {
-      ++creates;
-      return BackendWrapper::Create(n, o);
+// WritableObjectWrapper forwards each call of an object, arguments and
+// all, the timed reap the write queue hedges with included.
+TEST(BackendWrapperTest, AWritableWrapperForwardsEveryCall) {
+  struct Object final : WritableObject {
+    std::map<std::string, std::string>* calls;
+    explicit Object(std::map<std::string, std::string>* c) : calls(c) {}
+    Status StartWrite(uint64_t offset, const void*, size_t len, uint64_t tag) override {
+      (*calls)["StartWrite"] = std::to_string(offset) + " " + std::to_string(len) + " " + std::to_string(tag);
+      return Status::NoSpace("start");
+    }
+    Result<IoCompletion> Reap() override {
+      (*calls)["Reap"] = "";
+      return Status::Corruption("reap");
+    }
+    Result<std::optional<IoCompletion>> ReapUntil(std::chrono::steady_clock::time_point deadline) override {
+      (*calls)["ReapUntil"] = std::to_string(deadline.time_since_epoch().count());
+      return std::optional<IoCompletion>();
+    }
+    size_t in_flight() const override { return 3; }
+    size_t queue_depth() const override { return 9; }
+    Status Finish(uint64_t size) override {
+      (*calls)["Finish"] = std::to_string(size);
+      return Status::Unavailable("finish");
+    }
+    Status Discard() override {
+      (*calls)["Discard"] = "";
+      return Status::IOError("discard");
     }
   };
-  Recorder target;
-  Decorator d(target);
-  (void)d.Create("a", CreateOptions{0, /*relocatable=*/true});
-  (void)d.Create("b", CreateOptions{});
-  EXPECT_EQ(d.creates, 2);
-  EXPECT_EQ(target.calls["Create"], "b 0");
+  std::map<std::string, std::string> calls;
+  WritableObjectWrapper w(std::make_unique<Object>(&calls));
+  const auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(12345));
+  EXPECT_EQ(w.StartWrite(4096, nullptr, 512, 7).code(), StatusCode::kNoSpace);
+  EXPECT_EQ(w.Reap().status().code(), StatusCode::kCorruption);
+  auto timed = w.ReapUntil(deadline);
+  ASSERT_TRUE(timed.ok());
+  EXPECT_FALSE(timed->has_value());
+  EXPECT_EQ(w.in_flight(), 3u);
+  EXPECT_EQ(w.queue_depth(), 9u);
+  EXPECT_EQ(w.Finish(99).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(w.Discard().code(), StatusCode::kIOError);
+  const std::map<std::string, std::string> want = {
+      {"StartWrite", "4096 512 7"}, {"Reap", ""}, {"ReapUntil", "12345"}, {"Finish", "99"}, {"Discard", ""}};
+  EXPECT_EQ(calls, want);
 }
 
 // A wrapper whose target is not there yet answers every call with

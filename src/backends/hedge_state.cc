@@ -43,9 +43,41 @@ int64_t WallMs() {
 }
 }  // namespace
 
-HedgeState::Clock::duration HedgeState::Deadline() const {
+namespace {
+HedgePolicy PolicyOf(const HedgeOptions& o) {
+  HedgePolicy p;
+  p.enabled = o.enabled;
+  p.extra = o.extra;
+  p.floor_ms = o.floor_ms;
+  p.max_held_bytes = o.max_held_bytes;
+  p.max_copies = o.max_copies;
+  return p;
+}
+}  // namespace
+
+HedgeState::HedgeState(HedgeOptions options, FetchActing fetch_acting)
+    : options_(options), policy_(PolicyOf(options)), fetch_acting_(std::move(fetch_acting)) {}
+
+std::chrono::nanoseconds HedgeState::Deadline() const {
   std::lock_guard<std::mutex> lock(mu_);
   return DeadlineLocked();
+}
+
+void HedgeState::Observe(const std::string& name, std::chrono::nanoseconds latency, bool sample) {
+  if (sample) RecordLatency(latency);
+  const std::optional<uint32_t> placement = PlacementOfName(name);
+  if (!placement) return;
+  // Where the OSDs are judged, a write is slow well before it is late:
+  // past twice the median (a slow OSD that is idle for a moment still
+  // answers in a few times a healthy write's latency, under the deadline).
+  // Every write is evidence, weighted by how many writes a group took: an
+  // OSD of a late object's group that is not slow is cleared by the writes
+  // to its other groups that finish on time.
+  if (latency > SlowAfter()) {
+    MarkSlow(*placement);
+  } else {
+    MarkOnTime(*placement);
+  }
 }
 
 HedgeState::Clock::duration HedgeState::DeadlineLocked() const {
@@ -310,9 +342,8 @@ bool HedgeState::PrimarySlow(uint32_t pg) const {
   return s != suspect_until_.end() && s->second > Clock::now();
 }
 
-bool HedgeState::PlacementSlow(const std::string& name) const {
-  if (!placement_of_) return false;
-  const std::optional<uint32_t> placement = placement_of_(name);
+bool HedgeState::Slow(const std::string& name) const {
+  const std::optional<uint32_t> placement = PlacementOfName(name);
   if (!placement) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return IsSlowLocked(*placement, Clock::now());
@@ -331,11 +362,6 @@ std::vector<int> HedgeState::SuspectsLocked() const {
   return out;
 }
 
-void HedgeState::Submitted(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.bytes_submitted += bytes;
-}
-
 bool HedgeState::Reserve(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   // The budget is a fraction of the bytes written, plus the same fraction
@@ -347,21 +373,21 @@ bool HedgeState::Reserve(uint64_t bytes) {
   return true;
 }
 
-void HedgeState::CountRefused() {
+void HedgeState::Count(HedgeEvent event, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.hedges_refused;
-}
-void HedgeState::CountHedged() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.objects_hedged;
-}
-void HedgeState::CountWon() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.hedges_won;
-}
-void HedgeState::CountAvoided() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.slow_avoided;
+  switch (event) {
+    case HedgeEvent::kSubmitted: stats_.bytes_submitted += bytes; break;
+    case HedgeEvent::kHedged: ++stats_.objects_hedged; break;
+    case HedgeEvent::kWon: ++stats_.hedges_won; break;
+    case HedgeEvent::kRefused: ++stats_.hedges_refused; break;
+    case HedgeEvent::kAvoided: ++stats_.slow_avoided; break;
+    case HedgeEvent::kWriteStarted:
+      if (writes_in_flight_++ == 0) writing_since_ = Clock::now();
+      break;
+    case HedgeEvent::kWriteEnded:
+      if (writes_in_flight_ > 0 && --writes_in_flight_ == 0) writing_ += Clock::now() - writing_since_;
+      break;
+  }
 }
 
 HedgeStats HedgeState::Stats() const {
@@ -377,15 +403,13 @@ HedgeStats HedgeState::Stats() const {
   return s;
 }
 
-void HedgeState::OpStarted(bool write) {
+void HedgeState::OpStarted() {
   std::lock_guard<std::mutex> lock(mu_);
   ++ops_in_flight_;
-  if (write && writes_in_flight_++ == 0) writing_since_ = Clock::now();
 }
 
-void HedgeState::OpEnded(bool write) {
+void HedgeState::OpEnded() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (write && --writes_in_flight_ == 0) writing_ += Clock::now() - writing_since_;
   if (--ops_in_flight_ == 0) idle_cv_.notify_all();
 }
 

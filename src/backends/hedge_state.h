@@ -1,7 +1,8 @@
-// Hedging shared by the backends that hedge writes (RADOS placement groups,
-// the directories of a multi-directory file store): recent write latencies
-// and the deadline derived from them, the placements found slow, the
-// extra-byte budget, and what hedging cost (HedgedWrites).
+// The Placement (sluice/backend.h) the backends whose names choose where
+// bytes go share (RADOS placement groups, the directories of a
+// multi-directory file store), all but Place, which each defines: recent
+// write latencies and the deadline derived from them, the placements found
+// slow, the extra-byte budget, and what hedging cost.
 //
 // A "placement" is where a backend puts an object: a RADOS placement group,
 // or a file store's directory. A late write marks its placement slow for a
@@ -38,10 +39,10 @@ struct HedgeOptions {
   unsigned avoid_ms = 30'000;   // how long a late placement group is avoided
 };
 
-// What the objects of one backend share: recent latencies, the placement
-// groups found slow, the byte budget, and the operations still in flight
-// (also those of objects that stopped waiting for them). Thread-safe.
-class HedgeState final : public HedgedWrites {
+// What the write queues of one backend share: recent latencies, the
+// placement groups found slow, the byte budget, and the backend's own
+// operations still in flight. Thread-safe.
+class HedgeState : public Placement {
  public:
   using Clock = std::chrono::steady_clock;
   // The devices each placement spans (RADOS: every placement group's
@@ -51,13 +52,21 @@ class HedgeState final : public HedgedWrites {
   using FetchActing = std::function<Result<ActingSets>()>;
   // `fetch_acting` may be empty: slow placement groups are then avoided
   // one by one, never by the OSD they share.
-  HedgeState(HedgeOptions options, FetchActing fetch_acting)
-      : options_(options), fetch_acting_(std::move(fetch_acting)) {}
+  HedgeState(HedgeOptions options, FetchActing fetch_acting);
   const HedgeOptions& options() const { return options_; }
 
-  // How long a write may take before it is late: factor x the median of
-  // recent latencies, at least floor_ms (and 500 ms until 16 are known).
-  Clock::duration Deadline() const;
+  // Placement, but for Place:
+  const HedgePolicy& policy() const override { return policy_; }
+  bool Slow(const std::string& name) const override;
+  // factor x the median of recent latencies, at least floor_ms (and 500 ms
+  // until 16 are known).
+  std::chrono::nanoseconds Deadline() const override;
+  // Past SlowAfter the name's placement is marked slow, else on time.
+  void Observe(const std::string& name, std::chrono::nanoseconds latency, bool sample) override;
+  bool Reserve(uint64_t bytes) override;
+  void Count(HedgeEvent event, uint64_t bytes) override;
+  HedgeStats Stats() const override;
+
   // Past this a finished write counts against its OSDs (MarkSlow):
   // twice the median, at least half the floor.
   Clock::duration SlowAfter() const;
@@ -80,7 +89,9 @@ class HedgeState final : public HedgedWrites {
   // PlacementSlow is always false.
   using PlacementOf = std::function<std::optional<uint32_t>(const std::string& name)>;
   void SetPlacementOf(PlacementOf placement_of) { placement_of_ = std::move(placement_of); }
-  bool PlacementSlow(const std::string& name) const override;
+  std::optional<uint32_t> PlacementOfName(const std::string& name) const {
+    return placement_of_ ? placement_of_(name) : std::nullopt;
+  }
   // Shares suspects with later processes through the file at `path` (a
   // few lines; empty: not shared). Suspects found there and still fresh
   // are avoided from the start, so that a new process does not learn a
@@ -103,21 +114,11 @@ class HedgeState final : public HedgedWrites {
   // The OSDs suspected slow now, for messages and tests.
   std::vector<int> SuspectOsds();
 
-  void Submitted(uint64_t bytes);
-  // Takes `bytes` of the extra-byte budget if they fit.
-  bool Reserve(uint64_t bytes);
-  void CountRefused();
-  void CountHedged();
-  void CountWon();
-  void CountAvoided();
-  HedgeStats Stats() const override;
-
-  // Every operation the hedged objects start, counted until it completes,
-  // so that the cluster handle outlives them (WaitIdle before shutdown).
-  // Writes (`write`) also count toward HedgeStats::write_seconds; other
-  // operations (hedged record reads) do not.
-  void OpStarted(bool write = true);
-  void OpEnded(bool write = true);
+  // The backend's own operations (RADOS: probes, hedged record reads),
+  // counted until they complete, so that the cluster handle outlives them
+  // (WaitIdle before shutdown).
+  void OpStarted();
+  void OpEnded();
   // False if operations were still in flight after `timeout`.
   bool WaitIdle(Clock::duration timeout);
 
@@ -140,6 +141,7 @@ class HedgeState final : public HedgedWrites {
   void WriteShared(const SharedLines& suspects);
 
   const HedgeOptions options_;
+  const HedgePolicy policy_;
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
   std::vector<int64_t> samples_ns_;  // ring of recent latencies

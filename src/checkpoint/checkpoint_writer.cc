@@ -57,11 +57,11 @@ enum class Role { kWhole, kPart, kRelay };
 
 // Whether a writer claims COMMIT when it begins (Writer::StartClaim): a
 // save of one rank whose COMMIT would go where writes are slow
-// (HedgedWrites::PlacementSlow: a placement group with a slow OSD).
+// (Placement::Slow: a placement group with a slow OSD).
 bool ClaimsCommit(const Backend& backend, const CheckpointId& id, uint32_t world, Role role) {
-  const HedgedWrites* hedged = backend.caps().hedged_writes;
-  return role == Role::kWhole && world == 1 && hedged != nullptr &&
-         hedged->PlacementSlow(CommitObject(id.name, id.step));
+  const Placement* placement = backend.caps().placement;
+  return role == Role::kWhole && world == 1 && placement != nullptr &&
+         placement->Slow(CommitObject(id.name, id.step));
 }
 
 // What became of a claim: made (ours), refused because the step is
@@ -248,9 +248,9 @@ class Writer final : public RankWriter {
   // already committed (that read would wait in the same queue): a claim
   // refused for that reason fails it here, at its next item or its commit.
   void StartClaim() {
-    const HedgedWrites& hedged = *backend_.caps().hedged_writes;
+    const Placement& placement = *backend_.caps().placement;
     std::string seal = SealObject(id_.name, id_.step, writer_id_, 0);
-    for (uint32_t salt = 1; salt < 256 && hedged.PlacementSlow(seal); ++salt) {
+    for (uint32_t salt = 1; salt < 256 && placement.Slow(seal); ++salt) {
       seal = SealObject(id_.name, id_.step, writer_id_, salt);
     }
     std::string claim = EncodeCommitClaim(CommitClaim{id_.name, id_.step, seal, NowUnixMs()});

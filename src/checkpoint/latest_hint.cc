@@ -11,15 +11,15 @@ namespace sluice {
 namespace {
 
 bool SlotSlow(const Backend& backend, std::string_view name, uint32_t slot) {
-  const HedgedWrites* hedged = backend.caps().hedged_writes;
-  return hedged != nullptr && hedged->PlacementSlow(LatestHintObject(name, slot));
+  const Placement* placement = backend.caps().placement;
+  return placement != nullptr && placement->Slow(LatestHintObject(name, slot));
 }
 
 // The slot a save writes and a reader asks first: slot 0 unless its
 // placement is slow, else the first that is not (slot 0 if every one is:
 // with one slow OSD of six in a 3-host pool, one name in 65536).
 uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
-  if (backend.caps().hedged_writes == nullptr) return 0;
+  if (backend.caps().placement == nullptr) return 0;
   for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
     if (!SlotSlow(backend, name, slot)) return slot;
   }
@@ -76,7 +76,7 @@ std::vector<LatestHint> ReadLatestHints(Backend& backend, std::string_view name,
   const uint32_t preferred = PreferredSlot(backend, name);
   if (!other_slots) {
     slots.push_back(preferred);
-  } else if (backend.caps().hedged_writes != nullptr) {
+  } else if (backend.caps().placement != nullptr) {
     for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
       if (slot != preferred) slots.push_back(slot);
     }

@@ -17,7 +17,7 @@
 // claim at `COMMIT`, whose placement was slow when it was made.
 //
 // Slots: where the backend can tell that a name's placement is slow
-// (HedgedWrites::PlacementSlow), a save writes slot 0 while it is not, and
+// (Placement::Slow), a save writes slot 0 while it is not, and
 // else the first slot that is not; a reader asks that same slot first. So a
 // hint whose fixed name falls in a slow OSD's placement group costs no
 // waits in that OSD's queue. Elsewhere only slot 0 is used.

@@ -91,13 +91,13 @@ WriterState StateOfLock(const WriterLock& lock, std::string_view writer) {
 std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uint64_t step,
                                     std::optional<uint32_t> manifest_rank) {
   std::string writer = NewWriterId();
-  const HedgedWrites* hedged = backend.caps().hedged_writes;
-  if (hedged == nullptr) return writer;
+  const Placement* placement = backend.caps().placement;
+  if (placement == nullptr) return writer;
   constexpr int kCandidates = 1024;
   auto slow_records = [&](const std::string& id) {
-    return static_cast<int>(hedged->PlacementSlow(WriterLockObject(name, step, id))) +
-           static_cast<int>(hedged->PlacementSlow(WriterRefsObject(name, step, id))) +
-           static_cast<int>(manifest_rank && hedged->PlacementSlow(ManifestObject(name, step, *manifest_rank, id)));
+    return static_cast<int>(placement->Slow(WriterLockObject(name, step, id))) +
+           static_cast<int>(placement->Slow(WriterRefsObject(name, step, id))) +
+           static_cast<int>(manifest_rank && placement->Slow(ManifestObject(name, step, *manifest_rank, id)));
   };
   int fewest = slow_records(writer);
   for (int k = 1; k < kCandidates && fewest > 0; ++k) {

@@ -26,7 +26,7 @@ constexpr int64_t kUnknownWriterStaleMs = 24ll * 3600 * 1000;
 // A new writer id (NewWriterId) for (name, step) whose records (lock,
 // references and, for `manifest_rank`, manifest: each written and waited
 // for on its own) keep away from placements the backend found slow
-// (HedgedWrites::PlacementSlow). The id is random anyway: choosing among
+// (Placement::Slow). The id is random anyway: choosing among
 // candidates costs only hashing (a few microseconds each). With one slow OSD
 // of six in a 3-host pool about one candidate in eight qualifies, with two
 // one in 64; after 1024 the candidate with the fewest slow records is taken.

@@ -10,7 +10,8 @@ StreamWriter::StreamWriter(Backend& backend, std::function<std::string(uint32_t)
                            uint64_t object_bytes, uint64_t io_bytes, uint64_t chunk_bytes)
     : object_name_(std::move(object_name)),
       layout_(chunk_bytes, std::min(object_bytes, backend.caps().max_object_bytes)),
-      queue_(backend, WriteQueueOptions{nullptr, nullptr, 0, nullptr, io_bytes}) {}
+      // The queue's own buffers held for hedges: 64 MiB at most at once.
+      queue_(backend, WriteQueueOptions{nullptr, nullptr, 0, nullptr, io_bytes, nullptr, nullptr, 64ull << 20}) {}
 
 Status StreamWriter::Append(uint64_t size, ItemSource& source, std::vector<ChunkRef>* out) {
   RETURN_IF_ERROR(queue_.error());
@@ -27,7 +28,7 @@ Status StreamWriter::Append(uint64_t size, ItemSource& source, std::vector<Chunk
                        queue_.alignment());
       }
       RETURN_IF_ERROR(
-          queue_.BeginObject(object_name_(static_cast<uint32_t>(sizes.size() - 1)), hint, /*relocatable=*/true));
+          queue_.BeginObject(object_name_(static_cast<uint32_t>(sizes.size() - 1)), hint, /*placed=*/true));
       object_open_ = true;
     }
     uint32_t crc = 0;

@@ -7,6 +7,18 @@
 // (through the backend's TransportChecksum where it offers one), Finish, and
 // waiting out every write still in flight after an error.
 //
+// It is also the one place where writes are hedged. On a backend with a
+// Placement (sluice/backend.h) an object begun `placed` is stored under the
+// name the placement picks (away from placements found slow), and while its
+// bytes are held (its buffers come back only once it is finished, up to
+// policy().max_held_bytes) a write late past the placement's deadline gets
+// the object written again, whole, under a sibling name in another
+// placement. The first copy holding every byte is finished and listed by
+// objects(); the others (losers) are discarded once their writes are done,
+// by the queue when it is destroyed or in the background (LoserReaper, see
+// buffers_stay_mapped), or left to garbage collection if the process dies
+// first.
+//
 // Bytes reach it in one of two ways: Write() of the caller's own buffers (a
 // staging slab), or Space()/Fill() into a ring of aligned buffers the queue
 // owns (options.buffer_bytes), for callers that produce bytes piecewise (an
@@ -19,11 +31,12 @@
 // across object boundaries.
 //
 // Thread-safety: one thread. `on_complete` runs on that thread, inside
-// Write/Reap/Finish/WaitOut.
+// Write/Reap/Finish/WaitOut and the destructor.
 #ifndef SLUICE_ENGINE_WRITE_QUEUE_H_
 #define SLUICE_ENGINE_WRITE_QUEUE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -60,6 +73,18 @@ struct WriteQueueOptions {
   const std::atomic<bool>* stop = nullptr;
   // Also counts completed bytes, for the process's metrics. Optional.
   Counter* written_total = nullptr;
+  // At most this many bytes of written buffers are held for hedges at once
+  // (the caller's and the queue's own); 0: no limit but the placement's
+  // per-object one. A caller whose buffers are scarce (a staging arena)
+  // keeps it well under what it has.
+  uint64_t max_held_bytes = 0;
+  // The caller's buffers stay mapped until LoserReaper::WaitIdle() returns
+  // (a staging arena's slabs), though the caller may reuse them once they
+  // come back: a hedge's loser, whose bytes nobody reads, then goes on
+  // writing from them in the background (LoserReaper) instead of being
+  // waited for. Otherwise losers are waited for by WaitOut and the
+  // destructor.
+  bool buffers_stay_mapped = false;
 };
 
 class WriteQueue {
@@ -75,10 +100,10 @@ class WriteQueue {
 
   // Creates object `name` (AlreadyExists if it exists) and makes it the
   // current object; the previous one must have been ended (EndObject).
-  // `size_hint` lets the backend preallocate (0: unknown). `relocatable`:
-  // the backend may store it under another name beside `name`
-  // (CreateOptions::relocatable); objects() then lists that name.
-  Status BeginObject(const std::string& name, uint64_t size_hint, bool relocatable = false);
+  // `size_hint` lets the backend preallocate (0: unknown). `placed`: on a
+  // backend with a Placement, it may be stored under a name beside `name`
+  // (Placement::Place), and hedged; objects() lists the name it ends under.
+  Status BeginObject(const std::string& name, uint64_t size_hint, bool placed = false);
 
   // The chunk checksum of bytes about to be written to the current object:
   // CRC32C extended from `crc` over `len` bytes (see
@@ -112,12 +137,15 @@ class WriteQueue {
   size_t in_flight() const { return in_flight_; }
 
   // Reaps every write and finishes every ended object. After OK, every
-  // object is durable at its final size and listed by objects().
+  // object is durable at its final size and listed by objects(). Losers of
+  // hedges may still be writing: the buffers they read come back by
+  // WaitOut or the destructor.
   Status Finish();
 
-  // Waits out every write in flight without finishing anything, so that no
-  // caller buffer is read any more. False if a write could not be reaped
-  // (its buffer may still be in use: the caller must not reuse it).
+  // Waits out every write in flight (losers' too) without finishing
+  // anything more, so that no caller buffer is read any more. False if a
+  // write could not be reaped (its buffer may still be in use: the caller
+  // must not reuse it).
   bool WaitOut();
 
   const Status& error() const { return error_; }
@@ -126,36 +154,94 @@ class WriteQueue {
   const std::vector<DataObjectRef>& objects() const { return finished_; }
 
  private:
-  struct Open {
+  using Clock = std::chrono::steady_clock;
+  // One Write(): the caller's bytes, and who still reads them.
+  struct Piece {
+    uint64_t offset = 0;
+    void* data = nullptr;
+    size_t len = 0;
+    uint64_t tag = 0;      // the caller's
+    unsigned pins = 0;     // writes of it in flight, over all copies
+    bool returned = false; // on_complete(tag) was called
+    bool counted = false;  // its bytes were counted written
+    bool bucket = false;   // holds a bucket slot until its first write is reaped
+  };
+  // Where an object's pieces go: its first copy, or a hedge. A write's
+  // backend tag is its piece's index.
+  struct Copy {
     std::unique_ptr<WritableObject> object;
     std::string name;
+    std::vector<Clock::time_point> sent_at;  // per piece sent
+    std::vector<bool> done;                  // per piece sent
+    size_t next = 0;   // pieces [0, next) were sent to it
+    size_t done_count = 0;
+    Status error;
+    bool late = false;  // a write of it was found late (hedged, or refused)
+  };
+  struct Open {
+    std::string name;  // the caller's
+    std::vector<Copy> copies;
+    size_t target = 0;  // new pieces go to copies[target]
+    std::shared_ptr<std::vector<Piece>> pieces;  // shared with its losers
+    uint64_t size_hint = 0;
+    bool placed = false;   // named by the placement, which hears how its writes went
+    bool hold = false;     // pieces come back once the object is decided
+    uint64_t held = 0;     // bytes of pieces held
     uint64_t final_size = 0;
     bool ended = false;
+  };
+  // A copy that lost, with writes still in flight, and the pieces they read.
+  struct Loser {
+    std::shared_ptr<std::vector<Piece>> pieces;
+    Copy copy;
   };
   size_t Depth() const;
   // Writes the queue's current buffer (`tail`: the object's last write).
   Status FlushOwned(bool tail);
-  // The on_complete of every write: the queue's own buffers come back to
-  // its free list, the caller's go to options_.on_complete.
+  // The caller's (or the queue's own) buffer of `tag` is free again.
   void Completed(uint64_t tag);
+  // Hands piece `p` back unless a write still reads it or it is held.
+  void MaybeReturn(Piece& p, bool held);
   void Fail(const Status& st);
-  // Finishes ended objects at the front that have nothing in flight.
+  // Finishes ended objects at the front whose winner holds every byte.
   void FinishReady();
+  // Sends `open`'s pieces to copy `c` from its `next`, while it has room.
+  Status Send(Open& open, size_t c);
+  // What ReapOne does with one completion of `open`'s copy `c`.
+  void Apply(Open& open, size_t c, const IoCompletion& done);
+  // Makes another copy that can still take every piece the target (whose
+  // write failed); false when none is left.
+  bool Retarget(Open& open);
+  // Copy `c` of `open` was late: a hedge, unless refused.
+  void Late(Open& open, size_t c);
+  // Stops holding `open`'s pieces (too many bytes): what is done goes back.
+  void StopHolding(Open& open);
+  // Reaps what losers' writes completed (blocking: until all have).
+  void ReapLosers(bool block);
+  // Copy `loser` of `open` lost: waited for here, or handed to the
+  // LoserReaper; the pieces it read are no longer pinned by it.
+  void Lose(Open& open, Copy loser);
+  bool Hedging(const Open& open) const;
 
   Backend& backend_;
+  Placement* const placement_;  // null where the backend has none
   WriteQueueOptions options_;
   size_t align_;
   std::deque<Open> open_;  // oldest first; the back one is current unless ended
-  size_t in_flight_ = 0;
+  size_t in_flight_ = 0;   // writes of open objects (not losers') in flight
+  uint64_t held_ = 0;      // bytes held over all open objects
   bool stuck_ = false;      // a write could not be reaped (its buffer stays lent)
   bool abandoned_ = false;  // waited out: objects are no longer finished
   Status error_;
   std::vector<DataObjectRef> finished_;
+  std::vector<Loser> losers_;  // waited for here (not buffers_stay_mapped)
+  std::vector<std::unique_ptr<WritableObject>> to_discard_;  // losers whose writes are done
   // The queue's own buffers (Space/Fill). Their writes are tagged
   // kOwnedTag | index.
   static constexpr uint64_t kOwnedTag = 1ull << 63;
   uint64_t buffer_bytes_ = 0;
-  std::vector<AlignedBuffer> buffers_;
+  // Shared with losers the LoserReaper waits for, which may read them.
+  std::shared_ptr<std::vector<AlignedBuffer>> buffers_;
   std::vector<size_t> free_;
   int current_ = -1;       // buffer being filled, -1 if none
   size_t fill_ = 0;        // bytes in it

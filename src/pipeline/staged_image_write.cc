@@ -62,15 +62,14 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
   // A base that cannot be looked up (a store error) only means writing in
   // full, which is always safe.
   if (auto found = writer.ReferenceBase(); found.ok()) base = std::move(found).value();
-  WriteQueueOptions qo;
-  qo.bucket = bucket;
-  qo.written = written;
-  qo.written_total = written_total;
-  qo.on_complete = [&](uint64_t seq) { release(seq - first_seq_); };
   // The changed chunks of a partly unchanged object are packed through the
-  // queue's own buffers.
-  qo.buffer_bytes = base ? S : 0;
-  WriteQueue queue(backend, std::move(qo));
+  // queue's own buffers. Slabs held for a hedge are not free for the
+  // snapshot: an image larger than the arena holds a quarter of it at most,
+  // so that it still streams. The arena stays mapped until the losers of
+  // hedges are done with it (~StagingArena), so they are not waited for.
+  WriteQueue queue(backend, WriteQueueOptions{bucket, written, 0, [&](uint64_t seq) { release(seq - first_seq_); },
+                                              base ? S : 0, nullptr, written_total,
+                                              slab_count_ <= arena_.slab_count() ? 0 : arena_.bytes() / 4, true});
 
   // Waits until `slab` is filled, reaping finished writes meanwhile: a
   // snapshot larger than the arena is waiting for exactly those slabs.
@@ -147,7 +146,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
           }
           if (packed_open && packed_size + ref.length > object_bytes_) error = end_packed();
           if (error.ok() && !packed_open) {
-            error = queue.BeginObject(writer.DataObjectName(own_objects), 0, /*relocatable=*/true);
+            error = queue.BeginObject(writer.DataObjectName(own_objects), 0, /*placed=*/true);
             packed_open = true;
             packed_index = own_objects++;
             packed_size = 0;
@@ -183,7 +182,7 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
     if (error.ok()) error = end_packed();
     if (!error.ok()) break;
     const uint32_t index = own_objects++;
-    error = queue.BeginObject(writer.DataObjectName(index), AlignUp(plan.size, align_), /*relocatable=*/true);
+    error = queue.BeginObject(writer.DataObjectName(index), AlignUp(plan.size, align_), /*placed=*/true);
     uint32_t chunk_done = 0;  // bytes of order_[next_chunk] already checksummed
     for (uint64_t j = 0; j < slabs && error.ok(); ++j) {
       const uint64_t slab = plan.first_slab + j;

@@ -1,5 +1,7 @@
 #include "pipeline/staging_arena.h"
 
+#include "engine/loser_reaper.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -73,6 +75,9 @@ Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t bytes, uint6
 }
 
 StagingArena::~StagingArena() {
+  // Losers of hedged writes may still read slabs (WriteQueueOptions::
+  // buffers_stay_mapped).
+  LoserReaper::Get().WaitIdle();
   if (map_ != nullptr) munmap(map_, map_bytes_);
 }
 

@@ -347,7 +347,9 @@ void PrintSaveJson(Pipeline& pipeline, const SaveArgs& a, const SaveOutcome& o) 
     const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
     JsonValue tier = {{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
                       {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}};
-    if (const HedgedWrites* h = pipeline.tier(k).backend().caps().hedged_writes) tier["hedging"] = HedgeJson(h->Stats());
+    if (const Placement* p = pipeline.tier(k).backend().caps().placement; p != nullptr && p->policy().enabled) {
+      tier["hedging"] = HedgeJson(p->Stats());
+    }
     tiers.push_back(std::move(tier));
   }
   const SaveStats& stats = o.stats;

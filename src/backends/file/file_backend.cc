@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/file/file_directory.h"
+#include "backends/file/file_object.h"
 #include "backends/uri_query.h"
 #include "io/aligned_buffer.h"
 #include "io/io_engine.h"
@@ -26,34 +27,6 @@ constexpr const char* kProbePrefix = ".sluice-probe.";  // ProbeDirect's named f
 
 constexpr size_t kDirectAlignment = 4096;
 constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smaller
-
-// Closes an fd on scope exit unless released.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) ::close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  int get() const { return fd_; }
-  int release() { int f = fd_; fd_ = -1; return f; }
- private:
-  int fd_;
-};
-
-std::string ParentOf(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-Status FsyncDir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return Status::FromErrno(errno, "open directory " + dir);
-  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, "fsync directory " + dir);
-  return Status::OK();
-}
 
 }  // namespace
 
@@ -135,80 +108,6 @@ Result<FileOptions> ParseFileQuery(const std::string& uri, const std::string& qu
 
 namespace {
 
-// The asynchronous I/O both object kinds share: one fd, one engine, errors
-// named after the object.
-class FileObjectIo {
- public:
-  FileObjectIo(std::string name, int fd, std::unique_ptr<IoEngine> engine)
-      : name_(std::move(name)), fd_(fd), engine_(std::move(engine)) {}
-
-  Status Start(bool write, uint64_t offset, void* buf, size_t len, uint64_t tag) {
-    return engine_->Submit(IoRequest{fd_.get(), write, offset, buf, len, tag}).WithContext(name_);
-  }
-  Result<IoCompletion> Reap() {
-    ASSIGN_OR_RETURN(IoResult r, engine_->Reap());
-    IoCompletion c;
-    c.tag = r.tag;
-    c.bytes = r.bytes;
-    c.status = r.status.WithContext("object " + name_);
-    return c;
-  }
-  size_t in_flight() const { return engine_->in_flight(); }
-  size_t queue_depth() const { return engine_->queue_depth(); }
-  int fd() const { return fd_.get(); }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-  Fd fd_;
-  std::unique_ptr<IoEngine> engine_;
-};
-
-class FileWritable final : public WritableObject {
- public:
-  FileWritable(std::string path, std::string name, int fd, std::unique_ptr<IoEngine> engine)
-      : path_(std::move(path)), io_(std::move(name), fd, std::move(engine)) {}
-
-  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
-    return io_.Start(true, offset, const_cast<void*>(data), len, tag);
-  }
-  Result<IoCompletion> Reap() override { return io_.Reap(); }
-  size_t in_flight() const override { return io_.in_flight(); }
-  size_t queue_depth() const override { return io_.queue_depth(); }
-
-  Status Finish(uint64_t final_size) override {
-    if (io_.in_flight() != 0) return Status::InvalidArgument("Finish with I/O in flight");
-    if (::ftruncate(io_.fd(), static_cast<off_t>(final_size)) != 0) {
-      return Status::FromErrno(errno, "truncate " + io_.name());
-    }
-    if (::fdatasync(io_.fd()) != 0) return Status::FromErrno(errno, "fdatasync " + io_.name());
-    return FsyncDir(ParentOf(path_));
-  }
-  std::string StoredName() const override { return {}; }  // always under its own name
-
- private:
-  std::string path_;
-  FileObjectIo io_;
-};
-
-class FileReadable final : public ReadableObject {
- public:
-  FileReadable(std::string name, int fd, uint64_t size, std::unique_ptr<IoEngine> engine)
-      : io_(std::move(name), fd, std::move(engine)), size_(size) {}
-
-  uint64_t size() const override { return size_; }
-  Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
-    return io_.Start(false, offset, buf, len, tag);
-  }
-  Result<IoCompletion> Reap() override { return io_.Reap(); }
-  size_t in_flight() const override { return io_.in_flight(); }
-  size_t queue_depth() const override { return io_.queue_depth(); }
-
- private:
-  FileObjectIo io_;
-  uint64_t size_;
-};
-
 class FileBackend final : public FileDirectory {
  public:
   FileBackend(std::string uri, std::string root, FileOptions opts, bool direct,
@@ -226,7 +125,17 @@ class FileBackend final : public FileDirectory {
 
   const std::string& root() const override { return root_; }
 
-  Result<int> CreateObjectFile(const std::string& name, uint64_t size_hint) override {
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
+    ASSIGN_OR_RETURN(int raw_fd, CreateObjectFile(name, options.size_hint));
+    Fd fd(raw_fd);
+    ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
+    return NewFileWritable(PathOf(name), name, fd.release(), std::move(engine));
+  }
+
+  // Creates the file of object `name` for writing (exclusively, with
+  // O_DIRECT where the store takes it, preallocated to `size_hint`): a
+  // descriptor the caller closes. AlreadyExists if the name exists.
+  Result<int> CreateObjectFile(const std::string& name, uint64_t size_hint) {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct_ ? O_DIRECT : 0);
@@ -246,22 +155,6 @@ class FileBackend final : public FileDirectory {
     return fd.release();
   }
 
-  Status FinishObjectFile(int fd, const std::string& name, uint64_t final_size) override {
-    if (::ftruncate(fd, static_cast<off_t>(final_size)) != 0) {
-      return Status::FromErrno(errno, "truncate " + name);
-    }
-    if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync " + name);
-    return FsyncDir(ParentOf(PathOf(name)));
-  }
-
-  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
-    ASSIGN_OR_RETURN(int raw_fd, CreateObjectFile(name, options.size_hint));
-    Fd fd(raw_fd);
-    ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
-    return std::unique_ptr<WritableObject>(
-        new FileWritable(PathOf(name), name, fd.release(), std::move(engine)));
-  }
-
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
     RETURN_IF_ERROR(CheckName(name));
     std::string path = PathOf(name);
@@ -272,7 +165,7 @@ class FileBackend final : public FileDirectory {
     if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat object " + name);
     ASSIGN_OR_RETURN(auto engine, MakeIoEngine(opts_.io, opts_.queue_depth));
     const uint64_t size = options.known_size.value_or(static_cast<uint64_t>(st.st_size));
-    return std::unique_ptr<ReadableObject>(new FileReadable(name, fd.release(), size, std::move(engine)));
+    return NewFileReadable(name, fd.release(), size, std::move(engine));
   }
 
   Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {

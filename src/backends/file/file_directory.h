@@ -1,7 +1,5 @@
 // One directory of a file store, as the multi-directory store
-// (multi_dir_backend.h) builds on it: a FileBackend over one root, plus the
-// object files themselves, so that one object's copies in several
-// directories can share one I/O engine.
+// (multi_dir_backend.h) builds on it: a FileBackend over one root.
 //
 // Internal to src/backends/file.
 #ifndef SLUICE_BACKENDS_FILE_FILE_DIRECTORY_H_
@@ -29,13 +27,6 @@ class FileDirectory : public Backend {
  public:
   // The directory, without a trailing '/'.
   virtual const std::string& root() const = 0;
-  // Creates the file of object `name` for writing (exclusively, with
-  // O_DIRECT where the directory takes it, preallocated to `size_hint`):
-  // a descriptor the caller closes. AlreadyExists if the name exists.
-  virtual Result<int> CreateObjectFile(const std::string& name, uint64_t size_hint) = 0;
-  // Sets the object's length and makes it durable, as
-  // WritableObject::Finish does. REQUIRES: no I/O in flight on `fd`.
-  virtual Status FinishObjectFile(int fd, const std::string& name, uint64_t final_size) = 0;
 };
 
 // `root` without a trailing '/'; `uri` names the store in messages.

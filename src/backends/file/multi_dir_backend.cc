@@ -3,44 +3,103 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "backends/file/multi_dir_writable.h"
 #include "backends/hedge_state.h"
+#include "sluice/backend_wrapper.h"
 
 namespace sluice {
 namespace {
 
+// Where data objects go: the directory with the fewest objects being
+// written (ties rotate), not found slow, none of a hedge's earlier copies'.
+class MultiDirPlacement final : public HedgeState {
+ public:
+  MultiDirPlacement(size_t dirs, HedgeOptions options) : HedgeState(options, nullptr), writing_(dirs) {
+    SetPlacementOf([dirs](const std::string& name) -> std::optional<uint32_t> {
+      return static_cast<uint32_t>(DirectoryOfName(name, dirs));
+    });
+  }
+
+  // Records, the only objects whose names callers choose, all live in the
+  // home directory: no choice of name keeps them off a slow one.
+  bool Slow(const std::string&) const override { return false; }
+
+  std::string Place(const std::string& name, const std::vector<std::string>& taken, bool* avoided) override {
+    const size_t n = writing_.size();
+    std::vector<size_t> taken_dirs;
+    for (const auto& t : taken) taken_dirs.push_back(DirectoryOfName(t, n));
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<size_t> best, best_slow;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (next_ + i) % n;
+      if (std::find(taken_dirs.begin(), taken_dirs.end(), k) != taken_dirs.end()) continue;
+      auto& pick = IsSlow(static_cast<uint32_t>(k)) ? best_slow : best;
+      if (!pick || writing_[k] < writing_[*pick]) pick = k;
+    }
+    const std::optional<size_t> k = best ? best : best_slow;
+    *avoided = best && best_slow && writing_[*best_slow] < writing_[*best];
+    if (!k) return "";
+    next_ = (*k + 1) % n;
+    return NameInDirectory(name, *k);
+  }
+
+  // An object is being written to directory `k` until Done(k).
+  void Writing(size_t k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++writing_[k];
+  }
+  void Done(size_t k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --writing_[k];
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<size_t> writing_;  // GUARDED_BY(mu_)
+  size_t next_ = 0;              // GUARDED_BY(mu_): where ties start, so that they rotate
+};
+
+// A data object of directory `k`, counted as being written there until it
+// is gone (its writes waited out).
+class CountedWritable final : public WritableObjectWrapper {
+ public:
+  CountedWritable(std::unique_ptr<WritableObject> target, std::shared_ptr<MultiDirPlacement> placement, size_t k)
+      : WritableObjectWrapper(std::move(target)), placement_(std::move(placement)), k_(k) {
+    placement_->Writing(k_);
+  }
+  ~CountedWritable() override { placement_->Done(k_); }
+
+ private:
+  std::shared_ptr<MultiDirPlacement> placement_;
+  size_t k_;
+};
+
 class MultiDirBackend final : public Backend {
  public:
-  MultiDirBackend(std::string uri, std::vector<std::unique_ptr<FileDirectory>> dirs, FileOptions file_options,
-                  MultiDirOptions options)
-      : uri_(std::move(uri)), dirs_(std::move(dirs)), file_options_(file_options), options_(std::move(options)) {
+  MultiDirBackend(std::string uri, std::vector<std::unique_ptr<FileDirectory>> dirs, MultiDirOptions options)
+      : uri_(std::move(uri)), dirs_(std::move(dirs)), options_(std::move(options)) {
     HedgeOptions h;
     h.enabled = options_.hedge;
     h.extra = options_.hedge_extra;
     h.floor_ms = options_.hedge_floor_ms;
     h.max_held_bytes = kMultiDirMaxObjectBytes;
-    shared_ = std::make_shared<SpreadShared>(dirs_.size(), h);
-    for (const auto& d : dirs_) {
-      caps_.io_alignment = std::max(caps_.io_alignment, d->caps().io_alignment);
-      raw_.push_back(d.get());
-    }
+    placement_ = std::make_shared<MultiDirPlacement>(dirs_.size(), h);
+    for (const auto& d : dirs_) caps_.io_alignment = std::max(caps_.io_alignment, d->caps().io_alignment);
     caps_.max_object_bytes = kMultiDirMaxObjectBytes;
     caps_.atomic_publish_if_absent = true;
     caps_.objects_in_flight = std::max<size_t>(3, 2 * dirs_.size());
     caps_.io_path = dirs_[0]->caps().io_path + ", " + std::to_string(dirs_.size()) + " directories";
+    caps_.placement = placement_.get();  // spreads objects, hedge=on or off
     if (options_.hedge) {
       char extra[32];
       std::snprintf(extra, sizeof extra, "%.0f%%", options_.hedge_extra * 100);
       caps_.io_path += ", hedged writes (late past 3x the median, at least " +
                        std::to_string(options_.hedge_floor_ms) + " ms; at most " + extra + " extra)";
-      // (No placement function: records, the only objects whose names
-      // callers choose, all live in the home directory, so no choice of
-      // name keeps them off a slow one. PlacementSlow is always false.)
-      caps_.hedged_writes = &shared_->hedge;
     }
   }
 
@@ -48,20 +107,9 @@ class MultiDirBackend final : public Backend {
   const std::string& uri() const override { return uri_; }
 
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
-    if (!options.relocatable) return Dir(name).Create(name, options);
-    // As a plain create: a name the home holds is taken (copies elsewhere
-    // would not notice it).
-    ASSIGN_OR_RETURN(auto held, dirs_[0]->Stat({name}));
-    if (!held.empty() || DirectoryOfName(name, dirs_.size()) != 0) {
-      if (!held.empty()) return Status::AlreadyExists("object " + name + " already exists");
-      return Dir(name).Create(name, options);  // a name that already says where it lives
-    }
-    // Room for a hedge to send every piece of a full object at once.
-    const unsigned depth = file_options_.queue_depth;
-    const unsigned engine_depth = options_.hedge ? std::max(depth * 2, 64u) : depth;
-    ASSIGN_OR_RETURN(auto engine, MakeIoEngine(file_options_.io, engine_depth));
-    return NewSpreadWritable(raw_, shared_, options_.hedge, name,
-                             std::min<uint64_t>(options.size_hint, kMultiDirMaxObjectBytes), std::move(engine), depth);
+    const size_t k = DirectoryOfName(name, dirs_.size());
+    ASSIGN_OR_RETURN(auto object, dirs_[k]->Create(name, options));
+    return std::unique_ptr<WritableObject>(new CountedWritable(std::move(object), placement_, k));
   }
 
   Result<std::unique_ptr<ReadableObject>> Open(const std::string& name, const OpenOptions& options) override {
@@ -118,10 +166,8 @@ class MultiDirBackend final : public Backend {
 
   std::string uri_;
   std::vector<std::unique_ptr<FileDirectory>> dirs_;
-  std::vector<FileDirectory*> raw_;
-  FileOptions file_options_;
   MultiDirOptions options_;
-  std::shared_ptr<SpreadShared> shared_;  // after dirs_: leftovers close before the directories go
+  std::shared_ptr<MultiDirPlacement> placement_;  // shared with the objects being written
   BackendCaps caps_;
 };
 
@@ -132,7 +178,7 @@ Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri,
                                                          bool create_if_missing) {
   ASSIGN_OR_RETURN(MultiDirStore store, OpenMultiDirLayout(uri, home_path, query, file_options, create_if_missing));
   return std::unique_ptr<Backend>(
-      new MultiDirBackend(uri, std::move(store.dirs), file_options, std::move(store.options)));
+      new MultiDirBackend(uri, std::move(store.dirs), std::move(store.options)));
 }
 
 }  // namespace sluice

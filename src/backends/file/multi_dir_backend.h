@@ -9,25 +9,24 @@
 // of its own (garbage collection there would find none of the records that
 // name its objects).
 //
-// Data objects (CreateRelocatable) are spread over the directories: each
-// goes to the directory with the fewest objects being written, away from
+// Data objects are spread over the directories by its Placement
+// (sluice/backend.h), through which the write queue names them: each goes
+// to the directory with the fewest objects being written, away from
 // directories found slow. An object placed in directory k > 0 is stored
 // under its name with "-d<k>" before its extension, and every operation
 // finds an object's directory from its name alone (a name with no such
 // suffix, or with k past the last directory, lives in the home), so names
 // copied to another store (a drain) or read back need nothing else.
 //
-// Hedged writes (hedge=on, the default): as on RADOS (doc/ceph.md), an
-// object whose write is late past a deadline derived from recent write
-// latencies (hedge_floor_ms, 3x the median) is written again, whole, into
-// another directory, and the first copy that holds every byte is the one
-// the caller records; the others are removed. Extra bytes are bounded by
-// hedge_extra. Objects are at most 64 MiB here, so that a hedge rewrites
-// at most that, and each object's bytes are held in memory until it is
-// finished. hedge=off spreads objects all the same and holds nothing.
+// Hedged writes (hedge=on, the default): as on RADOS (doc/ceph.md), the
+// write queue writes an object whose write is late past a deadline derived
+// from recent write latencies (hedge_floor_ms, 3x the median) again, whole,
+// into another directory. Extra bytes are bounded by hedge_extra. Objects
+// are at most 64 MiB here, so that a hedge rewrites at most that, and each
+// object's buffers are held until it is finished. hedge=off spreads
+// objects all the same and holds nothing.
 //
-// Its layout (which directories, recorded where) is multi_dir_layout.h;
-// its data objects' writable, multi_dir_writable.h.
+// Its layout (which directories, recorded where) is multi_dir_layout.h.
 //
 // Internal to src/backends/file.
 #ifndef SLUICE_BACKENDS_FILE_MULTI_DIR_BACKEND_H_
@@ -41,6 +40,10 @@
 #include "sluice/backend.h"
 
 namespace sluice {
+
+// Objects are at most this large, so that each is held whole (a hedge
+// writes it again) and no hedge rewrites more.
+inline constexpr uint64_t kMultiDirMaxObjectBytes = 64ull << 20;
 
 Result<std::unique_ptr<Backend>> OpenMultiDirFileBackend(const std::string& uri, const std::string& home,
                                                          const std::string& query, const FileOptions& options,

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/write_queue.h"
 #include "io/aligned_buffer.h"
 #include "sluice/backend.h"
 
@@ -56,11 +57,9 @@ class MultiDirTest : public ::testing::Test {
     return "file://" + home_ + (query.empty() ? "" : "?" + query);
   }
 
-  // Writes `data` as a relocatable object; returns the stored name.
+  // Writes `data` as one placed object through a write queue (as a save
+  // does); returns the name it is stored under.
   std::string Write(Backend& b, const std::string& name, const std::string& data) {
-    auto w = b.Create(name, CreateOptions{data.size(), /*relocatable=*/true});
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
-    if (!w.ok()) return "";
     const size_t align = b.caps().io_alignment;
     const size_t padded = AlignUp(data.size(), align);
     auto buf = AlignedBuffer::Allocate(std::max<size_t>(padded, 1));
@@ -68,14 +67,16 @@ class MultiDirTest : public ::testing::Test {
     std::memset(buf->data(), 0, buf->size());
     std::memcpy(buf->data(), data.data(), data.size());
     const size_t io = 256 << 10;
-    for (size_t off = 0; off < padded; off += io) {
-      while ((*w)->in_flight() >= (*w)->queue_depth()) EXPECT_TRUE((*w)->Reap()->status.ok());
-      EXPECT_TRUE((*w)->StartWrite(off, buf->data() + off, std::min(io, padded - off), off).ok());
+    WriteQueue queue(b, WriteQueueOptions{});
+    Status st = queue.BeginObject(name, data.size(), /*placed=*/true);
+    for (size_t off = 0; off < padded && st.ok(); off += io) {
+      st = queue.Write(off, buf->data() + off, std::min(io, padded - off), off, false);
     }
-    while ((*w)->in_flight() > 0) EXPECT_TRUE((*w)->Reap()->status.ok());
-    Status st = (*w)->Finish(data.size());
+    if (st.ok()) st = queue.EndObject(data.size());
+    if (st.ok()) st = queue.Finish();
     EXPECT_TRUE(st.ok()) << st.ToString();
-    return (*w)->StoredName().empty() ? name : (*w)->StoredName();
+    if (!st.ok() || queue.objects().size() != 1) return "";
+    return queue.objects()[0].name;
   }
 
   std::string Read(Backend& b, const std::string& name) {
@@ -117,7 +118,8 @@ TEST_F(MultiDirTest, ObjectsSpreadOverTheDirectoriesAndReadBack) {
   Backend& b = **opened;
   EXPECT_NE(b.caps().io_path.find("3 directories"), std::string::npos) << b.caps().io_path;
   EXPECT_EQ(b.caps().max_object_bytes, 64ull << 20);
-  ASSERT_NE(b.caps().hedged_writes, nullptr);
+  ASSERT_NE(b.caps().placement, nullptr);
+  EXPECT_TRUE(b.caps().placement->policy().enabled);
   std::map<std::string, std::string> stored;  // stored name -> bytes
   for (int i = 0; i < 6; ++i) {
     const std::string data = Pattern((1 << 20) + 4096 * i + 11, i);
@@ -153,8 +155,8 @@ TEST_F(MultiDirTest, ObjectsSpreadOverTheDirectoriesAndReadBack) {
   auto all = b.List("");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 7u);
-  // A relocatable name the home holds is taken.
-  auto again = b.Create("ckpt/j/1/COMMIT", CreateOptions{0, /*relocatable=*/true});
+  // A name the home holds is taken.
+  auto again = b.Create("ckpt/j/1/COMMIT", CreateOptions{0});
   EXPECT_TRUE(again.status().IsAlreadyExists()) << again.status().ToString();
 }
 
@@ -297,7 +299,8 @@ TEST_F(MultiDirTest, AMissingOrForeignDirectoryIsNeverTakenSilently) {
 TEST_F(MultiDirTest, WithHedgingOffObjectsStillSpread) {
   auto b = OpenBackend(Uri("dirs=" + a_ + "&hedge=off"), true);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ((*b)->caps().hedged_writes, nullptr);
+  ASSERT_NE((*b)->caps().placement, nullptr);
+  EXPECT_FALSE((*b)->caps().placement->policy().enabled);
   std::set<size_t> dirs;
   for (int i = 0; i < 4; ++i) {
     const std::string data = Pattern(300000, i);

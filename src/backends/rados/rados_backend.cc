@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "backends/rados/rados_hedge.h"
 #include "backends/rados/rados_object.h"
 #include "backends/rados/rados_options.h"
+#include "backends/rados/rados_placement.h"
 
 namespace sluice {
 namespace {
@@ -34,83 +34,9 @@ constexpr uint64_t kMaxSmallObjectBytes = 256ull << 20;  // records are far smal
 constexpr size_t kListStatsInFlight = 64;
 // Hash-range slices of a pool listed in parallel by List().
 constexpr size_t kListSlices = 16;
-// How many OSDs are asked for their osd_max_object_size at open.
-constexpr int kMaxOsdsAsked = 16;
 
 int64_t UnixMs(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-// Every PG of the pool with its acting OSDs, from the mgr's PG map (one
-// round trip; the client needs mgr 'allow r', which sluice's recipe gives).
-// Where this user's processes share the OSDs they found slow in a pool
-// (HedgeState::ShareSuspects): $XDG_CACHE_HOME/sluice, else
-// ~/.cache/sluice, else /tmp/sluice-<uid>; empty when none can be made.
-std::string SharedSuspectsPath(Cluster& cluster, const std::string& pool) {
-  std::string fsid;
-  if (cluster.rados.cluster_fsid(&fsid) < 0 || fsid.empty()) return "";
-  std::string dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
-    dir = std::string(xdg) + "/sluice";
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    dir = std::string(home) + "/.cache/sluice";
-  } else {
-    dir = "/tmp/sluice-" + std::to_string(::getuid());
-  }
-  // mkdir -p, private to the user.
-  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-    const std::string part = dir.substr(0, slash);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return "";
-    if (slash == std::string::npos) break;
-  }
-  std::string safe_pool;
-  for (char c : pool) safe_pool += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
-  return dir + "/slow-osds-" + fsid + "-" + safe_pool;
-}
-
-Result<HedgeState::ActingSets> FetchActingSets(Cluster& cluster) {
-  librados::bufferlist in, out;
-  std::string outs;
-  int ret = cluster.rados.mgr_command(R"({"prefix": "pg dump", "dumpcontents": ["pgs_brief"], "format": "json"})",
-                                      in, &out, &outs);
-  if (ret == -EACCES || ret == -EPERM) {
-    return Status::NotSupported("read the PG map: the client may not (it needs mgr 'allow r')");
-  }
-  if (ret < 0) {
-    return Status::Unavailable(RadosError(ret, "read the PG map" + (outs.empty() ? "" : " (" + outs + ")")).message());
-  }
-  const std::string text = out.to_str();
-  const std::string pool = std::to_string(cluster.io.get_id()) + ".";
-  HedgeState::ActingSets sets;
-  // {"pg_stats":[{"pgid":"2.3f",...,"acting":[3,0,1],...},...]}: read
-  // field by field, not with a JSON library the core does not link.
-  size_t pos = 0;
-  while ((pos = text.find("\"pgid\":\"", pos)) != std::string::npos) {
-    pos += 8;  // past "pgid":"
-    const size_t end = text.find('"', pos);
-    if (end == std::string::npos) break;
-    const std::string pgid = text.substr(pos, end - pos);
-    const size_t acting = text.find("\"acting\":[", end);
-    const size_t next = text.find("\"pgid\":\"", end);
-    if (acting == std::string::npos || (next != std::string::npos && acting > next)) continue;
-    if (pgid.rfind(pool, 0) != 0) continue;
-    char* stop = nullptr;
-    const unsigned long seed = std::strtoul(pgid.c_str() + pool.size(), &stop, 16);
-    if (stop == nullptr || *stop != '\0') continue;
-    std::vector<int> osds;
-    size_t p = acting + 10;
-    while (p < text.size() && text[p] != ']') {
-      char* after = nullptr;
-      long v = std::strtol(text.c_str() + p, &after, 10);
-      if (after == text.c_str() + p) break;
-      osds.push_back(static_cast<int>(v));
-      p = static_cast<size_t>(after - text.c_str());
-      if (p < text.size() && text[p] == ',') ++p;
-    }
-    sets[static_cast<uint32_t>(seed)] = std::move(osds);
-  }
-  if (sets.empty()) return Status::Unavailable("the PG map names no placement group of the pool");
-  return sets;
 }
 
 // One read of a small object: stat and the first kFirstReadBytes in one
@@ -168,44 +94,7 @@ void OnSmallReadComplete(librados::completion_t, void* arg) {
   // Last: once no operation is counted, the cluster handle may close.
   std::shared_ptr<HedgeState> state = std::move(t->state);
   t.reset();
-  state->OpEnded(/*write=*/false);
-}
-
-// One probe of ProbeOsds: a stat of a name that falls in a placement group
-// of the OSD probed (no such object: the primary answers at once when it is
-// not behind). Shared by the completion callback and ProbeOsds, which
-// cancels a probe still unanswered once it has judged; the completion is
-// released with the last owner, so a cancel never meets a released one.
-struct OsdProbes {
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t left = 0;  // GUARDED_BY(mu): probes not answered yet
-};
-struct OsdProbe {
-  ~OsdProbe() {
-    if (completion != nullptr) completion->release();
-  }
-  std::shared_ptr<OsdProbes> probes;
-  std::shared_ptr<HedgeState> state;  // counts the operation until it completes
-  librados::ObjectReadOperation op;
-  uint64_t size = 0;
-  time_t mtime = 0;
-  librados::AioCompletion* completion = nullptr;
-  bool answered = false;  // GUARDED_BY(probes->mu)
-};
-void OnOsdProbeComplete(librados::completion_t, void* arg) {
-  std::unique_ptr<std::shared_ptr<OsdProbe>> owner(static_cast<std::shared_ptr<OsdProbe>*>(arg));
-  std::shared_ptr<OsdProbe> p = std::move(*owner);
-  std::shared_ptr<OsdProbes> probes = p->probes;
-  std::shared_ptr<HedgeState> state = p->state;
-  {
-    std::lock_guard<std::mutex> lock(probes->mu);
-    p->answered = true;
-    --probes->left;
-  }
-  probes->cv.notify_all();
-  p.reset();  // the completion goes with the last owner
-  state->OpEnded(/*write=*/false);
+  state->OpEnded();
 }
 
 class RadosBackend final : public Backend {
@@ -223,40 +112,24 @@ class RadosBackend final : public Backend {
     caps_.objects_in_flight = opts_.queue_depth;
     caps_.io_path = "librados aio, pool " + opts_.pool + ", qd " + std::to_string(opts_.queue_depth) +
                     ", max object " + std::to_string(max_object_bytes >> 20) + " MiB";
+    object_prefix_ = opts_.prefix.empty() ? "" : opts_.prefix + "/";
     if (opts_.hedge) {
       HedgeOptions h;
       h.extra = opts_.hedge_extra;
       h.floor_ms = opts_.hedge_floor_ms;
-      // A weak reference: the cluster holds the hedge state (before_shutdown
-      // below), and a strong one back would keep both alive for good.
-      hedge_ = std::make_shared<HedgeState>(h, [weak = std::weak_ptr<Cluster>(cluster_)]() -> Result<HedgeState::ActingSets> {
-        auto cluster = weak.lock();
-        if (!cluster) return Status::Unavailable("the store is closed");
-        return FetchActingSets(*cluster);
-      });
-      caps_.hedged_writes = hedge_.get();
-      // A name's placement group is computed from the client's OSD map: no I/O.
-      hedge_->SetPlacementOf([weak = std::weak_ptr<Cluster>(cluster_),
-                              prefix = opts_.prefix.empty() ? "" : opts_.prefix + "/"](
-                                 const std::string& name) -> std::optional<uint32_t> {
-        auto cluster = weak.lock();
-        uint32_t pg = 0;
-        if (!cluster || cluster->io.get_object_pg_hash_position2(prefix + name, &pg) < 0) return std::nullopt;
-        return pg;
-      });
-      hedge_->ShareSuspects(SharedSuspectsPath(*cluster_, opts_.pool));
+      hedge_ = RadosPlacement::Open(cluster_, opts_.pool, object_prefix_, h);
+      caps_.placement = hedge_.get();
       char extra[32];
       std::snprintf(extra, sizeof(extra), "%.0f%%", opts_.hedge_extra * 100);
       caps_.io_path += ", hedged writes (late past " + std::to_string(static_cast<int>(h.factor)) +
                        "x median, floor " + std::to_string(h.floor_ms) + " ms, at most +" + extra + " bytes)";
-      // Operations a hedge left behind finish before the handle closes,
-      // each bounded by the op timeout.
+      // The placement's own operations (probes, raced record reads) finish
+      // before the handle closes, each bounded by the op timeout.
       cluster_->before_shutdown = [state = hedge_, timeout = opts_.op_timeout_s] {
         (void)state->WaitIdle(std::chrono::seconds(timeout == 0 ? 60 : timeout));
       };
+      if (opts_.hedge_probe) hedge_->Probe();
     }
-    object_prefix_ = opts_.prefix.empty() ? "" : opts_.prefix + "/";
-    if (hedge_ && opts_.hedge_probe) ProbeOsds();
   }
 
   const BackendCaps& caps() const override { return caps_; }
@@ -264,9 +137,6 @@ class RadosBackend final : public Backend {
 
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
     RETURN_IF_ERROR(CheckName(name));
-    if (options.relocatable && hedge_) {
-      return NewHedgedRadosWritable(cluster_, hedge_, object_prefix_, name, opts_.queue_depth, options.size_hint);
-    }
     librados::ObjectWriteOperation op;
     op.create(/*exclusive=*/true);
     // The same hint rados bench gives: BlueStore then sizes its blobs and
@@ -467,106 +337,6 @@ class RadosBackend final : public Backend {
     if (cluster_->io.get_object_pg_hash_position2(oid, &pg) >= 0) hedge_->MarkSlow(pg);
   }
 
-  // Which OSDs are slow now, before anything is placed. Without this a
-  // process that starts under a slow OSD learns it from its own late writes:
-  // its first save places records and data in the slow OSD's groups, hedges
-  // them, and waits on the records (20 s for a 512 MiB save on the test bed,
-  // against 2 s). Each OSD is asked, as primary, for up to kProbesPerOsd
-  // names in different placement groups (a stat of an object that does not
-  // exist: no write, nothing left behind), all at once; an OSD most of whose
-  // probes are unanswered after hedge_floor_ms is suspected
-  // (HedgeState::SuspectProbed), as long as some OSD answered every probe
-  // (when none did, the client or the network is slow, not one OSD) and the
-  // suspects are a minority of the OSDs probed. Probes still unanswered are
-  // then cancelled, so that closing the store does not wait for them. A
-  // healthy cluster answers in a few milliseconds; the probe costs the PG
-  // map (one mgr round trip, kept for the first late write) and those reads.
-  // Only with an active mgr (one mon round trip to ask): without one the PG
-  // map request would wait out the mon timeout. Best effort: any failure
-  // leaves hedging to learn from writes.
-  void ProbeOsds() {
-    constexpr size_t kProbesPerOsd = 5;
-    if (!MgrAvailable()) return;
-    auto acting = FetchActingSets(*cluster_);
-    if (!acting.ok()) return;
-    std::map<uint32_t, int> wanted;  // PG -> the OSD it probes
-    std::map<int, size_t> pgs_of;    // OSD -> PGs it is primary of, so far
-    for (const auto& [pg, set] : *acting) {
-      // (An erasure-coded group's missing shard reads as CRUSH_ITEM_NONE.)
-      if (set.empty() || set.front() < 0 || set.front() == 0x7fffffff || pgs_of[set.front()] >= kProbesPerOsd) continue;
-      ++pgs_of[set.front()];
-      wanted[pg] = set.front();
-    }
-    // A name in each wanted PG, found by hashing candidates (no I/O).
-    std::map<uint32_t, std::string> name_of;
-    for (uint32_t k = 0; name_of.size() < wanted.size() && k < 64 * 1024; ++k) {
-      std::string oid = object_prefix_ + "sluice-probe." + std::to_string(k);
-      uint32_t pg = 0;
-      if (cluster_->io.get_object_pg_hash_position2(oid, &pg) < 0) return;
-      if (wanted.count(pg) && !name_of.count(pg)) name_of[pg] = std::move(oid);
-    }
-    auto probes = std::make_shared<OsdProbes>();
-    std::vector<std::pair<int, std::shared_ptr<OsdProbe>>> sent;  // OSD, probe
-    for (const auto& [pg, oid] : name_of) {
-      auto p = std::make_shared<OsdProbe>();
-      p->probes = probes;
-      p->state = hedge_;
-      p->op.stat(&p->size, &p->mtime, nullptr);
-      auto owner = std::make_unique<std::shared_ptr<OsdProbe>>(p);
-      p->completion = librados::Rados::aio_create_completion(owner.get(), &OnOsdProbeComplete);
-      {
-        std::lock_guard<std::mutex> lock(probes->mu);
-        ++probes->left;
-      }
-      hedge_->OpStarted(/*write=*/false);
-      if (cluster_->io.aio_operate(oid, p->completion, &p->op, 0, nullptr) < 0) {
-        hedge_->OpEnded(/*write=*/false);
-        std::lock_guard<std::mutex> lock(probes->mu);
-        --probes->left;
-        continue;  // not sent: no evidence either way (the completion goes with `p`)
-      }
-      (void)owner.release();  // the callback's now
-      sent.emplace_back(wanted.at(pg), std::move(p));
-    }
-    std::map<int, std::pair<size_t, size_t>> tally;  // OSD -> (late, probes)
-    {
-      std::unique_lock<std::mutex> lock(probes->mu);
-      probes->cv.wait_for(lock, std::chrono::milliseconds(opts_.hedge_floor_ms), [&] { return probes->left == 0; });
-      for (const auto& [osd, p] : sent) {
-        auto& [late, n] = tally[osd];
-        ++n;
-        if (!p->answered) ++late;
-      }
-    }
-    // Not under the lock: a cancel may complete the probe on this thread.
-    for (const auto& [osd, p] : sent) {
-      bool answered;
-      {
-        std::lock_guard<std::mutex> lock(probes->mu);
-        answered = p->answered;
-      }
-      if (!answered) (void)cluster_->io.aio_cancel(p->completion);
-    }
-    std::vector<int> slow;
-    bool some_answered_all = false;
-    for (const auto& [osd, t] : tally) {
-      if (t.first * 2 > t.second) slow.push_back(osd);
-      if (t.first == 0) some_answered_all = true;
-    }
-    if (!some_answered_all || slow.size() * 2 >= tally.size()) slow.clear();
-    hedge_->SuspectProbed(slow, std::move(acting).value());
-  }
-
-  // Whether the cluster has an active mgr (`mgr stat`, asked of the mons).
-  bool MgrAvailable() {
-    librados::bufferlist in, out;
-    std::string outs;
-    if (cluster_->rados.mon_command(R"({"prefix": "mgr stat", "format": "json"})", in, &out, &outs) < 0) return false;
-    const std::string text = out.to_str();
-    return text.find("\"available\":true") != std::string::npos ||
-           text.find("\"available\": true") != std::string::npos;
-  }
-
   // A small read (a record: commit, manifest, lock) raced against a slow
   // OSD. Records are read one at a time, each waited for, so one read queued
   // behind a slow primary costs the whole operation its wait (seconds under
@@ -597,7 +367,7 @@ class RadosBackend final : public Backend {
       t->state = hedge_;
       t->completion = librados::Rados::aio_create_completion(t.get(), &OnSmallReadComplete);
       const int flags = k > 0 || primary_slow ? librados::OPERATION_BALANCE_READS : 0;
-      hedge_->OpStarted(/*write=*/false);
+      hedge_->OpStarted();
       SmallReadTry* raw = t.release();
       // Not under race->mu: a send may wait for the client's in-flight
       // budget, which completions (taking race->mu) give back.
@@ -605,7 +375,7 @@ class RadosBackend final : public Backend {
       if (ret < 0) {
         raw->completion->release();
         delete raw;
-        hedge_->OpEnded(/*write=*/false);
+        hedge_->OpEnded();
         if (sent == 0) return RadosError(ret, "read object " + oid.substr(object_prefix_.size()));
         break;  // the tries already sent still answer
       }
@@ -676,74 +446,10 @@ class RadosBackend final : public Backend {
   std::string uri_;
   RadosOptions opts_;
   std::shared_ptr<Cluster> cluster_;
-  std::shared_ptr<HedgeState> hedge_;  // null with hedge=off
+  std::shared_ptr<RadosPlacement> hedge_;  // null with hedge=off
   std::string object_prefix_;
   BackendCaps caps_;
 };
-
-// The first unsigned integer in a command's output ("134217728\n",
-// "[0,1,2]"), from `pos`; advances `pos` past it.
-bool NextNumber(const std::string& s, size_t* pos, uint64_t* out) {
-  size_t i = s.find_first_of("0123456789", *pos);
-  if (i == std::string::npos) return false;
-  uint64_t v = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + static_cast<uint64_t>(s[i] - '0');
-  *pos = i;
-  *out = v;
-  return true;
-}
-
-// osd_max_object_size as the OSDs run it. The value an OSD runs with can
-// come from its local ceph.conf, which the monitors' config database does
-// not see, so ask the mgr for the running value of (up to kMaxOsdsAsked)
-// OSDs and take the smallest: any of them may be a primary. Where no OSD
-// answers (no mgr, or a key without mgr caps), the monitors' value for
-// "osd" is the best there is.
-Result<uint64_t> ReadMaxObjectBytes(librados::Rados& rados, const std::string& what) {
-  librados::bufferlist in, out;
-  std::string errs;
-  int ret = rados.mon_command(R"({"prefix": "osd ls", "format": "json"})", in, &out, &errs);
-  if (ret < 0) return RadosError(ret, what + ": list OSDs" + (errs.empty() ? "" : " (" + errs + ")"));
-  std::string ids = out.to_str();
-  uint64_t smallest = 0;
-  int asked = 0;
-  size_t pos = 0;
-  uint64_t id = 0;
-  while (asked < kMaxOsdsAsked && NextNumber(ids, &pos, &id)) {
-    ++asked;
-    librados::bufferlist reply;
-    std::string outs;
-    std::string cmd = R"({"prefix": "config show", "who": "osd.)" + std::to_string(id) +
-                      R"(", "key": "osd_max_object_size"})";
-    ret = rados.mgr_command(cmd, in, &reply, &outs);
-    // No mgr, or no mgr caps: asking the other OSDs would only wait again.
-    if (ret == -ETIMEDOUT || ret == -EACCES || ret == -EPERM) break;
-    if (ret < 0) continue;  // a down OSD has no state
-    size_t p = 0;
-    uint64_t v = 0;
-    if (NextNumber(reply.to_str(), &p, &v) && v > 0 && (smallest == 0 || v < smallest)) smallest = v;
-  }
-  if (smallest > 0) return smallest;
-  librados::bufferlist reply;
-  std::string outs;
-  ret = rados.mon_command(R"({"prefix": "config get", "who": "osd", "key": "osd_max_object_size"})",
-                          in, &reply, &outs);
-  if (ret < 0) {
-    return RadosError(ret, what + ": read osd_max_object_size from the cluster" +
-                               (outs.empty() ? "" : " (" + outs + ")"));
-  }
-  pos = 0;
-  if (!NextNumber(reply.to_str(), &pos, &smallest) || smallest == 0) {
-    return Status::IOError(what + ": unreadable osd_max_object_size '" + reply.to_str() + "'");
-  }
-  return smallest;
-}
-
-std::string ConfGet(librados::Rados& rados, const char* option) {
-  std::string v;
-  if (rados.conf_get(option, v) < 0) return "?";
-  return v;
-}
 
 }  // namespace
 

@@ -22,7 +22,7 @@
 //   qd=N                  operations in flight per object, 1..4096 (default 16)
 //   connect_timeout_s=S   bound on reaching the monitors and authenticating (default 15)
 //   op_timeout_s=S        bound on one OSD operation, 0 = none (default 60; see .cc)
-//   hedge=on|off          hedged writes of relocatable objects (default on; rados_hedge.h)
+//   hedge=on|off          data objects placed away from slow OSDs, and hedged (default on; rados_placement.h)
 //   hedge_extra=F         hedges write at most F x (bytes written + 256 MiB) extra (default 0.25)
 //   hedge_floor_ms=MS     no write is late sooner than this (default 100)
 //   hedge_probe=on|off    with hedging, probe the OSDs when the store opens and

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "engine/write_queue.h"
 #include "io/aligned_buffer.h"
 #include "sluice/backend.h"
 
@@ -60,13 +61,12 @@ class RadosBackendTest : public ::testing::Test {
   // Writes `writes` pieces of `io` bytes, each checksummed through
   // ChecksumForWrite first when `checksum`; returns how many crcs the
   // client's bufferlists took from their cache meanwhile.
-  int WriteCountingCachedCrcs(const std::string& name, int writes, size_t io, bool checksum,
-                              bool relocatable = false) {
+  int WriteCountingCachedCrcs(const std::string& name, int writes, size_t io, bool checksum) {
     auto buf = AlignedBuffer::Allocate(writes * io);
     EXPECT_TRUE(buf.ok());
     if (!buf.ok()) return -1;
     for (size_t i = 0; i < buf->size(); ++i) buf->data()[i] = static_cast<uint8_t>(i * 131 + i / 4099);
-    auto w = backend_->Create(name, CreateOptions{buf->size(), relocatable});
+    auto w = backend_->Create(name, CreateOptions{buf->size()});
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (!w.ok()) return -1;
     EXPECT_NE(backend_->caps().transport_checksum, nullptr) << "RADOS offers its transport checksum";
@@ -107,17 +107,37 @@ TEST_F(RadosBackendTest, BytesChecksummedForAWriteAreNotHashedAgainToSendThem) {
   EXPECT_LT(plain, writes) << "without ChecksumForWrite the messenger hashes the data itself";
 }
 
-// The same for the data objects of a save, which are hedged (hedge=on, the
-// default): their bytes are copied, and the copy is what is hashed and sent.
-TEST_F(RadosBackendTest, HedgedWritesAreHashedOnceToo) {
-  ASSERT_NE(backend_->caps().hedged_writes, nullptr) << "hedging is on by default";
+// The same for the data objects of a save, placed and held for a hedge
+// (hedge=on, the default) by the write queue: the caller's bytes are sent
+// as they are, and hashed once.
+TEST_F(RadosBackendTest, PlacedWritesAreHashedOnceToo) {
+  ASSERT_NE(backend_->caps().placement, nullptr) << "hedging is on by default";
   const int writes = 8;
   const size_t io = 4 << 20;
-  int summed = WriteCountingCachedCrcs("hedged-000001.dat", writes, io, true, /*relocatable=*/true);
-  printf("# hedged: crcs the messenger found cached: %d for %d writes checksummed first\n", summed, writes);
-  EXPECT_GE(summed, writes) << "each hedged write's data crc should have come from the cache";
-  const HedgeStats st = backend_->caps().hedged_writes->Stats();
-  EXPECT_EQ(st.bytes_submitted, writes * io);
+  auto buf = AlignedBuffer::Allocate(writes * io);
+  ASSERT_TRUE(buf.ok());
+  for (size_t i = 0; i < buf->size(); ++i) buf->data()[i] = static_cast<uint8_t>(i * 131 + i / 4099);
+  MessengerCrcCounters crcs;
+  ASSERT_TRUE(crcs.Load()) << dlerror();
+  crcs.track(true);
+  const int before = crcs.hits() + crcs.adjusted();
+  const uint64_t submitted = backend_->caps().placement->Stats().bytes_submitted;
+  WriteQueue queue(*backend_, WriteQueueOptions{});
+  ASSERT_TRUE(queue.BeginObject("placed-000001.dat", buf->size(), /*placed=*/true).ok());
+  for (int i = 0; i < writes; ++i) {
+    uint8_t* p = buf->data() + i * io;
+    (void)queue.Checksum(0, p, io);
+    ASSERT_TRUE(queue.Write(i * io, p, io, i, false).ok());
+  }
+  ASSERT_TRUE(queue.EndObject(buf->size()).ok());
+  Status st = queue.Finish();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const int summed = crcs.hits() + crcs.adjusted() - before;
+  printf("# placed: crcs the messenger found cached: %d for %d writes checksummed first\n", summed, writes);
+  EXPECT_GE(summed, writes) << "each placed write's data crc should have come from the cache";
+  EXPECT_EQ(backend_->caps().placement->Stats().bytes_submitted - submitted, writes * io);
+  ASSERT_EQ(queue.objects().size(), 1u);
+  EXPECT_EQ(queue.objects()[0].size, writes * io);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -122,6 +124,25 @@ class AioQueue {
       raw = done_.front();
       done_.pop_front();
     }
+    return Take(raw);
+  }
+
+  Result<std::optional<IoCompletion>> ReapUntil(std::chrono::steady_clock::time_point deadline) {
+    if (in_flight_ == 0) return Status::InvalidArgument("Reap with nothing in flight on " + name_);
+    Op* raw = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!done_cv_.wait_until(lock, deadline, [&] { return !done_.empty(); })) return std::optional<IoCompletion>();
+      raw = done_.front();
+      done_.pop_front();
+    }
+    ASSIGN_OR_RETURN(IoCompletion c, Take(raw));
+    return std::optional<IoCompletion>(std::move(c));
+  }
+
+ private:
+  // The completion of `raw`, reaped.
+  Result<IoCompletion> Take(Op* raw) {
     std::unique_ptr<Op> op(raw);
     --in_flight_;
     int ret = op->completion->get_return_value();
@@ -160,6 +181,7 @@ class AioQueue {
     return c;
   }
 
+ public:
   size_t in_flight() const { return in_flight_; }
   size_t queue_depth() const { return depth_; }
   void AllowLentBuffers() { lend_ = true; }
@@ -229,6 +251,9 @@ class RadosWritable final : public RadosChecksummingWritable {
     return aio_.Checksum(crc, data, len);
   }
   Result<IoCompletion> Reap() override { return aio_.Reap(); }
+  Result<std::optional<IoCompletion>> ReapUntil(std::chrono::steady_clock::time_point deadline) override {
+    return aio_.ReapUntil(deadline);
+  }
   size_t in_flight() const override { return aio_.in_flight(); }
   size_t queue_depth() const override { return aio_.queue_depth(); }
 
@@ -248,7 +273,13 @@ class RadosWritable final : public RadosChecksummingWritable {
     if (ret < 0) return RadosError(ret, "truncate object " + aio_.name() + " to " + std::to_string(final_size));
     return Status::OK();
   }
-  std::string StoredName() const override { return {}; }  // always under its own name
+
+  Status Discard() override {
+    if (aio_.in_flight() != 0) return Status::InvalidArgument("Discard with I/O in flight");
+    int ret = aio_.io().remove(aio_.oid());
+    if (ret < 0 && ret != -ENOENT) return RadosError(ret, "remove object " + aio_.name());
+    return Status::OK();
+  }
 
  private:
   AioQueue aio_;

@@ -5,6 +5,8 @@
 #ifndef SLUICE_BACKENDS_RADOS_RADOS_OPTIONS_H_
 #define SLUICE_BACKENDS_RADOS_RADOS_OPTIONS_H_
 
+#include <rados/librados.hpp>
+
 #include <string>
 
 #include "sluice/status.h"
@@ -28,7 +30,7 @@ struct RadosOptions {
   // (that the pipeline retries with backoff) instead of a hang. The bound
   // is per operation, so a drain of any length is fine.
   unsigned op_timeout_s = 60;
-  // Hedged writes (rados_hedge.h): on by default; `hedge_extra` bounds the
+  // Hedged writes (rados_placement.h): on by default; `hedge_extra` bounds the
   // extra bytes as a fraction of the bytes written, `hedge_floor_ms` is the
   // shortest deadline.
   bool hedge = true;
@@ -37,7 +39,7 @@ struct RadosOptions {
   // With hedging on: when the store opens, read from each OSD's placement
   // groups and suspect those that do not answer within hedge_floor_ms, so
   // that the first save under a slow OSD keeps away from it instead of
-  // learning it from its own late writes (RadosBackend::ProbeOsds).
+  // learning it from its own late writes (RadosPlacement::Probe).
   bool hedge_probe = true;
 };
 
@@ -45,6 +47,12 @@ struct RadosOptions {
 // names the bad part.
 Result<RadosOptions> ParseUri(const std::string& uri, const std::string& location,
                               const std::string& query);
+
+// osd_max_object_size as the cluster's OSDs run it (see the .cc); `what`
+// names the store in errors.
+Result<uint64_t> ReadMaxObjectBytes(librados::Rados& rados, const std::string& what);
+// A Ceph configuration option as the client reads it, "?" where unset.
+std::string ConfGet(librados::Rados& rados, const char* option);
 
 }  // namespace sluice
 

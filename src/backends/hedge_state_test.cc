@@ -1,8 +1,9 @@
-// The rules hedged RADOS writes follow (rados_hedge.h), without a cluster:
-// the names beside an object, when a write is late, the byte budget, and
-// which placement groups and OSDs are avoided. tests/testbed_test.sh hedges
-// for real, past a slow OSD of a 6-OSD cluster.
-#include "backends/rados/rados_hedge.h"
+// The bookkeeping behind the Placement of the backends that hedge
+// (hedge_state.h), without a cluster: when a write is late, the byte
+// budget, and which placement groups and OSDs are avoided. The write
+// queue's own test hedges through it; tests/testbed_test.sh hedges for
+// real, past a slow OSD of a 6-OSD cluster.
+#include "backends/hedge_state.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,24 +16,34 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace sluice {
 namespace {
 
 using std::chrono::milliseconds;
 
-TEST(HedgeNameTest, GoesBesideTheNameBeforeItsExtension) {
-  EXPECT_EQ(HedgeName("ckpt/a/1/data/r000000-ab-000003.dat", 0), "ckpt/a/1/data/r000000-ab-000003.dat");
-  EXPECT_EQ(HedgeName("ckpt/a/1/data/r000000-ab-000003.dat", 2), "ckpt/a/1/data/r000000-ab-000003-h2.dat");
-  EXPECT_EQ(HedgeName("dir.v2/object", 1), "dir.v2/object-h1");
-  EXPECT_EQ(HedgeName("plain", 12), "plain-h12");
+// HedgeState with a placement of its own: the name as given.
+class TestState final : public HedgeState {
+ public:
+  using HedgeState::HedgeState;
+  std::string Place(const std::string& name, const std::vector<std::string>&, bool* avoided) override {
+    *avoided = false;
+    return name;
+  }
+};
+
+TEST(NameBesideTest, GoesBeforeTheExtension) {
+  EXPECT_EQ(NameBeside("ckpt/a/1/data/r000000-ab-000003.dat", "-h2"), "ckpt/a/1/data/r000000-ab-000003-h2.dat");
+  EXPECT_EQ(NameBeside("dir.v2/object", "-h1"), "dir.v2/object-h1");
+  EXPECT_EQ(NameBeside("plain", "-h12"), "plain-h12");
 }
 
 TEST(HedgeStateTest, DeadlineIsAMultipleOfTheMedianNeverUnderTheFloor) {
   HedgeOptions o;
   o.floor_ms = 100;
   o.factor = 3;
-  HedgeState s(o, nullptr);
+  TestState s(o, nullptr);
   // Too few samples: a cautious default.
   EXPECT_EQ(s.Deadline(), milliseconds(500));
   for (int i = 0; i < 40; ++i) s.RecordLatency(milliseconds(i % 2 == 0 ? 50 : 70));
@@ -44,7 +55,7 @@ TEST(HedgeStateTest, DeadlineIsAMultipleOfTheMedianNeverUnderTheFloor) {
   for (int i = 0; i < 10; ++i) s.RecordLatency(milliseconds(5000));
   EXPECT_LE(s.Deadline(), milliseconds(210));
   // Fast writes: the floor.
-  HedgeState fast(o, nullptr);
+  TestState fast(o, nullptr);
   for (int i = 0; i < 40; ++i) fast.RecordLatency(milliseconds(2));
   EXPECT_EQ(fast.Deadline(), milliseconds(100));
 }
@@ -52,14 +63,14 @@ TEST(HedgeStateTest, DeadlineIsAMultipleOfTheMedianNeverUnderTheFloor) {
 TEST(HedgeStateTest, ExtraBytesStayWithinTheBudget) {
   HedgeOptions o;
   o.extra = 0.25;
-  HedgeState s(o, nullptr);
+  TestState s(o, nullptr);
   // A credit of 0.25 x 256 MiB before anything was written.
   EXPECT_TRUE(s.Reserve(48ull << 20));
   EXPECT_FALSE(s.Reserve(32ull << 20));
-  s.Submitted(256ull << 20);  // now 0.25 x 512 MiB = 128 MiB in all
+  s.Count(HedgeEvent::kSubmitted, 256ull << 20);  // now 0.25 x 512 MiB = 128 MiB in all
   EXPECT_TRUE(s.Reserve(64ull << 20));
   EXPECT_FALSE(s.Reserve(32ull << 20));
-  s.CountRefused();
+  s.Count(HedgeEvent::kRefused, 0);
   const HedgeStats st = s.Stats();
   EXPECT_EQ(st.extra_bytes, 112ull << 20);
   EXPECT_EQ(st.bytes_submitted, 256ull << 20);
@@ -68,15 +79,15 @@ TEST(HedgeStateTest, ExtraBytesStayWithinTheBudget) {
   // No budget: never.
   HedgeOptions none;
   none.extra = 0;
-  HedgeState zero(none, nullptr);
-  zero.Submitted(1ull << 30);
+  TestState zero(none, nullptr);
+  zero.Count(HedgeEvent::kSubmitted, 1ull << 30);
   EXPECT_FALSE(zero.Reserve(1));
 }
 
 TEST(HedgeStateTest, ALatePlacementGroupIsAvoidedForAWhile) {
   HedgeOptions o;
   o.avoid_ms = 200;
-  HedgeState s(o, nullptr);
+  TestState s(o, nullptr);
   EXPECT_FALSE(s.IsSlow(7));
   s.MarkSlow(7);
   EXPECT_TRUE(s.IsSlow(7));
@@ -98,7 +109,7 @@ HedgeState::ActingSets SixOsds() {
 
 TEST(HedgeStateTest, TheOsdLateWritesShareIsSuspectedAndItsGroupsAvoided) {
   int fetches = 0;
-  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+  TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
     ++fetches;
     return SixOsds();
   });
@@ -137,7 +148,7 @@ TEST(HedgeStateTest, SuspectsAreSharedWithLaterProcesses) {
   for (const auto& [pg, osds] : sets) (osds[0] == 0 ? with0 : without0).push_back(pg);
   {
     // A process learns osd.0 and writes it down.
-    HedgeState first(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState first(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     first.ShareSuspects(path);
     EXPECT_TRUE(ReadFile(path).empty());  // nothing known, nothing written
     for (uint32_t pg : without0) first.MarkOnTime(pg);
@@ -148,7 +159,7 @@ TEST(HedgeStateTest, SuspectsAreSharedWithLaterProcesses) {
   {
     // The next one avoids osd.0's groups before any write of its own.
     int fetches = 0;
-    HedgeState next(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+    TestState next(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
       ++fetches;
       return SixOsds();
     });
@@ -166,11 +177,11 @@ TEST(HedgeStateTest, SuspectsAreSharedWithLaterProcesses) {
   {
     // An entry past its time, or garbage, is no suspect.
     std::ofstream(path) << "osd 3 1000\nosd x 99999999999999\nnonsense\n";
-    HedgeState later(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState later(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     later.ShareSuspects(path);
     EXPECT_TRUE(later.SuspectOsds().empty());
     // No file at all: nothing either.
-    HedgeState none(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState none(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     none.ShareSuspects(std::string(dir) + "/absent");
     EXPECT_TRUE(none.SuspectOsds().empty());
   }
@@ -180,7 +191,7 @@ TEST(HedgeStateTest, SuspectsAreSharedWithLaterProcesses) {
 
 TEST(HedgeStateTest, WithoutTheMapOnlyLatePlacementGroupsAreAvoided) {
   int fetches = 0;
-  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
+  TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> {
     ++fetches;
     return Status::NotSupported("read the PG map: the client may not");
   });
@@ -195,7 +206,7 @@ TEST(HedgeStateTest, AMapThatCouldNotBeReadIsAskedForAgainLater) {
   HedgeOptions o;
   o.avoid_ms = 100;
   int fetches = 0;
-  HedgeState s(o, [&]() -> Result<HedgeState::ActingSets> {
+  TestState s(o, [&]() -> Result<HedgeState::ActingSets> {
     if (++fetches == 1) return Status::Unavailable("read the PG map: Connection timed out");
     return SixOsds();
   });
@@ -212,29 +223,29 @@ TEST(HedgeStateTest, AMapThatCouldNotBeReadIsAskedForAgainLater) {
 TEST(HedgeStateTest, NamesAreSlowWhereTheirPlacementGroupIs) {
   auto sets = SixOsds();
   sets[100] = {2, 0, 5};  // osd.0 a replica only
-  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return sets; });
-  EXPECT_FALSE(s.PlacementSlow("pg-1")) << "no placement function: never slow";
+  TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return sets; });
+  EXPECT_FALSE(s.Slow("pg-1")) << "no placement function: never slow";
   s.SetPlacementOf([](const std::string& name) -> std::optional<uint32_t> {
     if (name.rfind("pg-", 0) != 0) return std::nullopt;
     return static_cast<uint32_t>(std::stoul(name.substr(3)));
   });
   std::vector<uint32_t> with0, without0;
   for (const auto& [pg, osds] : SixOsds()) (osds[0] == 0 ? with0 : without0).push_back(pg);
-  for (uint32_t pg : with0) EXPECT_FALSE(s.PlacementSlow("pg-" + std::to_string(pg)));
+  for (uint32_t pg : with0) EXPECT_FALSE(s.Slow("pg-" + std::to_string(pg)));
   for (uint32_t pg : without0) s.MarkOnTime(pg);
   for (size_t i = 0; i < 6; ++i) s.MarkSlow(with0[i * 3]);
   ASSERT_EQ(s.SuspectOsds(), std::vector<int>{0});
   for (uint32_t pg : with0) {
-    EXPECT_TRUE(s.PlacementSlow("pg-" + std::to_string(pg))) << pg;
+    EXPECT_TRUE(s.Slow("pg-" + std::to_string(pg))) << pg;
     EXPECT_TRUE(s.PrimarySlow(pg)) << pg;
   }
   for (uint32_t pg : without0) {
-    EXPECT_FALSE(s.PlacementSlow("pg-" + std::to_string(pg))) << pg;
+    EXPECT_FALSE(s.Slow("pg-" + std::to_string(pg))) << pg;
     EXPECT_FALSE(s.PrimarySlow(pg)) << pg;
   }
-  EXPECT_TRUE(s.PlacementSlow("pg-100"));
+  EXPECT_TRUE(s.Slow("pg-100"));
   EXPECT_FALSE(s.PrimarySlow(100)) << "osd.0 is no primary there";
-  EXPECT_FALSE(s.PlacementSlow("elsewhere")) << "a name without a placement";
+  EXPECT_FALSE(s.Slow("elsewhere")) << "a name without a placement";
 }
 
 // A process that avoids a suspect from its first write seldom writes late
@@ -259,7 +270,7 @@ TEST(HedgeStateTest, ALateWriteOnASuspectsGroupRenewsTheSharedSuspicion) {
   // Shared a while ago: a minute left.
   std::ofstream(path) << "osd 0 " << now_ms + 60'000 << "\n";
   {
-    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     s.ShareSuspects(path);
     ASSERT_EQ(s.SuspectOsds(), std::vector<int>{0});
     s.MarkSlow(without0[0]);  // late, but no suspect there: nothing renewed
@@ -271,7 +282,7 @@ TEST(HedgeStateTest, ALateWriteOnASuspectsGroupRenewsTheSharedSuspicion) {
   const int64_t fresh = now_ms + HedgeState::kSharedSuspectMs - 1000;
   std::ofstream(path) << "osd 0 " << fresh << "\n";
   {
-    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     s.ShareSuspects(path);
     s.MarkSlow(with0[0]);
     EXPECT_EQ(until_in_file(), fresh);
@@ -283,7 +294,7 @@ TEST(HedgeStateTest, ALateWriteOnASuspectsGroupRenewsTheSharedSuspicion) {
 // One PG written late again and again (a record with a fixed name) is one
 // late PG, not eight: its other OSDs do not tie with the slow one.
 TEST(HedgeStateTest, APlacementGroupLateAgainCountsOnce) {
-  HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
   // PG 0 is osd.0, osd.1 and osd.3.
   for (int i = 0; i < 8; ++i) s.MarkSlow(0);
   EXPECT_TRUE(s.SuspectOsds().empty()) << "one late PG is too little to suspect an OSD";
@@ -303,7 +314,7 @@ TEST(HedgeStateTest, OnlyALateWriteASuspectAloneExplainsRenewsIt) {
   const std::string path = std::string(dir) + "/slow-osds";
   // PGs 0, 2, 8 and 10 have osd.0 and osd.3; 4 and 6 have osd.0 only.
   {
-    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     s.ShareSuspects(path);
     for (uint32_t pg : {0u, 2u, 8u, 10u}) s.MarkSlow(pg);
     EXPECT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
@@ -324,7 +335,7 @@ TEST(HedgeStateTest, OnlyALateWriteASuspectAloneExplainsRenewsIt) {
   // Both shared a while ago: a minute left each.
   std::ofstream(path) << "osd 0 " << now_ms + 60'000 << "\nosd 3 " << now_ms + 60'000 << "\n";
   {
-    HedgeState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+    TestState s(HedgeOptions{}, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
     s.ShareSuspects(path);
     ASSERT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
     s.MarkSlow(2);  // both serve it: it explains neither
@@ -343,7 +354,7 @@ TEST(HedgeStateTest, OnlyALateWriteASuspectAloneExplainsRenewsIt) {
 TEST(HedgeStateTest, ATiedSuspectNoLateWriteExplainsExpiresInTheProcess) {
   HedgeOptions o;
   o.avoid_ms = 1000;  // margins of 300 ms either side of each check
-  HedgeState s(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  TestState s(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
   for (uint32_t pg : {0u, 2u, 8u, 10u}) s.MarkSlow(pg);  // osd.0 and osd.3 in each
   ASSERT_EQ(s.SuspectOsds(), (std::vector<int>{0, 3}));
   std::this_thread::sleep_for(milliseconds(700));
@@ -353,7 +364,7 @@ TEST(HedgeStateTest, ATiedSuspectNoLateWriteExplainsExpiresInTheProcess) {
   EXPECT_EQ(s.SuspectOsds(), std::vector<int>{0});
   // Still tied (no late PG told them apart): a late write elsewhere renews
   // neither.
-  HedgeState tied(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
+  TestState tied(o, [&]() -> Result<HedgeState::ActingSets> { return SixOsds(); });
   for (uint32_t pg : {0u, 2u, 8u, 10u}) tied.MarkSlow(pg);
   ASSERT_EQ(tied.SuspectOsds(), (std::vector<int>{0, 3}));
   std::this_thread::sleep_for(milliseconds(700));
@@ -363,27 +374,27 @@ TEST(HedgeStateTest, ATiedSuspectNoLateWriteExplainsExpiresInTheProcess) {
 }
 
 TEST(HedgeStateTest, WriteSecondsCountTimeWithWritesInFlight) {
-  HedgeState s(HedgeOptions{}, nullptr);
+  TestState s(HedgeOptions{}, nullptr);
   EXPECT_EQ(s.Stats().write_seconds, 0);
-  s.OpStarted();
-  s.OpStarted();
+  s.Count(HedgeEvent::kWriteStarted, 0);
+  s.Count(HedgeEvent::kWriteStarted, 0);
   std::this_thread::sleep_for(milliseconds(30));
-  s.OpEnded();
+  s.Count(HedgeEvent::kWriteEnded, 0);
   std::this_thread::sleep_for(milliseconds(30));
-  s.OpEnded();
+  s.Count(HedgeEvent::kWriteEnded, 0);
   const double busy = s.Stats().write_seconds;
   EXPECT_GE(busy, 0.055);
   EXPECT_LT(busy, 5.0);
-  // Idle time and reads count for nothing.
+  // Idle time and the backend's own operations count for nothing.
   std::this_thread::sleep_for(milliseconds(20));
-  s.OpStarted(/*write=*/false);
+  s.OpStarted();
   std::this_thread::sleep_for(milliseconds(20));
-  s.OpEnded(/*write=*/false);
+  s.OpEnded();
   EXPECT_EQ(s.Stats().write_seconds, busy);
 }
 
 TEST(HedgeStateTest, WaitIdleWaitsForEveryOperation) {
-  HedgeState s(HedgeOptions{}, nullptr);
+  TestState s(HedgeOptions{}, nullptr);
   EXPECT_TRUE(s.WaitIdle(milliseconds(1)));
   s.OpStarted();
   EXPECT_FALSE(s.WaitIdle(milliseconds(20)));

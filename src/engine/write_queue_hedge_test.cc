@@ -1,0 +1,350 @@
+// The write queue's hedging (write_queue.h), over the real file backend
+// behind a Placement whose first placement of every object is slow: a
+// write past the deadline gets its object written again under the sibling
+// the placement names, the first copy holding every byte is the one listed,
+// the loser is removed once the queue is done with it, and the budget, the
+// size limit and failed copies are honoured. Caller buffers of a held
+// object come back once it is finished, each exactly once.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/loser_reaper.h"
+#include "engine/write_queue.h"
+#include "io/aligned_buffer.h"
+#include "sluice/backend_wrapper.h"
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Names of copy k beside `name`: "d/o.dat" -> "d/o-h1.dat".
+std::string Sibling(const std::string& name, unsigned k) {
+  if (k == 0) return name;
+  const size_t dot = name.rfind('.');
+  return name.substr(0, dot) + "-h" + std::to_string(k) + name.substr(dot);
+}
+bool IsSibling(const std::string& name) { return name.find("-h") != std::string::npos; }
+
+// Holds back each completion until `delay` after its write started; with
+// `fail`, completes every write with an error.
+class DelayedObject final : public WritableObjectWrapper {
+ public:
+  DelayedObject(std::unique_ptr<WritableObject> inner, milliseconds delay, bool fail)
+      : WritableObjectWrapper(std::move(inner)), delay_(delay), fail_(fail) {}
+  Status StartWrite(uint64_t offset, const void* data, size_t len, uint64_t tag) override {
+    started_[tag] = Clock::now();
+    return WritableObjectWrapper::StartWrite(offset, data, len, tag);
+  }
+  Result<IoCompletion> Reap() override {
+    ASSIGN_OR_RETURN(auto c, ReapUntil(Clock::time_point::max()));
+    return std::move(c).value();
+  }
+  Result<std::optional<IoCompletion>> ReapUntil(Clock::time_point deadline) override {
+    if (held_.empty()) {
+      ASSIGN_OR_RETURN(IoCompletion c, WritableObjectWrapper::Reap());
+      if (fail_) c.status = Status::IOError("injected: write failed");
+      held_.push_back(std::move(c));
+    }
+    const Clock::time_point release = started_[held_.front().tag] + delay_;
+    if (release > deadline) {
+      std::this_thread::sleep_until(deadline);
+      return std::optional<IoCompletion>();
+    }
+    std::this_thread::sleep_until(release);
+    IoCompletion c = std::move(held_.front());
+    held_.pop_front();
+    return std::optional<IoCompletion>(std::move(c));
+  }
+  size_t in_flight() const override { return WritableObjectWrapper::in_flight() + held_.size(); }
+
+ private:
+  milliseconds delay_;
+  bool fail_;
+  std::map<uint64_t, Clock::time_point> started_;
+  std::deque<IoCompletion> held_;
+};
+
+// A store whose first placement of every object is slow (its writes
+// complete `slow` late) and whose siblings are on time (or fail, with
+// `fail_siblings`); the placement's deadline is 50 ms.
+class SlowFirstPlacement final : public BackendWrapper, public Placement {
+ public:
+  explicit SlowFirstPlacement(std::unique_ptr<Backend> target) : BackendWrapper(std::move(target)) {
+    caps_ = BackendWrapper::caps();
+    caps_.placement = this;
+  }
+  const BackendCaps& caps() const override { return caps_; }
+  Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& o) override {
+    ++creates;
+    ASSIGN_OR_RETURN(auto w, BackendWrapper::Create(name, o));
+    if (IsSibling(name)) {
+      if (!fail_siblings) return w;
+      return std::unique_ptr<WritableObject>(new DelayedObject(std::move(w), milliseconds(0), true));
+    }
+    return std::unique_ptr<WritableObject>(new DelayedObject(std::move(w), slow, false));
+  }
+
+  const HedgePolicy& policy() const override { return policy_; }
+  bool Slow(const std::string&) const override { return false; }
+  std::string Place(const std::string& name, const std::vector<std::string>& taken, bool* avoided) override {
+    *avoided = false;
+    for (unsigned k = 0; k < 8; ++k) {
+      if (std::find(taken.begin(), taken.end(), Sibling(name, k)) == taken.end()) return Sibling(name, k);
+    }
+    return "";
+  }
+  std::chrono::nanoseconds Deadline() const override { return milliseconds(50); }
+  void Observe(const std::string& name, std::chrono::nanoseconds latency, bool) override {
+    if (latency >= Deadline()) late.insert(name);
+  }
+  bool Reserve(uint64_t bytes) override {
+    if (stats_.extra_bytes + bytes > budget_bytes) return false;
+    stats_.extra_bytes += bytes;
+    return true;
+  }
+  void Count(HedgeEvent event, uint64_t bytes) override {
+    switch (event) {
+      case HedgeEvent::kSubmitted: stats_.bytes_submitted += bytes; break;
+      case HedgeEvent::kHedged: ++stats_.objects_hedged; break;
+      case HedgeEvent::kWon: ++stats_.hedges_won; break;
+      case HedgeEvent::kRefused: ++stats_.hedges_refused; break;
+      default: break;
+    }
+  }
+  HedgeStats Stats() const override { return stats_; }
+
+  HedgePolicy policy_;
+  milliseconds slow{1500};
+  bool fail_siblings = false;
+  uint64_t budget_bytes = 1ull << 30;
+  int creates = 0;
+  std::set<std::string> late;
+
+ private:
+  BackendCaps caps_;
+  HedgeStats stats_;
+};
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+class WriteQueueHedgeTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kIo = 64 << 10;
+  static constexpr int kWrites = 4;
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-wqh-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto b = OpenBackend(dir_ + "?qd=8", true);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    store_ = std::make_unique<SlowFirstPlacement>(std::move(b).value());
+    data_ = Bytes(kIo * kWrites, 7);
+    for (int i = 0; i < kWrites; ++i) {
+      auto buf = AlignedBuffer::Allocate(kIo);
+      ASSERT_TRUE(buf.ok());
+      std::memcpy(buf->data(), data_.data() + i * kIo, kIo);
+      bufs_.push_back(std::move(buf).value());
+    }
+  }
+  void TearDown() override {
+    store_.reset();
+    std::string cmd = "rm -rf " + dir_;
+    (void)std::system(cmd.c_str());
+  }
+
+  // Writes the test's bytes as object `name` (placed) from the caller's
+  // buffers; returns Finish's status.
+  Status WriteObject(WriteQueue& q, const std::string& name, uint64_t size_hint) {
+    RETURN_IF_ERROR(q.BeginObject(name, size_hint, /*placed=*/true));
+    for (int i = 0; i < kWrites; ++i) RETURN_IF_ERROR(q.Write(i * kIo, bufs_[i].data(), kIo, i, false));
+    RETURN_IF_ERROR(q.EndObject(data_.size()));
+    return q.Finish();
+  }
+
+  std::string Read(const std::string& name) {
+    auto r = store_->Open(name, {});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return "";
+    auto buf = AlignedBuffer::Allocate(AlignUp((*r)->size() + 1, 4096));
+    EXPECT_TRUE((*r)->StartRead(0, buf->data(), buf->size(), 0).ok());
+    auto c = (*r)->Reap();
+    EXPECT_TRUE(c.ok() && c->status.ok());
+    return std::string(reinterpret_cast<const char*>(buf->data()), c->bytes);
+  }
+
+  std::vector<std::string> Listed() {
+    auto listed = store_->List("d/");
+    EXPECT_TRUE(listed.ok());
+    std::vector<std::string> names;
+    for (const auto& o : *listed) names.push_back(o.name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::string dir_;
+  std::unique_ptr<SlowFirstPlacement> store_;
+  std::string data_;
+  std::vector<AlignedBuffer> bufs_;
+};
+
+TEST_F(WriteQueueHedgeTest, ALateObjectIsWrittenAgainAndTheCopyThatFinishesIsListed) {
+  std::map<uint64_t, int> returned;
+  const auto start = Clock::now();
+  Clock::duration finished_after{};
+  {
+    WriteQueue q(*store_, WriteQueueOptions{nullptr, nullptr, 0, [&](uint64_t tag) { ++returned[tag]; }, 0});
+    Status st = WriteObject(q, "d/obj-000001.dat", data_.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    finished_after = Clock::now() - start;
+    ASSERT_EQ(q.objects().size(), 1u);
+    EXPECT_EQ(q.objects()[0].name, "d/obj-000001-h1.dat");
+    EXPECT_EQ(q.objects()[0].size, data_.size());
+    // The loser still writes from the caller's buffers: they are not back.
+    EXPECT_LT(returned.size(), static_cast<size_t>(kWrites));
+  }
+  // Finished without waiting for the slow copy; the loser went after it.
+  EXPECT_LT(finished_after, milliseconds(1000));
+  EXPECT_GE(Clock::now() - start, milliseconds(1500));
+  EXPECT_EQ(returned.size(), static_cast<size_t>(kWrites));
+  for (const auto& [tag, times] : returned) EXPECT_EQ(times, 1) << tag;
+  EXPECT_EQ(Read("d/obj-000001-h1.dat"), data_);
+  EXPECT_EQ(Listed(), std::vector<std::string>{"d/obj-000001-h1.dat"}) << "the loser was not discarded";
+  EXPECT_EQ(store_->late.count("d/obj-000001.dat"), 1u);
+  const HedgeStats s = store_->Stats();
+  EXPECT_EQ(s.objects_hedged, 1u);
+  EXPECT_EQ(s.hedges_won, 1u);
+  EXPECT_EQ(s.extra_bytes, data_.size());
+  EXPECT_EQ(s.bytes_submitted, data_.size());
+}
+
+// Where the caller's memory stays mapped (a staging arena), the queue does
+// not wait for the loser: the LoserReaper does, and discards it.
+TEST_F(WriteQueueHedgeTest, WithBuffersThatStayMappedTheLoserIsLeftToTheReaper) {
+  std::map<uint64_t, int> returned;
+  const auto start = Clock::now();
+  {
+    WriteQueueOptions o;
+    o.on_complete = [&](uint64_t tag) { ++returned[tag]; };
+    o.buffers_stay_mapped = true;
+    WriteQueue q(*store_, o);
+    Status st = WriteObject(q, "d/obj-000007.dat", data_.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(q.objects()[0].name, "d/obj-000007-h1.dat");
+    EXPECT_EQ(returned.size(), static_cast<size_t>(kWrites)) << "every buffer is back once the object is finished";
+  }
+  EXPECT_LT(Clock::now() - start, milliseconds(1000)) << "the queue waited for its loser";
+  EXPECT_EQ(LoserReaper::Get().busy(), 1u);
+  LoserReaper::Get().WaitIdle();
+  EXPECT_GE(Clock::now() - start, milliseconds(1500));
+  for (const auto& [tag, times] : returned) EXPECT_EQ(times, 1) << tag;
+  EXPECT_EQ(Read("d/obj-000007-h1.dat"), data_);
+  EXPECT_EQ(Listed(), std::vector<std::string>{"d/obj-000007-h1.dat"}) << "the loser was not discarded";
+}
+
+TEST_F(WriteQueueHedgeTest, OverBudgetTheLateCopyGoesOnAlone) {
+  store_->slow = milliseconds(300);
+  store_->budget_bytes = kIo;  // less than the object
+  {
+    WriteQueue q(*store_, WriteQueueOptions{});
+    Status st = WriteObject(q, "d/obj-000002.dat", data_.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(q.objects().size(), 1u);
+    EXPECT_EQ(q.objects()[0].name, "d/obj-000002.dat");
+  }
+  EXPECT_EQ(Read("d/obj-000002.dat"), data_);
+  EXPECT_EQ(Listed(), std::vector<std::string>{"d/obj-000002.dat"});
+  EXPECT_EQ(store_->Stats().objects_hedged, 0u);
+  EXPECT_EQ(store_->Stats().hedges_refused, 1u);
+  EXPECT_EQ(store_->creates, 1);
+}
+
+TEST_F(WriteQueueHedgeTest, AnObjectTooLargeToHoldIsNeverHedgedAndItsBuffersComeBackAsWritten) {
+  store_->slow = milliseconds(200);
+  store_->policy_.max_held_bytes = 2 * kIo;
+  std::vector<uint64_t> order;
+  {
+    WriteQueue q(*store_, WriteQueueOptions{nullptr, nullptr, 0, [&](uint64_t tag) { order.push_back(tag); }, 0});
+    ASSERT_TRUE(q.BeginObject("d/obj-000003.dat", 0, /*placed=*/true).ok());
+    for (int i = 0; i < kWrites; ++i) ASSERT_TRUE(q.Write(i * kIo, bufs_[i].data(), kIo, i, false).ok());
+    // Past the limit the object is no longer held: what is done came back.
+    while (q.in_flight() > 0) ASSERT_TRUE(q.ReapOne().ok());
+    EXPECT_EQ(order.size(), static_cast<size_t>(kWrites));
+    ASSERT_TRUE(q.EndObject(data_.size()).ok());
+    ASSERT_TRUE(q.Finish().ok());
+    EXPECT_EQ(q.objects()[0].name, "d/obj-000003.dat");
+  }
+  EXPECT_EQ(store_->Stats().objects_hedged, 0u);
+  EXPECT_EQ(Read("d/obj-000003.dat"), data_);
+}
+
+TEST_F(WriteQueueHedgeTest, BuffersOfAHeldObjectComeBackOnlyOnceItIsFinished) {
+  store_->slow = milliseconds(0);
+  std::vector<uint64_t> order;
+  WriteQueue q(*store_, WriteQueueOptions{nullptr, nullptr, 0, [&](uint64_t tag) { order.push_back(tag); }, 0});
+  ASSERT_TRUE(q.BeginObject("d/obj-000004.dat", data_.size(), /*placed=*/true).ok());
+  for (int i = 0; i < kWrites; ++i) ASSERT_TRUE(q.Write(i * kIo, bufs_[i].data(), kIo, i, false).ok());
+  while (q.in_flight() > 0) ASSERT_TRUE(q.ReapOne().ok());
+  EXPECT_TRUE(order.empty()) << "a held buffer came back before its object was finished";
+  ASSERT_TRUE(q.EndObject(data_.size()).ok());
+  ASSERT_TRUE(q.Finish().ok());
+  std::sort(order.begin(), order.end());
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(q.objects()[0].name, "d/obj-000004.dat");
+}
+
+TEST_F(WriteQueueHedgeTest, AHedgeWhoseWritesFailLeavesTheObjectToTheLateCopy) {
+  store_->slow = milliseconds(300);
+  store_->fail_siblings = true;
+  {
+    WriteQueue q(*store_, WriteQueueOptions{});
+    Status st = WriteObject(q, "d/obj-000005.dat", data_.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(q.objects().size(), 1u);
+    EXPECT_EQ(q.objects()[0].name, "d/obj-000005.dat");
+  }
+  EXPECT_EQ(Read("d/obj-000005.dat"), data_);
+  EXPECT_EQ(Listed(), std::vector<std::string>{"d/obj-000005.dat"}) << "the failed copy was not removed";
+  EXPECT_EQ(store_->Stats().objects_hedged, 1u);
+  EXPECT_EQ(store_->Stats().hedges_won, 0u);
+}
+
+TEST_F(WriteQueueHedgeTest, WithHedgingOffNothingIsHeldOrWrittenTwice) {
+  store_->slow = milliseconds(200);
+  store_->policy_.enabled = false;
+  std::vector<uint64_t> order;
+  {
+    WriteQueue q(*store_, WriteQueueOptions{nullptr, nullptr, 0, [&](uint64_t tag) { order.push_back(tag); }, 0});
+    ASSERT_TRUE(q.BeginObject("d/obj-000006.dat", data_.size(), /*placed=*/true).ok());
+    for (int i = 0; i < kWrites; ++i) ASSERT_TRUE(q.Write(i * kIo, bufs_[i].data(), kIo, i, false).ok());
+    while (q.in_flight() > 0) ASSERT_TRUE(q.ReapOne().ok());
+    EXPECT_EQ(order.size(), static_cast<size_t>(kWrites)) << "held with hedging off";
+    ASSERT_TRUE(q.EndObject(data_.size()).ok());
+    ASSERT_TRUE(q.Finish().ok());
+  }
+  EXPECT_EQ(store_->creates, 1);
+  EXPECT_EQ(Listed(), std::vector<std::string>{"d/obj-000006.dat"});
+}
+
+}  // namespace
+}  // namespace sluice
