@@ -264,7 +264,10 @@ void WriteQueue::StopHolding(Open& open) {
   open.hold = false;
   held_ -= open.held;
   open.held = 0;
-  for (auto& p : *open.pieces) MaybeReturn(p, false);
+  // What was written comes back; a piece not sent yet (the one being
+  // written now) is still needed, and comes back once its write is reaped.
+  auto& pieces = *open.pieces;
+  for (size_t i = 0; i < open.copies[open.target].next; ++i) MaybeReturn(pieces[i], false);
 }
 
 Status WriteQueue::EndObject(uint64_t final_size) {

@@ -298,6 +298,26 @@ TEST_F(WriteQueueHedgeTest, AnObjectTooLargeToHoldIsNeverHedgedAndItsBuffersCome
   EXPECT_EQ(Read("d/obj-000003.dat"), data_);
 }
 
+// A buffer that comes back is the caller's again, at once: past the hold
+// limit, what was written comes back, never the write being started.
+TEST_F(WriteQueueHedgeTest, PastTheHoldLimitOnlyWrittenBuffersComeBack) {
+  store_->slow = milliseconds(0);
+  std::vector<uint64_t> order;
+  {
+    WriteQueueOptions o;
+    o.max_held_bytes = 2 * kIo;  // the third write goes past it
+    o.on_complete = [&](uint64_t tag) {
+      order.push_back(tag);
+      std::memset(bufs_[tag].data(), 0xEE, kIo);  // reused by the caller
+    };
+    WriteQueue q(*store_, o);
+    Status st = WriteObject(q, "d/obj-000008.dat", data_.size());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_EQ(order.size(), static_cast<size_t>(kWrites));
+  EXPECT_TRUE(Read("d/obj-000008.dat") == data_) << "a buffer came back before its write was sent";
+}
+
 TEST_F(WriteQueueHedgeTest, BuffersOfAHeldObjectComeBackOnlyOnceItIsFinished) {
   store_->slow = milliseconds(0);
   std::vector<uint64_t> order;
