@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "checkpoint/away_from_slow.h"
 #include "format/abort_note.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
@@ -248,11 +249,10 @@ class Writer final : public RankWriter {
   // already committed (that read would wait in the same queue): a claim
   // refused for that reason fails it here, at its next item or its commit.
   void StartClaim() {
-    const Placement& placement = *backend_.caps().placement;
-    std::string seal = SealObject(id_.name, id_.step, writer_id_, 0);
-    for (uint32_t salt = 1; salt < 256 && placement.Slow(seal); ++salt) {
-      seal = SealObject(id_.name, id_.step, writer_id_, salt);
-    }
+    const uint32_t salt = PickAwayFromSlow(backend_, 256, [&](uint32_t k) {
+      return std::vector<std::string>{SealObject(id_.name, id_.step, writer_id_, k)};
+    });
+    std::string seal = SealObject(id_.name, id_.step, writer_id_, salt);
     std::string claim = EncodeCommitClaim(CommitClaim{id_.name, id_.step, seal, NowUnixMs()});
     try {
       claim_ = std::async(std::launch::async, [this, claim = std::move(claim)] {

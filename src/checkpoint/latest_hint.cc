@@ -4,26 +4,20 @@
 #include <cstdlib>
 #include <string>
 
+#include "checkpoint/away_from_slow.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 
 namespace sluice {
 namespace {
 
-bool SlotSlow(const Backend& backend, std::string_view name, uint32_t slot) {
-  const Placement* placement = backend.caps().placement;
-  return placement != nullptr && placement->Slow(LatestHintObject(name, slot));
-}
-
 // The slot a save writes and a reader asks first: slot 0 unless its
 // placement is slow, else the first that is not (slot 0 if every one is:
 // with one slow OSD of six in a 3-host pool, one name in 65536).
 uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
-  if (backend.caps().placement == nullptr) return 0;
-  for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
-    if (!SlotSlow(backend, name, slot)) return slot;
-  }
-  return 0;
+  return PickAwayFromSlow(backend, kLatestHintSlots, [&](uint32_t slot) {
+    return std::vector<std::string>{LatestHintObject(name, slot)};
+  });
 }
 
 }  // namespace

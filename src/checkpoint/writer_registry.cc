@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/away_from_slow.h"
 #include "format/layout.h"
 
 namespace sluice {
@@ -90,25 +91,15 @@ WriterState StateOfLock(const WriterLock& lock, std::string_view writer) {
 
 std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uint64_t step,
                                     std::optional<uint32_t> manifest_rank) {
-  std::string writer = NewWriterId();
-  const Placement* placement = backend.caps().placement;
-  if (placement == nullptr) return writer;
-  constexpr int kCandidates = 1024;
-  auto slow_records = [&](const std::string& id) {
-    return static_cast<int>(placement->Slow(WriterLockObject(name, step, id))) +
-           static_cast<int>(placement->Slow(WriterRefsObject(name, step, id))) +
-           static_cast<int>(manifest_rank && placement->Slow(ManifestObject(name, step, *manifest_rank, id)));
-  };
-  int fewest = slow_records(writer);
-  for (int k = 1; k < kCandidates && fewest > 0; ++k) {
-    std::string candidate = NewWriterId();
-    const int slow = slow_records(candidate);
-    if (slow < fewest) {
-      fewest = slow;
-      writer = std::move(candidate);
-    }
-  }
-  return writer;
+  constexpr uint32_t kCandidates = 1024;
+  std::vector<std::string> ids;  // drawn as they are asked for
+  const uint32_t k = PickAwayFromSlow(backend, kCandidates, [&](uint32_t i) {
+    while (ids.size() <= i) ids.push_back(NewWriterId());
+    std::vector<std::string> records = {WriterLockObject(name, step, ids[i]), WriterRefsObject(name, step, ids[i])};
+    if (manifest_rank) records.push_back(ManifestObject(name, step, *manifest_rank, ids[i]));
+    return records;
+  });
+  return k < ids.size() ? ids[k] : NewWriterId();
 }
 
 Status AcquireWriterLock(Backend& backend, std::string_view name, uint64_t step,
