@@ -141,7 +141,9 @@ Status WriteQueue::BeginObject(const std::string& name, uint64_t size_hint, bool
     if (stored.empty()) stored = name;  // every placement slow: the name as given
     if (avoided) placement_->Count(HedgeEvent::kAvoided, 0);
     const HedgePolicy& policy = placement_->policy();
-    o.hold = policy.enabled && policy.max_copies > 1 && size_hint <= policy.max_held_bytes;
+    // Held until past the policy's limit (Write): a larger object can be
+    // hedged while it is still within it.
+    o.hold = policy.enabled && policy.max_copies > 1;
   }
   CreateOptions create;
   create.size_hint = size_hint;

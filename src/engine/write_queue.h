@@ -10,8 +10,8 @@
 // It is also the one place where writes are hedged. On a backend with a
 // Placement (sluice/backend.h) an object begun `placed` is stored under the
 // name the placement picks (away from placements found slow), and while its
-// bytes are held (its buffers come back only once it is finished, up to
-// policy().max_held_bytes) a write late past the placement's deadline gets
+// bytes are held (its buffers come back only once it is finished, while it
+// is within policy().max_held_bytes) a write late past the placement's deadline gets
 // the object written again, whole, under a sibling name in another
 // placement. The first copy holding every byte is finished and listed by
 // objects(); the others (losers) are discarded once their writes are done,

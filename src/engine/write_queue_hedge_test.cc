@@ -279,7 +279,7 @@ TEST_F(WriteQueueHedgeTest, OverBudgetTheLateCopyGoesOnAlone) {
   EXPECT_EQ(store_->creates, 1);
 }
 
-TEST_F(WriteQueueHedgeTest, AnObjectTooLargeToHoldIsNeverHedgedAndItsBuffersComeBackAsWritten) {
+TEST_F(WriteQueueHedgeTest, AnObjectPastTheHoldLimitIsNotHedgedAndItsBuffersComeBackAsWritten) {
   store_->slow = milliseconds(200);
   store_->policy_.max_held_bytes = 2 * kIo;
   std::vector<uint64_t> order;
@@ -316,6 +316,23 @@ TEST_F(WriteQueueHedgeTest, PastTheHoldLimitOnlyWrittenBuffersComeBack) {
   }
   EXPECT_EQ(order.size(), static_cast<size_t>(kWrites));
   EXPECT_TRUE(Read("d/obj-000008.dat") == data_) << "a buffer came back before its write was sent";
+}
+
+// An object larger than the hold limit is held while within it: a write
+// late there is hedged all the same (and the hedged object is then held to
+// its end).
+TEST_F(WriteQueueHedgeTest, ALargeObjectLateWithinTheHoldLimitIsHedged) {
+  store_->policy_.max_held_bytes = 2 * kIo;
+  WriteQueue q(*store_, WriteQueueOptions{});
+  ASSERT_TRUE(q.BeginObject("d/obj-000009.dat", 64ull << 20, /*placed=*/true).ok());
+  ASSERT_TRUE(q.Write(0, bufs_[0].data(), kIo, 0, false).ok());
+  while (q.in_flight() > 0) ASSERT_TRUE(q.ReapOne().ok());  // late: hedged
+  for (int i = 1; i < kWrites; ++i) ASSERT_TRUE(q.Write(i * kIo, bufs_[i].data(), kIo, i, false).ok());
+  ASSERT_TRUE(q.EndObject(data_.size()).ok());
+  ASSERT_TRUE(q.Finish().ok());
+  EXPECT_EQ(q.objects()[0].name, "d/obj-000009-h1.dat");
+  EXPECT_EQ(store_->Stats().objects_hedged, 1u);
+  EXPECT_EQ(Read("d/obj-000009-h1.dat"), data_);
 }
 
 TEST_F(WriteQueueHedgeTest, BuffersOfAHeldObjectComeBackOnlyOnceItIsFinished) {
