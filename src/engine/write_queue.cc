@@ -315,11 +315,13 @@ Status WriteQueue::ReapOne() {
   }
   Copy& copy = open->copies[c];
   Result<std::optional<IoCompletion>> got = std::optional<IoCompletion>();
+  Clock::time_point oldest = Clock::time_point::max();  // of its writes not reaped
   if (Hedging(*open) && !copy.late) {
-    Clock::time_point oldest = Clock::time_point::max();
     for (size_t i = 0; i < copy.next; ++i) {
       if (!copy.done[i]) oldest = std::min(oldest, copy.sent_at[i]);
     }
+  }
+  if (oldest != Clock::time_point::max()) {
     got = copy.object->ReapUntil(oldest + placement_->Deadline());
     if (got.ok() && !got->has_value()) {
       Late(*open, c);
