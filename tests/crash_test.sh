@@ -376,13 +376,13 @@ done
 check "after gc, every step directory left has a COMMIT or only shared data objects${nocommit:+ (neither:$nocommit)}" [ -z "$nocommit" ]
 tmps=$(find "$S" -name '*.tmp.*' -o -name '.sluice-probe*' | head -n 5)
 check "after gc, no *.tmp.* or probe files remain${tmps:+: $tmps}" [ -z "$tmps" ]
-odd=$(cd "$S" && find . -type f | grep -Ev '^\./ckpt/[^/]+/([0-9]{20}/(COMMIT|manifest/r[0-9]{6}-[0-9a-f]+\.man|data/r[0-9]{6}-[0-9a-f]+-[0-9]{6}\.dat)|LATEST)$' | head -n 5)
-check "after gc, the store holds only commit records, manifests, data objects and latest-step hints${odd:+: $odd}" [ -z "$odd" ]
+odd=$(cd "$S" && find . -type f | grep -Ev '^\./ckpt/[^/]+/([0-9]{20}/(COMMIT|seal/[0-9a-f]+-[0-9a-f]{2}|manifest/r[0-9]{6}-[0-9a-f]+\.man|data/r[0-9]{6}-[0-9a-f]+-[0-9]{6}\.dat)|LATEST)$' | head -n 5)
+check "after gc, the store holds only commit claims and seals, manifests, data objects and latest-step hints${odd:+: $odd}" [ -z "$odd" ]
 stale=""
 for h in "$S"/ckpt/*/LATEST; do
   [ -f "$h" ] || continue
   step=$(head -n1 "$h")  # the step; a commit record may follow
-  [ -f "$(dirname "$h")/$(printf %020d "$step")/COMMIT" ] || stale="$stale ${h#$S/}=$step"
+  [ -n "$(ls "$(dirname "$h")/$(printf %020d "$step")/seal" 2>/dev/null)" ] || stale="$stale ${h#$S/}=$step"
 done
 check "after gc, every latest-step hint names a committed step${stale:+ (not:$stale)}" [ -z "$stale" ]
 # Data objects hold exactly the chunk bytes, so a step with no garbage has

@@ -51,7 +51,17 @@ first_data() { find "$(stepdir "$1" "$2" "$3")/data" -name '*.dat' | sort | head
 states() { pyj '",".join("%d:%d:%s" % (c["tier"], c["step"], c["state"]) for c in d["copies"])'; }
 # tree_sum STORE: a checksum of every file under the store (what a scrub
 # that changes nothing leaves identical), scrub's own records excluded.
-tree_sum() { (cd "$1" && find ckpt -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16); }
+# A tier's bytes: every file, except that each commit is taken by its record
+# (what its seal holds, format/commit_record.h), not by the names of its
+# claim and seal: each copy of a step claims and seals it under a name of
+# its own.
+tree_sum() {
+  (cd "$1" && {
+    find ckpt -type f ! -name COMMIT ! -path '*/seal/*' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    find ckpt -type f -path '*/seal/*' | while read -r f; do echo "${f%%/seal/*} $(sha256sum <"$f" | cut -c1-64)"; done |
+      LC_ALL=C sort -u
+  } | sha256sum | cut -c1-16)
+}
 
 A=$W/a B=$W/b
 for st in 1 2 3; do

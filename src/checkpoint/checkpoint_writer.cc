@@ -56,24 +56,15 @@ std::string CheckpointLabel(const CheckpointId& id) { return sluice::CheckpointL
 // halves of a host-local tier 0's save (checkpoint_writer.h).
 enum class Role { kWhole, kPart, kRelay };
 
-// Whether a writer claims COMMIT when it begins (Writer::StartClaim): a
-// save of one rank whose COMMIT would go where writes are slow
-// (Placement::Slow: a placement group with a slow OSD).
-bool ClaimsCommit(const Backend& backend, const CheckpointId& id, uint32_t world, Role role) {
-  const Placement* placement = backend.caps().placement;
-  return role == Role::kWhole && world == 1 && placement != nullptr &&
-         placement->Slow(CommitObject(id.name, id.step));
-}
-
-// What became of a claim: made (ours), refused because the step is
-// committed, or anything else (another writer's claim, a failed publish):
-// the commit then finds out what COMMIT holds (PublishCommit).
-enum class ClaimOutcome { kOurs, kCommitted, kOther };
+// Whether a writer commits the step, and so claims its `COMMIT` when it
+// begins (CommitClaimant): rank 0 of a whole save or of a relay. A part's
+// writer commits nothing (its relay does); other ranks wait for rank 0.
+bool Commits(uint32_t rank, Role role) { return role != Role::kPart && rank == 0; }
 
 class Writer final : public RankWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world, const SaveOptions& save, std::string writer_id, Role role, bool claims_commit)
+         uint32_t world, const SaveOptions& save, std::string writer_id, Role role)
       : role_(role),
         backend_(backend),
         save_(save),
@@ -84,7 +75,7 @@ class Writer final : public RankWriter {
         writer_id_(std::move(writer_id)),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
               options.object_bytes, options.io_bytes, options.chunk_bytes) {
-    if (claims_commit) StartClaim();
+    if (Commits(rank_, role_)) claim_ = std::make_unique<CommitClaimant>(backend_, id_.name, id_.step, writer_id_);
   }
 
   ~Writer() override { Retire(); }
@@ -104,9 +95,8 @@ class Writer final : public RankWriter {
     item.metadata = std::string(metadata);
     item.size = size;
     // A claim refused because the step is committed: nothing to write.
-    // (Such a writer skipped the check at its creation: StartClaim.)
-    if (claim_.valid() && claim_.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
-        claim_.get() == ClaimOutcome::kCommitted) {
+    // (Such a writer skipped the check at its creation: NewWriter.)
+    if (claim_ != nullptr && claim_->RefusedAsCommitted()) {
       sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       return sticky_;
     }
@@ -198,14 +188,11 @@ class Writer final : public RankWriter {
     Result<SaveStats> result = [&]() -> Result<SaveStats> {
       RETURN_IF_ERROR(sticky_);
       // Refuse early if someone committed since this writer was created:
-      // no point publishing, and a rank 0 would otherwise wait out the rank
-      // timeout for peers that were refused at their creation. A whole save
-      // of one rank skips the read: its commit's exclusive publish refuses
-      // the step just the same ("committed by another writer first"; its
-      // manifest and data are then left to gc), and the read is one more
-      // wait on the fixed name's placement group, which is a slow OSD's for
-      // about half of all steps.
-      if (role_ != Role::kWhole || world_ > 1) {
+      // no point publishing. A writer that commits skips the read: its claim
+      // says so (below), and the read would be one more wait on the fixed
+      // name's placement group, which is a slow OSD's for about half of all
+      // steps.
+      if (claim_ == nullptr) {
         if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
           return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
         }
@@ -213,7 +200,7 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(complete());
       // A claim refused for a committed step: before the manifest is
       // published, so that this writer's data goes with it (Retire).
-      if (claim_.valid() && claim_.get() == ClaimOutcome::kCommitted) {
+      if (claim_ != nullptr && claim_->Wait() == CommitClaimant::Outcome::kCommitted) {
         return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       }
       return PublishAndCommit();
@@ -237,38 +224,6 @@ class Writer final : public RankWriter {
     if (!UsesAbortNotes()) return;
     PublishAbortNote(backend_, id_, save_.attempt, rank_,
                      why.ok() ? "it gave up before publishing its manifest" : why.ToString());
-  }
-
-  // A save of one rank whose `COMMIT` would go where writes are slow
-  // (ClaimsCommit) claims it now, in the background, and publishes its
-  // record at a seal placed elsewhere when it commits (format/commit_record.h,
-  // CommitClaim): the wait in the slow OSD's queue overlaps the data writes
-  // instead of following them. Made after the writer lock, so that gc, which
-  // keeps a step with a live writer, never takes a claim from under its
-  // writer. Such a writer was not refused at its creation for a step
-  // already committed (that read would wait in the same queue): a claim
-  // refused for that reason fails it here, at its next item or its commit.
-  void StartClaim() {
-    const uint32_t salt = PickAwayFromSlow(backend_, 256, [&](uint32_t k) {
-      return std::vector<std::string>{SealObject(id_.name, id_.step, writer_id_, k)};
-    });
-    std::string seal = SealObject(id_.name, id_.step, writer_id_, salt);
-    std::string claim = EncodeCommitClaim(CommitClaim{id_.name, id_.step, seal, NowUnixMs()});
-    try {
-      claim_ = std::async(std::launch::async, [this, claim = std::move(claim)] {
-                 Status st = backend_.PublishIfAbsent(CommitObject(id_.name, id_.step), claim);
-                 if (st.ok()) return ClaimOutcome::kOurs;
-                 if (st.IsAlreadyExists() && ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
-                   return ClaimOutcome::kCommitted;
-                 }
-                 return ClaimOutcome::kOther;
-               }).share();
-      seal_ = std::move(seal);
-    } catch (...) {  // no thread (or memory) to be had: the record goes to COMMIT at the commit
-      if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
-        sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
-      }
-    }
   }
 
   // Fails when a rank of this attempt gave up: the commit cannot happen.
@@ -383,9 +338,9 @@ class Writer final : public RankWriter {
       PublishAbort(failure_);
     }
     // The claim, still in flight where the save failed early, lands while
-    // the lock is held (StartClaim). Left for a later writer of the step to
-    // seal, or for gc.
-    if (claim_.valid()) claim_.wait();
+    // the lock is held (CommitClaimant); a commit that did not happen takes
+    // it back, so that a failed save leaves the step as if never claimed.
+    claim_.reset();
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
     if (hint_written_.valid()) hint_written_.wait();
   }
@@ -444,14 +399,17 @@ class Writer final : public RankWriter {
       PublishAbort(plan.status());
       return Status::InvalidArgument(label + ": " + plan.status().message() + "; not committing");
     }
-    if (claim_.valid() && claim_.get() == ClaimOutcome::kOurs) plan->own_seal = seal_;
+    plan->seal = claim_->seal();
+    plan->claimed = claim_->Wait() == CommitClaimant::Outcome::kOurs;
     // (A claim that failed: COMMIT holds another writer's record or claim,
-    // or the publish failed, and perhaps landed. PublishCommit reads what is
-    // there and seals whichever claim it finds, ours included.)
+    // or the publish failed, and perhaps landed. PublishCommit claims again
+    // or reads what is there, and seals whichever claim it finds, ours
+    // included.)
     std::string published;
     RETURN_IF_ERROR(PublishCommit(backend_, *plan, nullptr, &published));
     committed_record_ = std::move(plan->commit_bytes);
-    if (published != plan->commit_object) committed_seal_ = std::move(published);
+    committed_seal_ = std::move(published);
+    claim_->KeepClaim();
     return Status::OK();
   }
 
@@ -498,9 +456,8 @@ class Writer final : public RankWriter {
   bool retired_ = false;
   std::future<void> hint_written_;  // the latest-step hint, written after the commit
   std::string committed_record_;    // the commit record this writer published
-  std::string committed_seal_;      // where, if a claim's seal
-  std::shared_future<ClaimOutcome> claim_;  // the claim of COMMIT, where StartClaim made one
-  std::string seal_;                // the seal it names
+  std::string committed_seal_;      // the seal it went to
+  std::unique_ptr<CommitClaimant> claim_;  // the claim of COMMIT, where this writer commits
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
 };
@@ -528,8 +485,8 @@ Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
 
 namespace {
 
-// `check_committed`: refuse a step already committed (a writer that claims
-// COMMIT learns that from its claim instead).
+// `check_committed`: refuse a step already committed (a writer that commits
+// learns that from its claim instead).
 Status ValidateWriter(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
                       uint32_t world, const SaveOptions& save, bool check_committed) {
   if (!backend.caps().atomic_publish_if_absent) {
@@ -557,13 +514,16 @@ Status ValidateWriter(Backend& backend, const StoreOptions& options, const Check
 Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptions& options,
                                               const CheckpointId& id, uint32_t rank, uint32_t world,
                                               const SaveOptions& save, std::string writer_id, Role role) {
-  // Decided once: a writer that will not claim is checked here.
-  const bool claims_commit = ClaimsCommit(backend, id, world, role);
-  RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, !claims_commit));
+  // Checked here: a writer that does not commit (and so does not claim),
+  // and any on a store without placements. One that commits where a
+  // placement may be slow learns it from its claim instead, without a wait
+  // in the slow placement's queue before its first write.
+  const bool check_committed = !Commits(rank, role) || backend.caps().placement == nullptr;
+  RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, check_committed));
   // Registered before anything is written, so that gc never mistakes this
   // save's objects for garbage.
   RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role, claims_commit));
+  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role));
 }
 
 }  // namespace

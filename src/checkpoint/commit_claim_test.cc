@@ -1,12 +1,13 @@
-// Commit claims (format/commit_record.h, CommitClaim): a save whose COMMIT
-// falls where writes are slow claims it when it begins and seals its record
-// at a name placed elsewhere when it commits. Every reader, rm, gc and drain
+// Commit claims (format/commit_record.h, CommitClaim): every save claims its
+// step's COMMIT when it begins and seals its record at a name placed away
+// from slow placements when it commits. Every reader, rm, gc and drain
 // must take a claim with its seal as the commit, and a claim without one as
 // no commit at all; a claim left by a writer that died is sealed by the
 // next writer of the step, exactly once.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -60,25 +61,19 @@ class CommitClaimTest : public StoreTest {
     return *claim;
   }
 
-  // A save that claimed COMMIT and died before sealing: the claim is all it
-  // leaves (Abandon removes its data and releases its lock, as a crash's
-  // leftovers are once gc or the next writer sees the writer gone).
+  // What a save that claimed COMMIT and died before sealing leaves: its
+  // claim (a save that fails takes its claim back, but a crash cannot; the
+  // rest of a crash's leftovers go to gc, or to the next writer, once the
+  // writer is seen gone). Returns the claim's seal.
   std::string DeadClaim(uint64_t step) {
-    SlowNames slow(raw(), CommitSlow);
-    auto w = Begin(slow, step);
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
-    if (!w.ok()) return "";
-    std::string d = Bytes(1000, 9);
-    EXPECT_TRUE((*w)->AddItem("x", "meta:x", d.data(), d.size()).ok());
-    (*w)->Abandon(Status::IOError("killed"));
-    w->reset();
-    auto claim = ClaimAt(step);
-    EXPECT_TRUE(claim.has_value()) << "the dead save left no claim";
-    return claim ? claim->seal : "";
+    const std::string seal = SealObject("c", step, "dead0000writer00", 1);
+    EXPECT_TRUE(raw().PublishIfAbsent(CommitObject("c", step),
+                                      EncodeCommitClaim(CommitClaim{"c", step, seal, 1})).ok());
+    return seal;
   }
 };
 
-TEST_F(CommitClaimTest, ASaveWhoseCommitIsSlowSealsItsRecordElsewhere) {
+TEST_F(CommitClaimTest, EverySaveSealsItsRecordAwayFromSlowPlacements) {
   SlowNames slow(raw(), CommitSlow);
   const std::string a = Bytes(300000, 1);
   auto stats = SaveOne(slow, 1, a);
@@ -103,15 +98,16 @@ TEST_F(CommitClaimTest, ASaveWhoseCommitIsSlowSealsItsRecordElsewhere) {
   ASSERT_TRUE(CollectGarbage(raw(), 0).ok());
   EXPECT_TRUE(raw().ReadSmall(claim->seal).ok());
   EXPECT_TRUE(Load("c", 1)["x"] == a);
-  // A save whose COMMIT is not slow publishes its record there, as ever.
+  // Where COMMIT is not slow, the commit has the same shape.
   SlowNames fine(raw(), [](const std::string&) { return false; });
   ASSERT_TRUE(SaveOne(fine, 3, a).ok());
-  EXPECT_FALSE(ClaimAt(3).has_value());
-  // A second save of a sealed step: refused at its creation where COMMIT is
-  // not slow; where it is, its claim tells (no read of COMMIT before the
-  // data writes), and it fails at its commit at the latest, leaving
-  // nothing behind.
-  auto refused = Begin(fine, 1);
+  ASSERT_TRUE(ClaimAt(3).has_value()) << "COMMIT holds the record itself";
+  EXPECT_EQ(ReadCommitRecord(raw(), "c", 3)->seal, ClaimAt(3)->seal);
+  // A second save of a sealed step: refused at its creation on a store
+  // without placements; where placements may be slow, its claim tells (no
+  // read of COMMIT before the data writes), and it fails at its commit at
+  // the latest, leaving nothing behind.
+  auto refused = Begin(raw(), 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(refused.status().IsAlreadyExists()) << refused.status().ToString();
   const size_t data_files = DataFiles().size();
@@ -125,6 +121,46 @@ TEST_F(CommitClaimTest, ASaveWhoseCommitIsSlowSealsItsRecordElsewhere) {
   again->reset();
   EXPECT_EQ(DataFiles().size(), data_files);
   EXPECT_TRUE(Load("c", 1)["x"] == a);
+}
+
+// A save that fails takes its claim back (fence, then claim, then fence):
+// the step looks as if it was never claimed.
+TEST_F(CommitClaimTest, AFailedSaveTakesItsClaimBack) {
+  SlowNames slow(raw(), CommitSlow);
+  auto w = Begin(slow, 4);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::string d = Bytes(5000, 3);
+  ASSERT_TRUE((*w)->AddItem("x", "meta:x", d.data(), d.size()).ok());
+  (*w)->Abandon(Status::IOError("killed"));
+  w->reset();
+  EXPECT_TRUE(raw().ReadSmall(CommitObject("c", 4)).status().IsNotFound()) << "the failed save left its claim";
+  auto seals = raw().List(SealPrefix("c", 4));
+  ASSERT_TRUE(seals.ok());
+  EXPECT_TRUE(seals->empty()) << "the failed save left its fence";
+  // The step saves again at once.
+  ASSERT_TRUE(SaveOne(slow, 4, d).ok());
+  EXPECT_TRUE(Load("c", 4)["x"] == d);
+}
+
+// A failed save never takes back a claim another writer has sealed: its
+// fence is refused, and the other writer's commit stays.
+TEST_F(CommitClaimTest, TakingAClaimBackLeavesAnotherWritersSeal) {
+  auto first = Begin(raw(), 5);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string a = Bytes(4000, 4), b = Bytes(4000, 5);
+  ASSERT_TRUE((*first)->AddItem("x", "meta:x", a.data(), a.size()).ok());
+  for (int i = 0; i < 500 && !raw().ReadSmall(CommitObject("c", 5)).ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto claim = ClaimAt(5);
+  ASSERT_TRUE(claim.has_value()) << "the first writer's claim did not land";
+  // A second writer finds the claim (its own was refused) and seals it.
+  ASSERT_TRUE(SaveOne(raw(), 5, b).ok());
+  EXPECT_EQ(ReadCommitRecord(raw(), "c", 5)->seal, claim->seal);
+  (*first)->Abandon(Status::IOError("killed"));
+  first->reset();
+  EXPECT_EQ(ClaimAt(5)->seal, claim->seal) << "the claim another writer sealed was taken back";
+  EXPECT_TRUE(Load("c", 5)["x"] == b);
 }
 
 TEST_F(CommitClaimTest, AClaimWithoutItsSealIsNoCommit) {
@@ -282,7 +318,7 @@ TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
   ASSERT_TRUE(base.ok()) << base.status().ToString();
   EXPECT_FALSE(base->has_value());
   ASSERT_TRUE(raw().PublishIfAbsent(ClaimAt(1)->seal, seal_bytes).ok());
-  // A drain copies the record to COMMIT there, no claim or seal.
+  // A drain claims and seals the step there too, with the same record.
   char tmpl[] = "/tmp/sluice-claim-dst-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dst_dir = tmpl;
@@ -293,10 +329,12 @@ TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
     ASSERT_TRUE(dst.ok()) << dst.status().ToString();
     Status drained = DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{});
     ASSERT_TRUE(drained.ok()) << drained.ToString();
-    auto there = (*dst)->backend().ReadSmall(CommitObject("c", 1));
-    ASSERT_TRUE(there.ok());
-    EXPECT_EQ(*there, ReadCommitRecord(raw(), "c", 1)->bytes);
-    EXPECT_TRUE((*dst)->backend().List(SealPrefix("c", 1))->empty());
+    // The same record, at a seal of the drain's own claim.
+    auto there = ReadCommitRecord((*dst)->backend(), "c", 1);
+    ASSERT_TRUE(there.ok()) << there.status().ToString();
+    EXPECT_EQ(there->bytes, ReadCommitRecord(raw(), "c", 1)->bytes);
+    EXPECT_TRUE(IsCommitClaim(*(*dst)->backend().ReadSmall(CommitObject("c", 1))));
+    EXPECT_EQ((*dst)->backend().List(SealPrefix("c", 1))->size(), 1u);
     // Drained again: the same record is there, nothing to do.
     EXPECT_TRUE(DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{}).ok());
   }

@@ -4,11 +4,66 @@
 #include <map>
 #include <thread>
 
+#include "checkpoint/away_from_slow.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 
 namespace sluice {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The claim's bytes for `seal`, the seal of (name, step).
+std::string ClaimBytes(std::string_view name, uint64_t step, const std::string& seal) {
+  return EncodeCommitClaim(CommitClaim{std::string(name), step, seal, NowUnixMs()});
+}
+
+// Claims `COMMIT` of (name, step) for `seal`, now.
+CommitClaimant::Outcome Claim(Backend& backend, const std::string& name, uint64_t step, const std::string& seal) {
+  Status st = backend.PublishIfAbsent(CommitObject(name, step), ClaimBytes(name, step, seal));
+  if (st.ok()) return CommitClaimant::Outcome::kOurs;
+  if (st.IsAlreadyExists() && ReadCommitRecord(backend, name, step).ok()) return CommitClaimant::Outcome::kCommitted;
+  return CommitClaimant::Outcome::kOther;
+}
+
+}  // namespace
+
+CommitClaimant::CommitClaimant(Backend& backend, std::string name, uint64_t step, std::string_view writer)
+    : backend_(backend), name_(std::move(name)), step_(step) {
+  const uint32_t salt = PickAwayFromSlow(backend_, 256, [&](uint32_t k) {
+    return std::vector<std::string>{SealObject(name_, step_, writer, k)};
+  });
+  seal_ = SealObject(name_, step_, writer, salt);
+  try {
+    outcome_ = std::async(std::launch::async, [this] { return Claim(backend_, name_, step_, seal_); }).share();
+  } catch (...) {  // no thread (or memory) to be had: claimed here
+    std::promise<Outcome> now;
+    now.set_value(Claim(backend_, name_, step_, seal_));
+    outcome_ = now.get_future().share();
+  }
+}
+
+CommitClaimant::~CommitClaimant() {
+  if (!outcome_.valid() || outcome_.get() != Outcome::kOurs || keep_) return;
+  if (!backend_.PublishIfAbsent(seal_, std::string(kFencedSeal)).ok()) return;  // sealed, or cannot tell
+  // The fence goes too where the claim could not: a claim left unfenced is
+  // sealed by the next writer of the step; a fenced one waits for gc.
+  (void)backend_.Remove(CommitObject(name_, step_));
+  (void)backend_.Remove(seal_);
+}
+
+bool CommitClaimant::RefusedAsCommitted() {
+  return outcome_.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+         outcome_.get() == Outcome::kCommitted;
+}
+
+CommitClaimant::Outcome CommitClaimant::Wait() { return outcome_.get(); }
+
 namespace {
 
 // The first object of `plan` that is missing or short; empty if none.
@@ -34,24 +89,22 @@ Result<std::string> FirstMissing(Backend& backend, const CommitPlan& plan) {
 
 namespace {
 
-// Publishes the record: at the caller's own seal, else at `COMMIT`, else
-// (`COMMIT` holds another writer's claim) at that claim's seal. `*where`
-// gets the object published, `*claim` the claim's bytes when it was not
-// the caller's.
+// Publishes the record at the seal of the claim at `COMMIT`: the caller's
+// own (claimed now if its claim in the background did not land), else the
+// one another writer left there. `*where` gets the seal published, `*claim`
+// the claim's bytes when it was not the caller's.
 Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* claim,
                      std::string* existing) {
-  auto taken = [&](const std::string& object) {
-    if (existing != nullptr) {
-      auto there = backend.ReadSmall(object);
-      if (there.ok()) *existing = std::move(there).value();
-    }
-    return Status::AlreadyExists(plan.label + " was committed by another writer first");
-  };
-  *where = plan.own_seal.empty() ? plan.commit_object : plan.own_seal;
-  Status st = backend.PublishIfAbsent(*where, plan.commit_bytes);
-  if (st.IsAlreadyExists() && plan.own_seal.empty()) {
-    // A record, or a claim: of a writer still running, or of one that died
-    // before its seal. Either way, whoever publishes the seal first commits.
+  auto parsed = ParseObjectName(plan.commit_object);
+  if (!parsed) return Status::InvalidArgument("not a commit record's name: " + plan.commit_object);
+  *where = plan.seal;
+  Status claimed = plan.claimed ? Status::OK()
+                                : backend.PublishIfAbsent(plan.commit_object,
+                                                          ClaimBytes(parsed->name, parsed->step, plan.seal));
+  if (claimed.IsAlreadyExists()) {
+    // A record (a store written before every commit was claimed), or a
+    // claim: of a writer still running, or of one that died before its
+    // seal. Either way, whoever publishes the seal first commits.
     auto there = backend.ReadSmall(plan.commit_object);
     if (!there.ok()) {
       if (there.status().IsNotFound()) {  // withdrawn or removed since: the next try may publish
@@ -63,22 +116,23 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
       if (existing != nullptr) *existing = std::move(there).value();
       return Status::AlreadyExists(plan.label + " was committed by another writer first");
     }
-    auto parsed = ParseObjectName(plan.commit_object);
-    if (!parsed) return Status::InvalidArgument("not a commit record's name: " + plan.commit_object);
     ASSIGN_OR_RETURN(CommitClaim found, DecodeClaimOf(parsed->name, parsed->step, *there));
     *where = found.seal;
     *claim = std::move(there).value();
-    st = backend.PublishIfAbsent(*where, plan.commit_bytes);
+  } else {
+    RETURN_IF_ERROR(claimed.WithContext(plan.label + ": claim its commit record"));
   }
-  if (st.IsAlreadyExists() && *where != plan.commit_object) {
+  Status st = backend.PublishIfAbsent(*where, plan.commit_bytes);
+  if (st.IsAlreadyExists()) {
     auto there = backend.ReadSmall(*where);
     // A fence (or one removed just now, with its claim).
     if ((there.ok() && *there == kFencedSeal) || there.status().IsNotFound()) {
       return Status::Unavailable(plan.label + ": the claim at its commit record is being removed (by gc or rm; a save "
                                  "that died left it); save the step again once that is done");
     }
+    if (existing != nullptr && there.ok()) *existing = std::move(there).value();
+    return Status::AlreadyExists(plan.label + " was committed by another writer first");
   }
-  if (st.IsAlreadyExists()) return taken(*where);
   return st.WithContext(plan.label + ": publish commit record");
 }
 

@@ -1,22 +1,29 @@
 // The last phases of every commit, for a multi-rank save's rank 0 and for a
 // drain alike (doc/format.md, "Commit protocol"):
-//   gather manifests (the caller: rank pointers for a save, the source's
-//   commit record for a drain) -> check objects -> publish -> re-check.
-// Checking that every object the commit names is there and whole, then
-// publishing the commit record atomically (PublishIfAbsent), then checking
-// again and withdrawing the record if anything went meanwhile (a concurrent
-// rm or gc), means no reader can ever see a torn checkpoint.
-// Where `COMMIT` holds a claim (format/commit_record.h, CommitClaim), the
-// record is published at the seal the claim names instead: the caller's own
-// claim, or one a writer that died before sealing left (exactly one publish
-// of a seal name wins, so exactly one writer commits the step).
+//   claim (when the work begins) -> gather manifests (the caller: rank
+//   pointers for a save, the source's commit record for a drain) -> check
+//   objects -> seal -> re-check.
+// Every commit has one shape: `COMMIT` holds a claim (format/commit_record.h,
+// CommitClaim) and the record is published at the seal the claim names.
+// The claim is published in the background from the moment the work begins
+// (CommitClaimant), so that where `COMMIT`'s placement is slow (a RADOS
+// placement group with a slow OSD) its wait overlaps the data writes; the
+// seal is named away from slow placements. Exactly one publish of a seal
+// name wins, so exactly one writer commits the step. Checking that every
+// object the commit names is there and whole, then sealing atomically
+// (PublishIfAbsent), then checking again and withdrawing the seal if
+// anything went meanwhile (a concurrent rm or gc), means no reader can ever
+// see a torn checkpoint.
 //
-// Thread-safety: a free function.
+// Thread-safety: PublishCommit is a free function; a CommitClaimant is used
+// by one thread (its claim runs on a thread of its own).
 #ifndef SLUICE_CHECKPOINT_COMMIT_COORDINATOR_H_
 #define SLUICE_CHECKPOINT_COMMIT_COORDINATOR_H_
 
 #include <cstdint>
+#include <future>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/backend.h"
@@ -24,14 +31,59 @@
 
 namespace sluice {
 
+// The claim of one step's `COMMIT` by one writer (a save's rank 0, a relay,
+// a drain), published in the background from construction. Made after the
+// writer's lock, so that gc, which keeps a step with a live writer, never
+// takes a claim from under its writer.
+class CommitClaimant {
+ public:
+  // What became of the claim: made (ours), refused because the step is
+  // committed, or anything else (another writer's claim, a failed
+  // publish): the commit then finds out what `COMMIT` holds.
+  enum class Outcome { kOurs, kCommitted, kOther };
+
+  // Starts claiming (name, step)'s `COMMIT` for `writer`, naming a seal
+  // placed away from slow placements.
+  CommitClaimant(Backend& backend, std::string name, uint64_t step, std::string_view writer);
+  // Waits for the claim's publish. Unless KeepClaim was called, then takes
+  // the claim back, for a commit that did not happen: its seal is fenced
+  // first (kFencedSeal), so that a seal another writer of the step
+  // published meanwhile (it found the claim and committed) stays, with the
+  // claim. Best effort: what a failure leaves is gc's.
+  ~CommitClaimant();
+  CommitClaimant(const CommitClaimant&) = delete;
+  CommitClaimant& operator=(const CommitClaimant&) = delete;
+
+  // The seal this writer's record goes to.
+  const std::string& seal() const { return seal_; }
+  // Whether the claim is already known to be refused because the step is
+  // committed (does not wait).
+  bool RefusedAsCommitted();
+  // Waits for the claim's publish.
+  Outcome Wait();
+  // Leaves the claim whatever happens: the commit happened (the record is at
+  // a seal), or a failed commit leaves it to the next writer to seal.
+  void KeepClaim() { keep_ = true; }
+
+ private:
+  Backend& backend_;
+  std::string name_;
+  uint64_t step_;
+  std::string seal_;
+  std::shared_future<Outcome> outcome_;
+  bool keep_ = false;
+};
+
 struct CommitPlan {
   std::string label;          // "checkpoint NAME@STEP", for messages
   std::string commit_object;  // where the record goes: the step's `COMMIT`
   std::string commit_bytes;   // the encoded commit record
-  // The seal named by a claim this writer published at `commit_object`
-  // (its PublishIfAbsent succeeded): the record goes there. Empty: the
-  // record goes to `commit_object`, or to the seal of a claim found there.
-  std::string own_seal;
+  // The seal this writer's claim names (CommitClaimant::seal), and whether
+  // that claim is the one at `commit_object` (its publish succeeded). When
+  // it is not, the claim is made again at the commit; when `COMMIT` holds
+  // another writer's claim, the record goes to that claim's seal instead.
+  std::string seal;
+  bool claimed = false;
   struct Named {
     std::string object;
     uint64_t min_bytes = 0;  // it must hold at least this many bytes
@@ -40,8 +92,8 @@ struct CommitPlan {
   std::vector<Named> objects;  // every manifest and data object the record reaches
 };
 
-// Checks, publishes and re-checks. OK: this call published the record
-// (`*published`, where given, gets where: `COMMIT` or a seal).
+// Checks, seals and re-checks. OK: this call published the record
+// (`*published`, where given, gets the seal it went to).
 // AlreadyExists: a commit record was there first (`*existing` then holds
 // its bytes, where it could be read). IOError naming the object when one is
 // missing or short, before or after the publish (then the record was

@@ -41,13 +41,15 @@ struct CommitRecord {
 std::string EncodeCommitRecord(const CommitRecord& c);
 Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::string& what);
 
-// A commit claim: what `COMMIT` holds when a save published its commit
-// record elsewhere, at a seal object the claim names (layout.h, SealObject).
-// The step is committed exactly when the claim and its seal both exist: the
-// seal's exclusive publish is the commit point. A save claims `COMMIT` when
-// it begins and seals when it commits, so that where `COMMIT`'s placement is
+// A commit claim: what `COMMIT` holds, naming the seal object its commit
+// record is published at (layout.h, SealObject). The step is committed
+// exactly when the claim and its seal both exist: the seal's exclusive
+// publish is the commit point. Every commit claims `COMMIT` when its work
+// begins and seals when it commits, so that where `COMMIT`'s placement is
 // slow (a RADOS placement group with a slow OSD) the wait for it overlaps the
 // data writes; the seal's name is chosen where placement is not slow.
+// (Stores written before every commit was claimed may hold a record at
+// `COMMIT` itself; readers take both.)
 constexpr std::string_view kCommitClaimMagic = "SLUICECL";
 
 struct CommitClaim {

@@ -1,5 +1,5 @@
 // Where a checkpoint's objects live in a store's flat object namespace:
-//   ckpt/<name>/<step, 20 digits>/COMMIT                         commit record (or a claim)
+//   ckpt/<name>/<step, 20 digits>/COMMIT                         commit claim (a record in older stores)
 //   ckpt/<name>/<step>/seal/<writer>-<2 hex digits>             commit record a claim names
 //   ckpt/<name>/<step>/manifest/r<rank, 6 digits>-<writer>.man   one per rank
 //   ckpt/<name>/<step>/data/r<rank>-<writer>-<seq, 6 digits>.dat data objects
@@ -26,7 +26,7 @@ std::string CheckpointsPrefix();                                   // "ckpt/"
 std::string NamePrefix(std::string_view name);                     // "ckpt/<name>/"
 std::string StepPrefix(std::string_view name, uint64_t step);      // "ckpt/<name>/<step>/"
 std::string CommitObject(std::string_view name, uint64_t step);
-// Where a save whose `COMMIT` holds a claim publishes its commit record
+// Where a commit whose `COMMIT` holds a claim (every commit) publishes its record
 // (format/commit_record.h, CommitClaim). `salt` picks among names, so that
 // the writer can choose one whose placement is not slow.
 std::string SealPrefix(std::string_view name, uint64_t step);  // ".../seal/"

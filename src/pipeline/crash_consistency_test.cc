@@ -50,7 +50,7 @@ struct FaultState {
     hook();
   }
   // The number of the operation that published the last commit record
-  // seen: power lost from there on fails a save, later (its latest-step
+  // seen (at a seal, format/commit_record.h): power lost from there on fails a save, later (its latest-step
   // hint and lock release, best effort) it has committed.
   int64_t commit_op = 0;
   bool dead() const { return crash_at >= 0 && ops >= crash_at; }
@@ -59,8 +59,8 @@ struct FaultState {
   bool Tick(const std::string& name = "") {
     if (dead()) return false;
     ++ops;
-    const std::string commit = "/COMMIT";
-    if (name.size() >= commit.size() && name.compare(name.size() - commit.size(), commit.size(), commit) == 0) {
+    // Every commit record is published at its claim's seal.
+    if (name.find("/seal/") != std::string::npos) {
       commit_op = ops;
     }
     return !dead();

@@ -16,6 +16,38 @@ namespace {
 
 bool Stopped(const CopyControl& c) { return c.stop != nullptr && c.stop->load(); }
 
+// Swaps each object copied beside its name (ObjectToCopy::dst_name) in.
+Status SwapInStaged(Backend& dst, const std::vector<ObjectToCopy>& objects, const std::string& label) {
+  for (const auto& o : objects) {
+    if (o.dst_name.empty()) continue;
+    Status st = dst.Replace(o.dst_name, o.name);
+    if (!st.ok()) {
+      (void)dst.Remove(o.dst_name);
+      return st.WithContext(label + ": swap in shared object " + o.name);
+    }
+  }
+  return Status::OK();
+}
+
+// Publishes the record's manifests at the destination, byte for byte (one
+// there already must hold the same bytes).
+Status CopyManifests(Backend& src, Backend& dst, const CommitRecord& record, const std::string& label) {
+  for (const auto& r : record.ranks) {
+    ASSIGN_OR_RETURN(std::string bytes, src.ReadSmall(r.manifest));
+    Status st = dst.PublishIfAbsent(r.manifest, bytes);
+    if (st.IsAlreadyExists()) {
+      auto there = dst.ReadSmall(r.manifest);
+      if (!there.ok() || *there != bytes) {
+        return Status::Corruption(label + ": manifest " + r.manifest +
+                                  " exists there with other contents");
+      }
+    } else {
+      RETURN_IF_ERROR(st.WithContext(label));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
@@ -70,6 +102,12 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
     if (now->bytes == commit_bytes) return Status::OK();
     return Status::AlreadyExists(label + ": the destination holds a different commit of this step");
   }
+  // Claimed while the copy runs. A drain that fails leaves its claim: the
+  // next drain of the step (the pipeline retries) seals it, and a store
+  // that took the claim but fails removals would otherwise leave it fenced
+  // until gc.
+  CommitClaimant claim(dst, name, step, writer_id);
+  claim.KeepClaim();
 
   // Every object of every rank, as one stream: reads and writes stay in
   // flight across object boundaries. Objects of other steps (an
@@ -116,34 +154,17 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   objects = std::move(missing);
   RETURN_IF_ERROR(AddKnownChunks(src, name, &objects).WithContext(label));
   RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));
-  for (const auto& o : objects) {
-    if (o.dst_name.empty()) continue;
-    Status st = dst.Replace(o.dst_name, o.name);
-    if (!st.ok()) {
-      (void)dst.Remove(o.dst_name);
-      return st.WithContext(label + ": swap in shared object " + o.name);
-    }
-  }
+  RETURN_IF_ERROR(SwapInStaged(dst, objects, label));
   if (Stopped(control)) return Status::Unavailable(label + ": stopped");
-  for (const auto& r : loaded.commit.ranks) {
-    ASSIGN_OR_RETURN(std::string bytes, src.ReadSmall(r.manifest));
-    Status st = dst.PublishIfAbsent(r.manifest, bytes);
-    if (st.IsAlreadyExists()) {
-      auto there = dst.ReadSmall(r.manifest);
-      if (!there.ok() || *there != bytes) {
-        return Status::Corruption(label + ": manifest " + r.manifest +
-                                  " exists there with other contents");
-      }
-    } else {
-      RETURN_IF_ERROR(st.WithContext(label));
-    }
-  }
+  RETURN_IF_ERROR(CopyManifests(src, dst, loaded.commit, label));
   // The same coordinator as a save's rank 0: every object the commit
   // reaches must be there, whole, before and after it is published.
   CommitPlan plan;
   plan.label = label;
   plan.commit_object = commit;
   plan.commit_bytes = commit_bytes;
+  plan.seal = claim.seal();
+  plan.claimed = claim.Wait() == CommitClaimant::Outcome::kOurs;
   for (size_t r = 0; r < loaded.manifests.size(); ++r) {
     const std::string owner = "rank " + std::to_string(loaded.commit.ranks[r].rank);
     plan.objects.push_back(CommitPlan::Named{loaded.commit.ranks[r].manifest, loaded.commit.ranks[r].manifest_bytes, owner});

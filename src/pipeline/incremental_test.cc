@@ -451,9 +451,13 @@ TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillD
   const std::string hint = LatestHintObject("m");
   auto hint_bytes = raw.ReadSmall(hint);
   ASSERT_TRUE(hint_bytes.ok()) << hint_bytes.status().ToString();
-  auto committed = raw.ReadSmall(CommitObject("m", 2));
-  ASSERT_TRUE(committed.ok());
-  EXPECT_EQ(*hint_bytes, "2\n" + *committed) << "the hint does not carry step 2's commit record";
+  // The record is at its claim's seal (format/commit_record.h).
+  auto read = ReadCommitRecord(raw, "m", 2);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const std::string seal = read->seal;
+  const std::string committed = read->bytes;
+  ASSERT_FALSE(seal.empty());
+  EXPECT_EQ(*hint_bytes, "2\n" + seal + "\n" + committed) << "the hint does not carry step 2's commit record";
   auto set_hint = [&](const std::string& bytes) {
     Status removed = raw.Remove(hint);
     ASSERT_TRUE(removed.ok() || removed.IsNotFound()) << removed.ToString();
@@ -465,7 +469,8 @@ TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillD
     auto base = ReferenceBase(counted, "m", 3, 0, writers[0]);
     ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
     EXPECT_EQ((*base)->step(), 2u);
-    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 1) << "the hinted record was read before the refs record";
+    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 0) << "the claim was read although the hint names the seal";
+    EXPECT_EQ(counted.reads[seal], 1) << "the hinted record was read before the refs record";
   }
   {  // A hint of an older writer (the step alone): read before and after.
     set_hint("2");
@@ -473,34 +478,36 @@ TEST_F(IncrementalTest, TheHintsCommitRecordSparesTheFirstReadAndTheSecondStillD
     auto base = ReferenceBase(counted, "m", 3, 0, writers[1]);
     ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
     EXPECT_EQ((*base)->step(), 2u);
-    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 2);
+    EXPECT_EQ(counted.reads[seal], 2);
   }
   {  // A record of another step under step 2's number: not taken, read instead.
-    auto step1 = raw.ReadSmall(CommitObject("m", 1));
+    auto step1 = ReadCommitRecord(raw, "m", 1);
     ASSERT_TRUE(step1.ok());
-    set_hint("2\n" + *step1);
+    set_hint("2\n" + step1->bytes);
     CountingRecordReads counted(raw);
     auto base = ReferenceBase(counted, "m", 3, 0, writers[2]);
     ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
     EXPECT_EQ((*base)->step(), 2u);
-    EXPECT_EQ(counted.reads[CommitObject("m", 2)], 2);
+    EXPECT_EQ(counted.reads[seal], 2);
   }
   // The hinted record is no longer the committed one (here the record was
   // published again with another creation time): the read after the refs
   // record decides, and step 2 is not built upon.
   set_hint(*hint_bytes);
-  auto rec = DecodeCommitRecord(*committed, "step 2's record");
+  auto rec = DecodeCommitRecord(committed, "step 2's record");
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
   rec->created_unix_ms += 1;
-  ASSERT_TRUE(raw.Remove(CommitObject("m", 2)).ok());
-  ASSERT_TRUE(raw.PublishIfAbsent(CommitObject("m", 2), EncodeCommitRecord(*rec)).ok());
+  ASSERT_TRUE(raw.Remove(seal).ok());
+  ASSERT_TRUE(raw.PublishIfAbsent(seal, EncodeCommitRecord(*rec)).ok());
   {
     auto base = ReferenceBase(raw, "m", 3, 0, writers[3]);
     ASSERT_TRUE(base.ok()) << base.status().ToString();
     EXPECT_FALSE(base->has_value()) << "built upon a hinted record that is not the committed one";
   }
   // No record at all (a removal interrupted between the record and the
-  // hint): the same, and the next save writes in full.
+  // hint; rm takes the seal before the claim): the same, and the next save
+  // writes in full.
+  ASSERT_TRUE(raw.Remove(seal).ok());
   ASSERT_TRUE(raw.Remove(CommitObject("m", 2)).ok());
   {
     auto base = ReferenceBase(raw, "m", 3, 0, "0123456789abcde4");

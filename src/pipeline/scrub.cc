@@ -347,12 +347,17 @@ class Scrubber {
       rewritten->push_back(name);
     }
     // Records: manifests, then the commit record, the one that makes the
-    // copy whole again, last. Byte-identical ones are left alone.
+    // copy whole again, last. Byte-identical ones are left alone, and so is
+    // a commit record that reads the same through the copy's own claim
+    // (each copy's seal has a name of its own).
     std::vector<std::string> records;
     for (const auto& r : reference->ck.commit.ranks) records.push_back(r.manifest);
-    // A claim's seal before the claim (checkpoint_reader.h, ReadCommitRecord).
-    if (!reference->ck.seal.empty()) records.push_back(reference->ck.seal);
-    records.push_back(CommitObject(key.first, key.second));
+    auto have_record = ReadCommitRecord(dst, key.first, key.second);
+    if (!have_record.ok() || have_record->bytes != reference->commit_bytes) {
+      // A claim's seal before the claim (checkpoint_reader.h, ReadCommitRecord).
+      if (!reference->ck.seal.empty()) records.push_back(reference->ck.seal);
+      records.push_back(CommitObject(key.first, key.second));
+    }
     for (const auto& record : records) {
       ASSIGN_OR_RETURN(std::string want, tiers_[reference->tier].raw->ReadSmall(record));
       auto have = dst.ReadSmall(record);
