@@ -3,8 +3,9 @@
 // Threads: the caller's thread (and copy_threads - 1 pool threads) copy into
 // staging during Snapshot(); one writer thread writes staged images to tier
 // 0 and commits them, in order; one drainer thread drains committed
-// checkpoints to later tiers, retrying failures with backoff, and applies
-// retention.
+// checkpoints to later tiers, retrying failures with backoff; retention
+// (retention.h) applies keep_last after commits and drains, on a thread of
+// its own for superseded steps.
 #include "sluice/pipeline.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include "pipeline/tier_listing.h"
 #include "pipeline/maintenance.h"
 #include "pipeline/pipeline_metrics.h"
+#include "pipeline/retention.h"
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
@@ -173,6 +175,17 @@ class PipelineImpl final : public Pipeline {
       return BusyLocked();
     });
     metrics_ = std::make_unique<PipelineMetrics>(stores_.size());
+    retention_ = std::make_unique<Retention>(Stores(), opts_.tiers, opts_.tier0_per_host, Retention::Hooks{
+        [this](const std::string& name) {  // the step being drained now stays on its source
+          std::vector<std::set<uint64_t>> draining(stores_.size());
+          std::lock_guard<std::mutex> lock(mu_);
+          if (running_ && running_->name == name) draining[running_->dst].insert(running_->step);
+          return draining;
+        },
+        [this](const std::string& name) {
+          std::lock_guard<std::mutex> lock(mu_);
+          return saved_names_.count(name) > 0 && coordinated_names_.count(name) == 0;
+        }});
     superseded_.assign(stores_.size(), 0);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -181,7 +194,7 @@ class PipelineImpl final : public Pipeline {
     metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
     drainer_thread_ = std::thread([this] { DrainerLoop(); });
-    retention_thread_ = std::thread([this] { RetentionLoop(); });
+    retention_->Start();
     maintenance_->Start();
     return Status::OK();
   }
@@ -203,12 +216,7 @@ class PipelineImpl final : public Pipeline {
     }
     drain_cv_.notify_all();
     if (drainer_thread_.joinable()) drainer_thread_.join();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      retention_stop_ = true;
-    }
-    retention_cv_.notify_all();
-    if (retention_thread_.joinable()) retention_thread_.join();
+    if (retention_) retention_->Stop();
     std::deque<DrainJob> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -299,7 +307,7 @@ class PipelineImpl final : public Pipeline {
     DrainReport report;
     ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(Stores(), name));
     for (const auto& n : names) {
-      auto plans = Plan(n);
+      auto plans = retention_->Plan(n);
       for (size_t k = 1; k < stores_.size(); ++k) {
         report.checkpoints_superseded += plans[k].superseded.size();
         for (uint64_t step : plans[k].to_drain) {
@@ -313,7 +321,7 @@ class PipelineImpl final : public Pipeline {
           }
         }
       }
-      report.checkpoints_removed += ApplyRetention(n);
+      report.checkpoints_removed += retention_->Apply(n);
     }
     return report;
   }
@@ -434,7 +442,7 @@ class PipelineImpl final : public Pipeline {
   // Marks a queued drain superseded by `newer` (under mu_).
   void SupersedeLocked(const DrainJob& job, uint64_t newer) {
     ++superseded_[job.dst];
-    RetentionDueLocked(job.name);
+    retention_->Due(job.name);
     if (!job.handle) return;
     job.handle->SetState(job.dst, TierState::kSuperseded,
                          Status::Unavailable(Label({job.name, job.step}) + ": superseded on tier " +
@@ -460,28 +468,6 @@ class PipelineImpl final : public Pipeline {
     drains_.push_back(std::move(job));
   }
 
-  // Superseded steps leave earlier tiers as their keep_last allows: on the
-  // retention thread, so neither a long drain nor a slow listing of a later
-  // tier holds them there or holds up a save (under mu_).
-  void RetentionDueLocked(const std::string& name) {
-    retention_due_.insert(name);
-    retention_cv_.notify_all();
-  }
-
-  void RetentionLoop() {
-    for (;;) {
-      std::string name;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        retention_cv_.wait(lock, [&] { return retention_stop_ || !retention_due_.empty(); });
-        if (retention_stop_) return;
-        name = *retention_due_.begin();
-        retention_due_.erase(retention_due_.begin());
-      }
-      ApplyRetention(name);
-    }
-  }
-
   // The newest step of `job`'s name queued for its tier, if newer than it
   // and the tier coalesces (under mu_).
   std::optional<uint64_t> NewerQueuedLocked(const DrainJob& job) const {
@@ -498,43 +484,6 @@ class PipelineImpl final : public Pipeline {
     for (const auto& st : stores_) out.push_back(st.get());
     return out;
   }
-  std::vector<TierPlan> Plan(const std::string& name, bool* unreachable = nullptr) {
-    // The step being drained now stays on its source whatever the policy.
-    std::vector<std::set<uint64_t>> draining(stores_.size());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (running_ && running_->name == name) draining[running_->dst].insert(running_->step);
-    }
-    return PlanTiersOf(Stores(), opts_.tiers, name, unreachable, draining);
-  }
-
-  uint64_t ApplyRetention(const std::string& name) {
-    std::lock_guard<std::mutex> lock(retention_mu_);
-    uint64_t removed = 0;
-    // With a per-host tier 0, every rank's pipeline prunes its own parts,
-    // listing its tier 0 alone; the shared tiers are rank 0's to prune (or
-    // a pipeline's that saved no rank of the name: `sluice drain`).
-    if (opts_.tier0_per_host) {
-      removed += PruneParts(name);
-      std::lock_guard<std::mutex> names(mu_);
-      if (saved_names_.count(name) && !coordinated_names_.count(name)) return removed;
-    }
-    // One tier that keeps every step has nothing to remove: no listing
-    // (on RADOS a pool walk, seconds when an OSD is slow).
-    if (stores_.size() == 1 && opts_.tiers[0].keep_last == 0) return removed;
-    // While any tier cannot be listed, what it holds is unknown: remove
-    // nothing anywhere.
-    bool unreachable = false;
-    auto plans = Plan(name, &unreachable);
-    if (unreachable) return 0;
-    for (size_t k = 0; k < stores_.size(); ++k) {
-      for (uint64_t step : plans[k].to_remove) {
-        if (stores_[k]->Remove({name, step}).ok()) ++removed;
-      }
-    }
-    return removed;
-  }
-
   // One attempt at draining (name, step) into tier `dst` from the fastest
   // tier that has it committed.
   Status DrainOnce(const std::string& name, uint64_t step, size_t dst, std::atomic<uint64_t>* bytes) {
@@ -645,7 +594,7 @@ class PipelineImpl final : public Pipeline {
       }
       PublishBacklogLocked();
     }
-    ApplyRetention(job.name);
+    retention_->Apply(job.name);
   }
 
   // A part save may not start where tier 1 already holds the step; part
@@ -673,30 +622,6 @@ class PipelineImpl final : public Pipeline {
   void TellPartFailed(const CheckpointId& id, const PartToCommit& part, const Status& why) {
     if (part.save.attempt.empty() || !part.save.attempt_is_unique) return;
     PublishAbortNote(stores_[1]->backend(), id, part.save.attempt, part.rank, why.ToString());
-  }
-
-  // Each host's own parts of `name` beyond tier 0's keep_last, newest kept:
-  // removed whatever their state. A part is no use without the shared
-  // tier's commit, so tier 0 never keeps one as a last copy.
-  uint64_t PruneParts(const std::string& name) {
-    const uint32_t keep = opts_.tiers[0].keep_last;
-    if (keep == 0) return 0;
-    auto listed = stores_[0]->List(name, true);
-    if (!listed.ok()) return 0;
-    std::vector<uint64_t> parts;
-    for (const auto& c : *listed) {
-      if (!c.part_ranks.empty() || (c.damaged && PartRecordsIn(name, c.step))) parts.push_back(c.step);
-    }
-    std::sort(parts.rbegin(), parts.rend());
-    uint64_t removed = 0;
-    for (size_t i = keep; i < parts.size(); ++i) {
-      if (stores_[0]->Remove({name, parts[i]}).ok()) ++removed;
-    }
-    return removed;
-  }
-  bool PartRecordsIn(const std::string& name, uint64_t step) {
-    auto listed = stores_[0]->backend().List(PartPrefix(name, step));
-    return listed.ok() && !listed->empty();
   }
 
   // Live state for a scrape: memory only, never a store listing.
@@ -786,7 +711,7 @@ class PipelineImpl final : public Pipeline {
         continue;
       }
       if (stores_.size() == 1) {
-        ApplyRetention(id.name);
+        retention_->Apply(id.name);
         continue;
       }
       drain_cv_.notify_all();
@@ -798,7 +723,7 @@ class PipelineImpl final : public Pipeline {
     if (!names.ok()) return;
     for (const auto& n : *names) {
       if (stop_drains_) return;
-      auto plans = Plan(n);
+      auto plans = retention_->Plan(n);
       std::map<uint64_t, uint64_t> bytes;
       for (size_t k = 1; k < stores_.size(); ++k) {
         for (uint64_t step : plans[k].to_drain) {
@@ -903,7 +828,7 @@ class PipelineImpl final : public Pipeline {
       }
       if (st.ok()) {
         if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
-        ApplyRetention(job.name);
+        retention_->Apply(job.name);
         continue;
       }
       if (stop_drains_) {
@@ -915,7 +840,7 @@ class PipelineImpl final : public Pipeline {
         // Gone meanwhile: removed, or superseded by a newer step committed
         // there by another process and then removed by retention.
         if (!job.handle) continue;
-        auto plans = Plan(job.name);
+        auto plans = retention_->Plan(job.name);
         if (plans[job.dst].superseded.count(job.step)) {
           uint64_t newer = job.step;
           for (uint64_t s : plans[job.dst].to_drain) newer = std::max(newer, s);
@@ -978,11 +903,8 @@ class PipelineImpl final : public Pipeline {
   bool closing_ = false;
   std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
-  std::mutex retention_mu_;
-  std::thread writer_thread_, drainer_thread_, retention_thread_;
-  std::condition_variable retention_cv_;
-  std::set<std::string> retention_due_;  // names whose retention is due (under mu_)
-  bool retention_stop_ = false;
+  std::thread writer_thread_, drainer_thread_;
+  std::unique_ptr<Retention> retention_;
   std::atomic<int> draining_{0};
   std::atomic<int> draining_dst_{0};
   std::unique_ptr<PipelineMetrics> metrics_;
