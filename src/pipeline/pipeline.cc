@@ -12,23 +12,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <unordered_set>
 
-#include "format/commit_record.h"
 #include "format/layout.h"
-#include "format/limits.h"
 #include "io/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
-#include "checkpoint/parts.h"
-#include "engine/object_copy.h"
-#include "pipeline/drain.h"
+#include "pipeline/drain_scheduler.h"
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
@@ -39,8 +34,6 @@
 #include "pipeline/tiered_reader.h"
 
 namespace sluice {
-
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -52,17 +45,6 @@ double SecondsSince(Clock::time_point t) {
 }
 
 class PipelineImpl;
-
-// A multi-rank save's part on a per-host tier 0 (tier0_per_host), once
-// written there: to be copied to tier 1 and committed there with the other
-// ranks (checkpoint/parts.h). The part writer holds tier 0's writer lock
-// until the part is recorded.
-struct PartToCommit {
-  std::shared_ptr<RankWriter> writer;
-  uint32_t rank = 0;
-  uint32_t world = 1;
-  SaveOptions save;
-};
 
 class PendingImpl final : public PendingCheckpoint {
  public:
@@ -121,17 +103,6 @@ struct WriteJob {
   std::optional<PartToCommit> part;  // set (writer empty) for a part save
 };
 
-struct DrainJob {
-  std::string name;
-  uint64_t step = 0;
-  size_t dst = 0;
-  std::shared_ptr<HandleImpl> handle;  // null for drains resumed from an earlier run
-  uint32_t attempts = 0;
-  Clock::time_point not_before;
-  uint64_t bytes = 0;  // what the drain copies (the checkpoint's own bytes), for the backlog
-  std::optional<PartToCommit> part;  // this rank's part to copy and commit on tier 1 (dst 1)
-};
-
 class PipelineImpl final : public Pipeline {
  public:
   PipelineImpl(const PipelineOptions& options, std::vector<std::unique_ptr<Store>> stores)
@@ -177,23 +148,33 @@ class PipelineImpl final : public Pipeline {
     metrics_ = std::make_unique<PipelineMetrics>(stores_.size());
     retention_ = std::make_unique<Retention>(Stores(), opts_.tiers, opts_.tier0_per_host, Retention::Hooks{
         [this](const std::string& name) {  // the step being drained now stays on its source
-          std::vector<std::set<uint64_t>> draining(stores_.size());
           std::lock_guard<std::mutex> lock(mu_);
-          if (running_ && running_->name == name) draining[running_->dst].insert(running_->step);
-          return draining;
+          return drainer_->DrainingLocked(name);
         },
         [this](const std::string& name) {
           std::lock_guard<std::mutex> lock(mu_);
           return saved_names_.count(name) > 0 && coordinated_names_.count(name) == 0;
         }});
-    superseded_.assign(stores_.size(), 0);
+    DrainScheduler::Env env;
+    env.options = &opts_;
+    env.stores = Stores();
+    for (auto& b : buckets_) env.buckets.push_back(b.get());
+    env.metrics = metrics_.get();
+    env.retention = retention_.get();
+    env.mu = &mu_;
+    env.publish_backlog_locked = [this] { PublishBacklogLocked(); };
+    env.own_save_locked = [this](const std::string& name, uint64_t step) {
+      return own_saves_.count({name, step}) > 0;
+    };
+    env.drain_ended = [this] { maintenance_->Wake(); };
+    drainer_ = std::make_unique<DrainScheduler>(std::move(env));
     {
       std::lock_guard<std::mutex> lock(mu_);
       PublishBacklogLocked();
     }
     metrics_registration_ = DefaultMetrics().AddCollector([this](MetricsSink& sink) { Collect(sink); });
     writer_thread_ = std::thread([this] { WriterLoop(); });
-    drainer_thread_ = std::thread([this] { DrainerLoop(); });
+    drainer_->Start();
     retention_->Start();
     maintenance_->Start();
     return Status::OK();
@@ -210,20 +191,15 @@ class PipelineImpl final : public Pipeline {
     if (maintenance_) maintenance_->Stop();
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
-    stop_drains_ = true;
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // a drainer between check and wait sees the flag
-    }
-    drain_cv_.notify_all();
-    if (drainer_thread_.joinable()) drainer_thread_.join();
+    if (drainer_) drainer_->Stop();
     if (retention_) retention_->Stop();
     std::deque<DrainJob> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      left.swap(drains_);
+      if (drainer_) left = drainer_->TakeLeftLocked();
     }
     for (auto& j : left) {
-      if (j.part) TellPartFailed({j.name, j.step}, *j.part, Status::Unavailable("its pipeline closed first"));
+      if (j.part) drainer_->TellPartFailed({j.name, j.step}, *j.part, Status::Unavailable("its pipeline closed first"));
       if (j.handle && j.part) {
         j.handle->FailForGood(Status::Unavailable(
             Label({j.name, j.step}) + ": the pipeline closed before rank " + std::to_string(j.part->rank) +
@@ -281,7 +257,7 @@ class PipelineImpl final : public Pipeline {
     if (opts_.tier0_per_host && world > 1) {
       part = PartToCommit{nullptr, rank, world, save};
       part->save.incremental = false;
-      if (Status st = PreparePartSave(id); !st.ok()) {
+      if (Status st = drainer_->PreparePart(id); !st.ok()) {
         SaveEnded();
         return st;
       }
@@ -312,7 +288,7 @@ class PipelineImpl final : public Pipeline {
         report.checkpoints_superseded += plans[k].superseded.size();
         for (uint64_t step : plans[k].to_drain) {
           std::atomic<uint64_t> bytes{0};
-          Status st = DrainOnce(n, step, k, &bytes);
+          Status st = drainer_->DrainOnce(n, step, k, &bytes);
           if (st.ok()) {
             ++report.checkpoints_drained;
             report.bytes += bytes.load();
@@ -390,18 +366,10 @@ class PipelineImpl final : public Pipeline {
     std::vector<TierBacklog> out(stores_.size());
     for (size_t k = 0; k < out.size(); ++k) {
       out[k].uri = opts_.tiers[k].uri;
-      out[k].superseded = k < superseded_.size() ? superseded_[k] : 0;
     }
     out[0].steps = tier0_steps_;
     out[0].bytes = tier0_bytes_;
-    for (const auto& j : drains_) {
-      ++out[j.dst].steps;
-      out[j.dst].bytes += j.bytes;
-    }
-    if (running_) {
-      ++out[running_->dst].steps;
-      out[running_->dst].bytes += running_->bytes;
-    }
+    drainer_->AddBacklogLocked(&out);
     return out;
   }
 
@@ -428,211 +396,20 @@ class PipelineImpl final : public Pipeline {
     return "";
   }
 
-  // What draining (name, step) from tier `from` copies: its own bytes
-  // there, or `fallback` if they cannot be read (a multi-rank commit not
-  // there yet).
-  uint64_t BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback, size_t from = 0) {
-    auto loaded = LoadCheckpoint(stores_[from]->backend(), name, step);
-    if (!loaded.ok()) return fallback;
-    uint64_t bytes = 0;
-    for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
-    return bytes;
-  }
-
-  // Marks a queued drain superseded by `newer` (under mu_).
-  void SupersedeLocked(const DrainJob& job, uint64_t newer) {
-    ++superseded_[job.dst];
-    retention_->Due(job.name);
-    if (!job.handle) return;
-    job.handle->SetState(job.dst, TierState::kSuperseded,
-                         Status::Unavailable(Label({job.name, job.step}) + ": superseded on tier " +
-                                             std::to_string(job.dst) + " (" + opts_.tiers[job.dst].uri +
-                                             ") by step " + std::to_string(newer) +
-                                             ": backlog policy coalesce drains only the newest waiting step"));
-  }
-
-  // Queues a drain; on a coalescing tier it supersedes the older steps of
-  // its name waiting there (not the one draining now), so the backlog shows
-  // only what will drain (under mu_).
-  void QueueDrainLocked(DrainJob job) {
-    if (opts_.tiers[job.dst].backlog == BacklogPolicy::kCoalesce) {
-      for (auto it = drains_.begin(); it != drains_.end();) {
-        if (it->dst == job.dst && it->name == job.name && it->step < job.step) {
-          SupersedeLocked(*it, job.step);
-          it = drains_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    drains_.push_back(std::move(job));
-  }
-
-  // The newest step of `job`'s name queued for its tier, if newer than it
-  // and the tier coalesces (under mu_).
-  std::optional<uint64_t> NewerQueuedLocked(const DrainJob& job) const {
-    if (opts_.tiers[job.dst].backlog != BacklogPolicy::kCoalesce || job.part) return std::nullopt;
-    std::optional<uint64_t> newer;
-    for (const auto& j : drains_) {
-      if (j.dst == job.dst && j.name == job.name && j.step > job.step) newer = std::max(newer.value_or(0), j.step);
-    }
-    return newer;
-  }
-
   std::vector<Store*> Stores() const {
     std::vector<Store*> out;
     for (const auto& st : stores_) out.push_back(st.get());
     return out;
   }
-  // One attempt at draining (name, step) into tier `dst` from the fastest
-  // tier that has it committed.
-  Status DrainOnce(const std::string& name, uint64_t step, size_t dst, std::atomic<uint64_t>* bytes) {
-    const std::string label = Label({name, step});
-    int src = -1;
-    Status why;
-    for (size_t j = 0; j < dst; ++j) {
-      auto loaded = LoadCheckpoint(stores_[j]->backend(), name, step);
-      if (loaded.ok()) {
-        src = static_cast<int>(j);
-        break;
-      }
-      if (why.ok()) why = loaded.status();
-    }
-    if (src < 0) {
-      return Status::NotFound(label + ": no earlier tier holds a committed copy to drain to tier " +
-                              std::to_string(dst) + (why.ok() ? "" : ": " + why.message()));
-    }
-    CopyControl control;
-    control.bucket = buckets_[dst].get();
-    control.stop = &stop_drains_;
-    control.written = bytes;
-    control.written_total = metrics_->drain_written[dst];
-    control.io_bytes = opts_.store.io_bytes;
-    Backend& s = stores_[src]->backend();
-    Status st = DrainCheckpoint(s, stores_[dst]->backend(), name, step, control);
-    if (st.ok()) {
-      ClearDrainNote(s, name, step, opts_.tiers[dst].uri);
-    } else if (!stop_drains_) {
-      WriteDrainNote(s, name, step, opts_.tiers[dst].uri, st.ToString());
-    }
-    return st;
-  }
-
-  // Copies this rank's part from tier 0 to tier 1 and commits there with
-  // the other ranks (a relay writer under the part's writer id: rank 0
-  // gathers, the others wait), then records the part on tier 0. Not
-  // retried: the other ranks' commit protocol does not wait for a retry.
-  // Failing before the commit leaves the step uncommitted on every tier
-  // (gc takes what it left), as a multi-rank save on a shared tier 0 whose
-  // commit fails; failing after it (`*committed` set) leaves the checkpoint
-  // on tier 1 without this host's part.
-  Status CommitPartOnce(DrainJob& job, bool* committed) {
-    const CheckpointId id{job.name, job.step};
-    PartToCommit& part = *job.part;
-    Backend& local = stores_[0]->backend();
-    Backend& shared = stores_[1]->backend();
-    const RankWriter::Published& published = part.writer->published();
-    ASSIGN_OR_RETURN(Manifest m, DecodeManifest(published.bytes, "manifest " + published.object));
-    ASSIGN_OR_RETURN(auto relay, NewRelayWriter(shared, opts_.store, id, part.rank, part.world, part.save,
-                                                part.writer->writer_id()));
-    CopyControl control;
-    control.bucket = buckets_[1].get();
-    control.stop = &stop_drains_;
-    control.written = job.handle->written(1);
-    control.written_total = metrics_->drain_written[1];
-    control.io_bytes = opts_.store.io_bytes;
-    Status copied = CopyObjects(local, shared, ObjectsToCopy(m), control);
-    if (!copied.ok()) {
-      relay->Abandon(copied);
-      return copied;
-    }
-    RETURN_IF_ERROR(relay->CommitPublished(published).status());
-    relay.reset();
-    *committed = true;
-    ASSIGN_OR_RETURN(CommitRecordBytes published_record, ReadCommitRecord(shared, id.name, id.step));
-    const std::string& record = published_record.bytes;
-    ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(record, "commit record on tier 1"));
-    if (part.rank >= commit.ranks.size() || commit.ranks[part.rank].manifest != published.object) {
-      return Status::AlreadyExists("tier 1's commit record no longer names this rank's manifest");
-    }
-    return PublishPart(local, record, part.rank);
-  }
-
-  void CommitPart(DrainJob job) {
-    bool committed = false;
-    Status st = CommitPartOnce(job, &committed);
-    job.part->writer.reset();  // tier 0's lock goes: the part record (or gc) takes over
-    const std::string label = Label({job.name, job.step}) + ": rank " + std::to_string(job.part->rank) + "'s part";
-    if (!committed) {
-      Status why = st.WithContext(label + ", tier 0 (" + opts_.tiers[0].uri + ") to tier 1 (" +
-                                  opts_.tiers[1].uri + ")");
-      job.handle->SetState(0, TierState::kFailed, why);
-      job.handle->SetState(1, TierState::kFailed, why);
-      job.handle->FailForGood(why);
-      CountError("save", why);
-      return;
-    }
-    job.handle->SetState(1, TierState::kCommitted);
-    if (st.ok()) {
-      job.handle->SetState(0, TierState::kCommitted);
-    } else {
-      // Committed on tier 1, which restores of this rank then read.
-      Status why = st.WithContext(label + " is committed on tier 1 (" + opts_.tiers[1].uri +
-                                  ") but could not be recorded on tier 0 (" + opts_.tiers[0].uri + ")");
-      job.handle->SetState(0, TierState::kFailed, why);
-      job.handle->FailForGood(why);
-      CountError("save", why);
-    }
-    if (job.part->rank != 0) {
-      for (size_t k = 2; k < stores_.size(); ++k) job.handle->SetState(k, TierState::kSkipped);
-    } else if (stores_.size() > 2) {
-      // Rank 0 drains the whole checkpoint on from tier 1.
-      const uint64_t bytes = BytesToDrain(job.name, job.step, job.bytes, /*from=*/1);
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t k = 2; k < stores_.size(); ++k) {
-        QueueDrainLocked(DrainJob{job.name, job.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
-      }
-      PublishBacklogLocked();
-    }
-    retention_->Apply(job.name);
-  }
-
-  // A part save may not start where tier 1 already holds the step; part
-  // records tier 0 keeps of a commit tier 1 no longer has (the step was
-  // removed there, then is saved again) are stale, and go first, so that
-  // this save's record can take their place (gc takes their data).
-  Status PreparePartSave(const CheckpointId& id) {
-    auto there = ReadCommitRecord(stores_[1]->backend(), id.name, id.step);
-    if (there.ok()) {
-      return Status::AlreadyExists(Label(id) + " is already committed on tier 1 (" + opts_.tiers[1].uri + ")");
-    }
-    if (!there.status().IsNotFound()) return Status::OK();  // tier 1 is asked again at the commit
-    auto stale = stores_[0]->backend().List(PartPrefix(id.name, id.step));
-    if (!stale.ok()) return stale.status().WithContext(Label(id));
-    for (const auto& o : *stale) {
-      Status st = stores_[0]->backend().Remove(o.name);
-      if (!st.ok() && !st.IsNotFound()) return st.WithContext(Label(id) + ": remove a stale part record");
-    }
-    return Status::OK();
-  }
-
-  // The rank's part could not be written on tier 0: the other ranks learn
-  // it from an abort note on tier 1, where they wait (only for an attempt id
-  // this save alone uses, as a rank writer does).
-  void TellPartFailed(const CheckpointId& id, const PartToCommit& part, const Status& why) {
-    if (part.save.attempt.empty() || !part.save.attempt_is_unique) return;
-    PublishAbortNote(stores_[1]->backend(), id, part.save.attempt, part.rank, why.ToString());
-  }
-
   // Live state for a scrape: memory only, never a store listing.
   void Collect(MetricsSink& sink) {
     PipelineLiveState live;
     {
       std::lock_guard<std::mutex> lock(mu_);
       live.saves_writing = active_;
-      for (const auto& j : drains_) live.drains.push_back({j.dst, j.attempts > 0});
+      drainer_->AddLiveStateLocked(&live);
     }
-    live.draining_tier = draining_ > 0 ? draining_dst_.load() : -1;
+    live.draining_tier = drainer_->draining_tier();
     live.backlog = backlog_board_->Get();
     live.staging_bytes = opts_.staging_bytes;
     for (size_t k = 0; k < stores_.size(); ++k) {
@@ -668,17 +445,17 @@ class PipelineImpl final : public Pipeline {
           std::lock_guard<std::mutex> lock(mu_);
           --tier0_steps_;
           tier0_bytes_ -= staged;
-          drains_.push_back(DrainJob{id.name, id.step, 1, job.handle, 0, Clock::now(), stats->bytes,
+          drainer_->QueuePartLocked(DrainJob{id.name, id.step, 1, job.handle, 0, Clock::now(), stats->bytes,
                                      std::move(job.part)});
           PublishBacklogLocked();
         }
         SaveEnded();
-        drain_cv_.notify_all();
+        drainer_->Wake();
         continue;
       }
       const bool drains = stats.ok() && job.rank == 0 && stores_.size() > 1;
       const uint64_t bytes =
-          drains ? BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes)) : 0;
+          drains ? drainer_->BytesToDrain(id.name, id.step, stats->bytes - std::min(stats->bytes, stats->referenced_bytes)) : 0;
       {
         // The step leaves tier 0's backlog and joins the later tiers' in one
         // step, before the handle says committed: a Begin() checking the
@@ -687,7 +464,7 @@ class PipelineImpl final : public Pipeline {
         --tier0_steps_;
         tier0_bytes_ -= staged;
         for (size_t k = 1; drains && k < stores_.size(); ++k) {
-          QueueDrainLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
+          drainer_->QueueLocked(DrainJob{id.name, id.step, k, job.handle, 0, Clock::now(), bytes, std::nullopt});
         }
         PublishBacklogLocked();
       }
@@ -697,7 +474,7 @@ class PipelineImpl final : public Pipeline {
       SaveEnded();
       if (!stats.ok()) {
         Status why = stats.status().WithContext("tier 0 (" + opts_.tiers[0].uri + ")");
-        if (job.part) TellPartFailed(id, *job.part, why);
+        if (job.part) drainer_->TellPartFailed(id, *job.part, why);
         job.handle->SetState(0, TierState::kFailed, why);
         job.handle->FailForGood(why);
         CountError("save", why);
@@ -714,159 +491,14 @@ class PipelineImpl final : public Pipeline {
         retention_->Apply(id.name);
         continue;
       }
-      drain_cv_.notify_all();
-    }
-  }
-
-  void ResumeDrains() {
-    auto names = NamesOnAnyTier(Stores(), "");
-    if (!names.ok()) return;
-    for (const auto& n : *names) {
-      if (stop_drains_) return;
-      auto plans = retention_->Plan(n);
-      std::map<uint64_t, uint64_t> bytes;
-      for (size_t k = 1; k < stores_.size(); ++k) {
-        for (uint64_t step : plans[k].to_drain) {
-          if (!bytes.count(step)) bytes[step] = BytesToDrain(n, step, 0);
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t k = 1; k < stores_.size(); ++k) {
-        for (uint64_t step : plans[k].to_drain) {
-          // This pipeline's own saves drain through their handles.
-          if (own_saves_.count({n, step})) continue;
-          bool queued = false;
-          for (const auto& j : drains_) queued = queued || (j.name == n && j.step == step && j.dst == k);
-          if (!queued) QueueDrainLocked(DrainJob{n, step, k, nullptr, 0, Clock::now(), bytes[step], std::nullopt});
-        }
-      }
-      PublishBacklogLocked();
+      drainer_->Wake();
     }
   }
 
   // Saves in flight (not yet committed on tier 0) or a drain running or due:
   // the background scrub waits (Maintenance).
   bool BusyLocked() const {
-    if (active_ > 0 || draining_ > 0) return true;
-    const auto now = Clock::now();
-    for (const auto& j : drains_) {
-      if (j.not_before <= now) return true;
-    }
-    return false;
-  }
-
-  void DrainerLoop() {
-    if (opts_.resume_drains && stores_.size() > 1) ResumeDrains();
-    for (;;) {
-      DrainJob job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        for (;;) {
-          if (stop_drains_) return;
-          auto ready = drains_.end();
-          auto earliest = Clock::time_point::max();
-          bool dropped = false;
-          // A part commit first: the other ranks wait for it (rank timeout),
-          // while drains to later tiers can wait.
-          for (auto it = drains_.begin(); it != drains_.end() && ready == drains_.end(); ++it) {
-            if (it->part) ready = it;
-          }
-          for (auto it = drains_.begin(); it != drains_.end() && ready == drains_.end();) {
-            // Coalesce: a newer step of the name waits for the same tier.
-            if (auto newer = NewerQueuedLocked(*it)) {
-              SupersedeLocked(*it, *newer);
-              it = drains_.erase(it);
-              dropped = true;
-              continue;
-            }
-            if (it->not_before <= Clock::now()) {
-              ready = it;
-              break;
-            }
-            earliest = std::min(earliest, it->not_before);
-            ++it;
-          }
-          if (ready != drains_.end()) {
-            job = std::move(*ready);
-            drains_.erase(ready);
-            running_ = RunningDrain{job.name, job.step, job.dst, job.bytes};
-            PublishBacklogLocked();
-            break;
-          }
-          if (dropped) PublishBacklogLocked();
-          if (earliest == Clock::time_point::max()) {
-            drain_cv_.wait(lock);
-          } else {
-            drain_cv_.wait_until(lock, earliest);
-          }
-        }
-      }
-      if (job.handle) job.handle->SetState(job.dst, TierState::kWriting);
-      struct Running {
-        PipelineImpl* p;
-        Running(PipelineImpl* pp, size_t dst) : p(pp) {
-          p->draining_dst_ = static_cast<int>(dst);
-          ++p->draining_;
-        }
-        ~Running() {
-          --p->draining_;
-          if (p->maintenance_) p->maintenance_->Wake();
-        }
-      } running(this, job.dst);
-      if (job.part) {
-        CommitPart(std::move(job));
-        std::lock_guard<std::mutex> lock(mu_);
-        running_.reset();
-        PublishBacklogLocked();
-        continue;
-      }
-      Status st = DrainOnce(job.name, job.step, job.dst, job.handle ? job.handle->written(job.dst) : nullptr);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        running_.reset();
-        if (st.ok() || !stop_drains_) PublishBacklogLocked();
-      }
-      if (st.ok()) {
-        if (job.handle) job.handle->SetState(job.dst, TierState::kCommitted);
-        retention_->Apply(job.name);
-        continue;
-      }
-      if (stop_drains_) {
-        std::lock_guard<std::mutex> lock(mu_);
-        drains_.push_back(std::move(job));  // reported as unfinished by the destructor
-        return;
-      }
-      if (st.code() == StatusCode::kNotFound) {
-        // Gone meanwhile: removed, or superseded by a newer step committed
-        // there by another process and then removed by retention.
-        if (!job.handle) continue;
-        auto plans = retention_->Plan(job.name);
-        if (plans[job.dst].superseded.count(job.step)) {
-          uint64_t newer = job.step;
-          for (uint64_t s : plans[job.dst].to_drain) newer = std::max(newer, s);
-          for (uint64_t s : plans[job.dst].keep) newer = std::max(newer, s);
-          std::lock_guard<std::mutex> lock(mu_);
-          SupersedeLocked(job, newer);
-          PublishBacklogLocked();
-          continue;
-        }
-      }
-      ++job.attempts;
-      metrics_->drain_retries.Add();
-      CountError("drain", st);
-      uint64_t backoff = opts_.retry_initial_ms;
-      for (uint32_t i = 1; i < job.attempts && backoff < opts_.retry_max_ms; ++i) backoff *= 2;
-      backoff = std::min(backoff, opts_.retry_max_ms);
-      if (job.handle) {
-        job.handle->SetState(job.dst, TierState::kFailed,
-                             st.WithContext("attempt " + std::to_string(job.attempts) + ", retrying in " +
-                                            std::to_string(backoff / 1000.0).substr(0, 4) + " s"));
-      }
-      job.not_before = Clock::now() + std::chrono::milliseconds(backoff);
-      std::lock_guard<std::mutex> lock(mu_);
-      drains_.push_back(std::move(job));
-      PublishBacklogLocked();
-    }
+    return active_ > 0 || drainer_->BusyLocked();
   }
 
   PipelineOptions opts_;
@@ -879,34 +511,23 @@ class PipelineImpl final : public Pipeline {
   std::unique_ptr<CopyPool> hash_pool_;
   size_t align_ = 1;
 
-  struct RunningDrain {
-    std::string name;
-    uint64_t step = 0;
-    size_t dst = 0;
-    uint64_t bytes = 0;
-  };
   mutable std::mutex mu_;
-  std::condition_variable work_cv_, drain_cv_, slot_cv_;
-  // The backlog's parts (under mu_): saves not yet committed on tier 0, the
-  // drain running now, and steps superseded per tier. drains_ holds the rest.
+  std::condition_variable work_cv_, slot_cv_;
+  // Tier 0's part of the backlog (under mu_): saves not yet committed there.
+  // The drain scheduler holds the later tiers' part.
   uint64_t tier0_steps_ = 0;
   uint64_t tier0_bytes_ = 0;
-  std::optional<RunningDrain> running_;
-  std::vector<uint64_t> superseded_;
   const std::shared_ptr<BacklogBoard> backlog_board_ = std::make_shared<BacklogBoard>();
   std::deque<WriteJob> writes_;
-  std::deque<DrainJob> drains_;
   uint32_t active_ = 0;
   std::set<std::pair<std::string, uint64_t>> own_saves_;
   // Names this pipeline saved a rank of, and rank 0 of (under mu_).
   std::set<std::string> saved_names_, coordinated_names_;
   bool closing_ = false;
-  std::atomic<bool> stop_drains_{false};
   std::mutex snapshot_mu_;
-  std::thread writer_thread_, drainer_thread_;
+  std::thread writer_thread_;
+  std::unique_ptr<DrainScheduler> drainer_;
   std::unique_ptr<Retention> retention_;
-  std::atomic<int> draining_{0};
-  std::atomic<int> draining_dst_{0};
   std::unique_ptr<PipelineMetrics> metrics_;
   std::unique_ptr<Maintenance> maintenance_;  // stopped first
   std::unique_ptr<MetricsRegistry::Registration> metrics_registration_;
