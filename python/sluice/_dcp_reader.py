@@ -1,0 +1,228 @@
+"""sluice.torch's StorageReader: DCP loads from a sluice checkpoint, each
+read item served by byte-range reads of the chunks it overlaps."""
+
+import dataclasses
+import io
+import json
+import pickle
+import warnings
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import metadata as _metadata
+from torch.distributed.checkpoint import planner as _planner
+
+from . import _sluice, _state_dict, pipeline
+
+from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
+from ._dcp_common import (_LATEST, _RANK_METADATA_PREFIX, _check_step, _storage_meta)
+
+
+def _chunk_bytes():
+    from . import _options
+    return _options["chunk_bytes"]
+
+
+def _merge_rank_metadata(parts):
+    """One Metadata from the per-rank metadata of a save made without
+    collectives: every rank's chunks of each tensor (each chunk once), rank
+    0's planner data."""
+    state = {}
+    storage_data = {}
+    for part in parts:
+        for fqn, entry in part.state_dict_metadata.items():
+            have = state.get(fqn)
+            if have is None or not isinstance(entry, _metadata.TensorStorageMetadata):
+                if have is None:
+                    state[fqn] = dataclasses.replace(entry, chunks=list(entry.chunks)) \
+                        if isinstance(entry, _metadata.TensorStorageMetadata) else entry
+                continue
+            seen = {(tuple(c.offsets), tuple(c.sizes)) for c in have.chunks}
+            for chunk in entry.chunks:
+                if (tuple(chunk.offsets), tuple(chunk.sizes)) not in seen:
+                    have.chunks.append(chunk)
+        storage_data.update(part.storage_data or {})
+    return _metadata.Metadata(state_dict_metadata=state, planner_data=parts[0].planner_data,
+                              storage_data=storage_data, storage_meta=parts[0].storage_meta)
+
+
+class StorageReader(dcp.StorageReader):
+    """Reads a DCP checkpoint that StorageWriter wrote: name@step of `store`
+    (step 'latest' for the newest), or the checkpoint_id DCP passes
+    ("STORE/NAME@STEP" or "STORE/NAME@latest"). Each read item is served by a
+    byte-range read of the chunks it overlaps, checksums verified."""
+
+    def __init__(self, store=None, name=None, step="latest", *, checkpoint_id=None):
+        super().__init__()
+        self.store = store
+        self.name = name
+        self.step = step if step in _LATEST else _check_step(step)
+        self._reader = None
+        self._items = None
+        self._metadata = None
+        # Bytes of tensor data read_data asked the store for (each request
+        # reads and verifies the chunks it overlaps): what a resharded load
+        # costs this rank.
+        self.bytes_requested = 0
+        if checkpoint_id is not None:
+            self.reset(checkpoint_id)
+
+    def reset(self, checkpoint_id=None):
+        self.bytes_requested = 0
+        if checkpoint_id is not None:
+            store, self.name, self.step = parse_checkpoint_id(checkpoint_id)
+            if store is not None:
+                self.store = store
+        self._reader = None
+        self._items = None
+        self._metadata = None
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        try:
+            parse_checkpoint_id(checkpoint_id)
+            return True
+        except (ValueError, TypeError):
+            return False
+
+    def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
+        self._open()
+        if metadata is not None:
+            self._metadata = metadata
+
+    def storage_meta(self):
+        return _storage_meta(self.name, self.step)
+
+    def _open(self):
+        if self._reader is None:
+            if self.store is None or self.name is None:
+                raise ValueError("sluice.torch.StorageReader: no checkpoint to read: give "
+                                 "StorageReader(store, name, step) or checkpoint_id="
+                                 "'STORE/NAME@STEP'")
+            p = pipeline(self.store, _reading=True)
+            try:
+                self._reader = p.open(self.name, None if self.step in _LATEST else self.step)
+            except _sluice.CorruptionError as e:
+                # A damaged newest step is never skipped unless asked for.
+                if self.step != "latest-good":
+                    raise
+                good = p.latest_good_step(self.name)
+                warnings.warn(f"sluice.torch.StorageReader: {e}; reading {self.name}@{good}, the newest "
+                              f"intact step", stacklevel=2)
+                self._reader = p.open(self.name, good)
+            items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
+            if METADATA_KEY not in items and not any(k.startswith(_RANK_METADATA_PREFIX) for k in items):
+                info = self._reader.info
+                self._reader = None
+                raise ValueError(f"sluice: {info['name']}@{info['step']} is not a DCP checkpoint "
+                                 f"(no '{METADATA_KEY}' item); read it with sluice.load")
+            self._items = items
+        return self._reader
+
+    def read_metadata(self):
+        reader = self._open()
+        if METADATA_KEY in self._items:
+            self._metadata = pickle.loads(reader.read_bytes(METADATA_KEY))
+            return self._metadata
+        parts = sorted((k for k in self._items if k.startswith(_RANK_METADATA_PREFIX)),
+                       key=lambda k: int(k[len(_RANK_METADATA_PREFIX):]))
+        self._metadata = _merge_rank_metadata([pickle.loads(reader.read_bytes(k)) for k in parts])
+        return self._metadata
+
+    def prepare_local_plan(self, plan):
+        return plan
+
+    def prepare_global_plan(self, plans):
+        return plans
+
+    def _key_of(self, index):
+        """Where the item at `index` is stored: the metadata says (a save
+        without collectives keeps each rank's copy under its rank); else the
+        key follows from the index."""
+        stored = getattr(self._metadata, "storage_data", None) if self._metadata is not None else None
+        if isinstance(stored, dict) and index in stored:
+            return stored[index]
+        return storage_key(index)
+
+    def read_data(self, plan, planner):
+        reader = self._open()
+        for item in plan.items:
+            key = self._key_of(item.storage_index)
+            if key not in self._items:
+                raise ValueError(f"sluice: {self.name}@{self.step} has no item '{key}' "
+                                 f"for {item.storage_index.fqn}")
+            if item.type == _planner.LoadItemType.BYTE_IO:
+                planner.load_bytes(item, io.BytesIO(reader.read_bytes(key)))
+                continue
+            target = planner.resolve_tensor(item)
+            self._read_tensor_region(key, item, target)
+            planner.commit_tensor(item, target)
+        future = torch.futures.Future()
+        future.set_result(None)
+        return future
+
+    def _read_tensor_region(self, key, item, target):
+        """Reads the region (storage_offsets, lengths) of the stored chunk
+        `key` into `target`, reading only the bytes that span it."""
+        metadata, _ = self._items[key]
+        meta = json.loads(metadata)
+        dtype = _state_dict._DTYPES[meta["dtype"]]
+        shape = [int(d) for d in meta["shape"]]
+        offsets = [int(o) for o in item.storage_offsets]
+        lengths = [int(n) for n in item.lengths]
+        if list(target.shape) != lengths:
+            raise ValueError(f"sluice: read of '{key}': destination {list(target.shape)}, "
+                             f"read {lengths}")
+        element = torch.tensor([], dtype=dtype).element_size()
+        strides = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+        count = 1
+        for n in lengths:
+            count *= n
+        if count == 0:
+            return
+        first = sum(o * s for o, s in zip(offsets, strides))
+        last = sum((o + n - 1) * s for o, n, s in zip(offsets, lengths, strides))
+        span = last - first + 1  # elements from the region's first to its last
+        direct = (target.device.type == "cpu" and target.dtype == dtype and target.is_contiguous()
+                  and not target.is_conj() and not target.is_neg())
+        if not shape:  # a scalar: one element, into a buffer when it cannot go direct
+            if direct:
+                self._reader.read_range(key, 0, target.data_ptr(), element)
+            else:
+                buffer = torch.empty((), dtype=dtype)
+                self._reader.read_range(key, 0, buffer.data_ptr(), element)
+                with torch.no_grad():
+                    target.copy_(buffer)
+            self.bytes_requested += element
+            return
+        if span == count and direct:
+            # The region is one run of storage: straight into the destination.
+            self._reader.read_range(key, first * element, target.data_ptr(), count * element)
+            self.bytes_requested += count * element
+            return
+        # The region is runs of storage (one per index of the dimensions
+        # before its contiguous tail). Runs closer than a chunk are read as
+        # one: every chunk they touch is read and verified whole anyway.
+        # Farther apart, each group is read alone, so chunks that hold
+        # nothing of the region are never fetched.
+        tail = len(shape) - 1
+        while tail > 0 and offsets[tail] == 0 and lengths[tail] == shape[tail]:
+            tail -= 1
+        run = lengths[tail] * strides[tail]
+        starts = torch.tensor([first], dtype=torch.int64)
+        for d in range(tail):
+            starts = (starts[:, None] + torch.arange(lengths[d], dtype=torch.int64) * strides[d]).reshape(-1)
+        ends = starts + run
+        gaps = starts[1:] - ends[:-1]
+        cuts = (torch.nonzero(gaps * element >= _chunk_bytes()).flatten() + 1).tolist()
+        buffer = torch.empty(span, dtype=dtype)
+        for a, b in zip([0] + cuts, cuts + [len(starts)]):
+            lo, hi = int(starts[a]), int(ends[b - 1])
+            self._reader.read_range(key, lo * element, buffer.data_ptr() + (lo - first) * element,
+                                    (hi - lo) * element)
+            self.bytes_requested += (hi - lo) * element
+        region = buffer.as_strided(lengths, strides) if lengths else buffer.view(())
+        with torch.no_grad():
+            target.copy_(region)
