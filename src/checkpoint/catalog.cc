@@ -87,29 +87,6 @@ int64_t NowUnixMs() {
 
 }  // namespace
 
-Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded) {
-  // Where each object's last chunk ends: a shorter object lost bytes.
-  std::map<std::string, uint64_t> needed;
-  for (const auto& m : loaded.manifests) {
-    for (const auto& o : m.objects) needed[o.name] = std::max(needed[o.name], o.size);
-  }
-  if (needed.empty()) return Status::OK();
-  std::vector<std::string> names;
-  for (const auto& [n, size] : needed) names.push_back(n);
-  ASSIGN_OR_RETURN(auto found, backend.Stat(names));
-  std::map<std::string, uint64_t> sizes;
-  for (const auto& o : found) sizes[o.name] = o.size;
-  for (const auto& [n, size] : needed) {
-    auto it = sizes.find(n);
-    if (it == sizes.end()) return Status::Corruption("data object " + n + " is missing");
-    if (it->second < size) {
-      return Status::Corruption("data object " + n + " is " + std::to_string(it->second) +
-                                " bytes, its manifest names " + std::to_string(size));
-    }
-  }
-  return Status::OK();
-}
-
 namespace {
 
 // Why the committed step is damaged ("" if it is intact, as far as can be
@@ -434,6 +411,51 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   return Status::OK();
 }
 
+namespace {
+
+// Marks what the committed step (name, step) reaches: its records, and
+// every data object its manifests name, wherever it lives. A damaged commit
+// record or manifest: what it reaches is unknown, so every object of the
+// step (`objects`, as listed) is marked. Deleting is never the repair.
+void MarkCommitted(Backend& backend, const std::string& name, uint64_t step,
+                   const std::vector<ObjectInfo>& objects, std::unordered_set<std::string>* marked) {
+  auto loaded = LoadCheckpoint(backend, name, step);
+  if (!loaded.ok()) {
+    for (const auto& o : objects) marked->insert(o.name);
+    return;
+  }
+  marked->insert(CommitObject(name, step));
+  if (!loaded->seal.empty()) marked->insert(loaded->seal);
+  for (const auto& r : loaded->commit.ranks) marked->insert(r.manifest);
+  for (const auto& m : loaded->manifests) {
+    for (const auto& o : m.objects) marked->insert(o.name);
+  }
+  // A committed step's drain notes say why a later tier lacks it.
+  const std::string notes = DrainNotePrefix(name, step);
+  for (const auto& o : objects) {
+    if (o.name.rfind(notes, 0) == 0) marked->insert(o.name);
+  }
+}
+
+// A latest-step hint older than `cutoff` that names no committed step (it
+// was removed, or never committed here) goes like any object nothing reaches.
+void RemoveStaleHints(Backend& backend, const std::vector<ObjectInfo>& hints, int64_t cutoff, GcReport* report) {
+  for (const ObjectInfo& h : hints) {
+    if (h.mtime_unix_ms > cutoff) continue;
+    const std::string name = *NameOfLatestHint(h.name);
+    auto bytes = backend.ReadSmall(h.name);
+    if (!bytes.ok()) continue;
+    const std::optional<uint64_t> step = ParseHintedStep(*bytes);
+    if (step && ReadCommitRecord(backend, name, *step).ok()) continue;
+    if (backend.Remove(h.name).ok()) {
+      ++report->objects_removed;
+      report->bytes_removed += h.size;
+    }
+  }
+}
+
+}  // namespace
+
 // Mark and sweep over the whole store: first every object some commit
 // reaches (its record, its manifests, every data object they name, wherever
 // it lives) or some live writer may still commit is marked; then every
@@ -485,24 +507,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     }
     if (!has_commit) continue;
     committed.insert(key);
-    auto loaded = LoadCheckpoint(backend, key.first, key.second);
-    if (!loaded.ok()) {
-      // A damaged commit record or manifest: what it reaches is unknown,
-      // so nothing of this step is touched. Deleting is never the repair.
-      mark_step();
-      continue;
-    }
-    marked.insert(CommitObject(key.first, key.second));
-    if (!loaded->seal.empty()) marked.insert(loaded->seal);
-    for (const auto& r : loaded->commit.ranks) marked.insert(r.manifest);
-    for (const auto& m : loaded->manifests) {
-      for (const auto& o : m.objects) marked.insert(o.name);
-    }
-    // A committed step's drain notes say why a later tier lacks it.
-    const std::string notes = DrainNotePrefix(key.first, key.second);
-    for (const auto& o : s.objects) {
-      if (o.name.rfind(notes, 0) == 0) marked.insert(o.name);
-    }
+    MarkCommitted(backend, key.first, key.second, s.objects, &marked);
   }
   GcReport report;
   for (const auto& [key, s] : steps) {
@@ -564,20 +569,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     }
     if (!fence.empty()) (void)backend.Remove(fence);
   }
-  // A latest-step hint naming no committed step (it was removed, or never
-  // committed here) goes like any object nothing reaches.
-  for (const ObjectInfo& h : hints) {
-    if (h.mtime_unix_ms > cutoff) continue;
-    const std::string name = *NameOfLatestHint(h.name);
-    auto bytes = backend.ReadSmall(h.name);
-    if (!bytes.ok()) continue;
-    const std::optional<uint64_t> step = ParseHintedStep(*bytes);
-    if (step && ReadCommitRecord(backend, name, *step).ok()) continue;
-    if (backend.Remove(h.name).ok()) {
-      ++report.objects_removed;
-      report.bytes_removed += h.size;
-    }
-  }
+  RemoveStaleHints(backend, hints, cutoff, &report);
   // Last, so that what the removals above left empty goes too. No age
   // applies to directories: the removals above just touched their mtimes,
   // and a writer whose fresh directory goes makes it again. Temporaries of

@@ -29,9 +29,6 @@ Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name);
 Result<uint64_t> LatestStep(Backend& backend, std::string_view name);
 // The highest intact committed step; NotFound if none.
 Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name);
-// Corruption if a data object the manifests name is missing or shorter than
-// its chunks need (one Stat for them all; no chunk is read).
-Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded);
 // True if a writer (a save, or a drain into this store) of the step is, or
 // may be, still running.
 bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step,

@@ -348,4 +348,27 @@ Result<VerifyReport> VerifyCheckpoint(Backend& backend, const StoreOptions& opti
   return reader.Verify();
 }
 
+Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded) {
+  // Where each object's last chunk ends: a shorter object lost bytes.
+  std::map<std::string, uint64_t> needed;
+  for (const auto& m : loaded.manifests) {
+    for (const auto& o : m.objects) needed[o.name] = std::max(needed[o.name], o.size);
+  }
+  if (needed.empty()) return Status::OK();
+  std::vector<std::string> names;
+  for (const auto& [n, size] : needed) names.push_back(n);
+  ASSIGN_OR_RETURN(auto found, backend.Stat(names));
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& o : found) sizes[o.name] = o.size;
+  for (const auto& [n, size] : needed) {
+    auto it = sizes.find(n);
+    if (it == sizes.end()) return Status::Corruption("data object " + n + " is missing");
+    if (it->second < size) {
+      return Status::Corruption("data object " + n + " is " + std::to_string(it->second) +
+                                " bytes, its manifest names " + std::to_string(size));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace sluice

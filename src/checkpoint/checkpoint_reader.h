@@ -38,6 +38,9 @@ struct CommitRecordBytes {
 Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step);
 
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step);
+// Corruption if a data object the manifests name is missing or shorter than
+// its chunks need (one Stat for them all; no chunk is read).
+Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded);
 // The commit record of (name, step) from `bytes` read from it: Corruption
 // if they do not decode or describe another checkpoint.
 Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes);

@@ -50,6 +50,39 @@ Status CopyManifests(Backend& src, Backend& dst, const CommitRecord& record, con
 
 }  // namespace
 
+namespace {
+
+// Of `objects`, those the destination does not hold already. What
+// committed steps there name is not copied again, own objects included: a
+// later step drained before this one (an earlier drain of this step failed)
+// may share them, and rewriting them in place would take them from it while
+// the copy runs. Held means named by a commit there and present in full.
+Result<std::vector<ObjectToCopy>> NotHeldThere(Backend& dst, const std::string& name, uint64_t step,
+                                               const std::string& writer_id, std::vector<ObjectToCopy> objects) {
+  ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
+  std::vector<std::string> check;
+  for (const auto& o : objects) {
+    if (held.count(o.name)) check.push_back(o.name);
+  }
+  std::map<std::string, uint64_t> present;
+  if (!check.empty()) {
+    ASSIGN_OR_RETURN(auto found, dst.Stat(check));
+    for (const auto& f : found) present[f.name] = f.size;
+  }
+  std::vector<ObjectToCopy> missing;
+  for (auto& o : objects) {
+    auto it = present.find(o.name);
+    if (it != present.end() && it->second >= o.size) continue;
+    // A shared object is staged beside and swapped in whole: another drain
+    // copying it meanwhile never sees it half written.
+    if (o.shared) o.dst_name = RepairStagingObject(name, step, writer_id, o.name);
+    missing.push_back(std::move(o));
+  }
+  return missing;
+}
+
+}  // namespace
+
 Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
                        const CopyControl& control) {
   const std::string label = CheckpointLabel(name, step) + ": drain from " + src.uri() + " to " + dst.uri();
@@ -127,31 +160,7 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
   if (!shared_steps.empty()) {
     RETURN_IF_ERROR(PublishWriterRefs(dst, name, step, writer_id, shared_steps).WithContext(label));
   }
-  // What committed steps there name already is not copied again, own objects
-  // included: a later step drained before this one (an earlier drain of this
-  // step failed) may share them, and rewriting them in place would take them
-  // from it while the copy runs. Held means named by a commit there and
-  // present in full.
-  ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
-  std::vector<std::string> check;
-  for (const auto& o : objects) {
-    if (held.count(o.name)) check.push_back(o.name);
-  }
-  std::map<std::string, uint64_t> present;
-  if (!check.empty()) {
-    ASSIGN_OR_RETURN(auto found, dst.Stat(check));
-    for (const auto& f : found) present[f.name] = f.size;
-  }
-  std::vector<ObjectToCopy> missing;
-  for (auto& o : objects) {
-    auto it = present.find(o.name);
-    if (it != present.end() && it->second >= o.size) continue;
-    // A shared object is staged beside and swapped in whole: another drain
-    // copying it meanwhile never sees it half written.
-    if (o.shared) o.dst_name = RepairStagingObject(name, step, writer_id, o.name);
-    missing.push_back(std::move(o));
-  }
-  objects = std::move(missing);
+  ASSIGN_OR_RETURN(objects, NotHeldThere(dst, name, step, writer_id, std::move(objects)));
   RETURN_IF_ERROR(AddKnownChunks(src, name, &objects).WithContext(label));
   RETURN_IF_ERROR(CopyObjects(src, dst, objects, control).WithContext(CheckpointLabel(name, step)));
   RETURN_IF_ERROR(SwapInStaged(dst, objects, label));
