@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "checkpoint/copies.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "sluice/names.h"
@@ -51,17 +52,8 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
   return out;
 }
 
-namespace {
-
-// The same commit record: every field, as its encoding holds them.
-bool SameCommit(const CommitRecord& a, const CommitRecord& b) {
-  return EncodeCommitRecord(a) == EncodeCommitRecord(b);
-}
-
-}  // namespace
-
 Result<LoadedCheckpoint> CombinePart(const LoadedPart& part, const LoadedCheckpoint& whole) {
-  if (!SameCommit(part.commit, whole.commit)) {
+  if (!SameSave(part.commit, whole.commit)) {
     return Status::Corruption(CheckpointLabel(part.commit.name, part.commit.step) +
                               ": the part held here belongs to another commit than the shared tier's");
   }

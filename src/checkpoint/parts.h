@@ -52,8 +52,9 @@ struct LoadedPart {
 Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t step);
 
 // A checkpoint as a tiered read sees it from a part: `part`'s manifests
-// and, for every other rank, the manifest `whole` (the shared tier's copy,
-// with the same commit record) holds. Corruption if the records differ.
+// and, for every other rank, the manifest `whole` (a later tier's copy of
+// the same save, checkpoint/copies.h) holds. Corruption if it is another
+// save.
 Result<LoadedCheckpoint> CombinePart(const LoadedPart& part, const LoadedCheckpoint& whole);
 
 }  // namespace sluice

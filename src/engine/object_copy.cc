@@ -25,7 +25,12 @@ std::vector<ObjectToCopy> ObjectsToCopy(const Manifest& m) {
   auto chunks = ChunksPerObject(m);
   std::vector<ObjectToCopy> out;
   for (uint32_t o = 0; o < m.objects.size(); ++o) {
-    out.push_back(ObjectToCopy{m.objects[o].name, m.objects[o].size, std::move(chunks[o]), "", m.IsReference(o)});
+    ObjectToCopy c;
+    c.name = m.objects[o].name;
+    c.size = m.objects[o].size;
+    c.chunks = std::move(chunks[o]);
+    c.shared = m.IsReference(o);
+    out.push_back(std::move(c));
   }
   return out;
 }
@@ -44,7 +49,8 @@ class CopySink {
         control_(control),
         queue_(dst, WriteQueueOptions{control.bucket, control.written, 0, nullptr,
                                       std::max<uint64_t>(control.io_bytes, 4096), control.stop,
-                                      control.written_total}) {}
+                                      control.written_total, kMaxHeldBytes,
+                                      /*buffers_stay_mapped=*/true}) {}
 
   std::string What(size_t k) const {
     return "copy " + objects_[k].name + " from " + src_.uri() + " to " + dst_.uri();
@@ -58,9 +64,12 @@ class CopySink {
       ++current_;
       const ObjectToCopy& o = objects_[static_cast<size_t>(current_)];
       const std::string& to = o.dst_name.empty() ? o.name : o.dst_name;
-      Status removed = dst_.Remove(to);
-      if (!removed.ok() && !removed.IsNotFound()) return removed.WithContext(What(current_));
-      RETURN_IF_ERROR(queue_.BeginObject(to, AlignUp(o.size, queue_.alignment())).WithContext(What(current_)));
+      if (!o.placed) {
+        Status removed = dst_.Remove(to);
+        if (!removed.ok() && !removed.IsNotFound()) return removed.WithContext(What(current_));
+      }
+      RETURN_IF_ERROR(
+          queue_.BeginObject(to, AlignUp(o.size, queue_.alignment()), o.placed).WithContext(What(current_)));
     }
     return Status::OK();
   }
@@ -96,7 +105,21 @@ class CopySink {
     return queue_.Finish();
   }
 
+  // REQUIRES Finish() returned OK.
+  std::vector<std::string> Stored() const {
+    std::vector<std::string> names;
+    for (const auto& o : queue_.objects()) names.push_back(o.name);
+    return names;
+  }
+
  private:
+  // Bytes held for hedges of placed objects at once (as a streaming save
+  // holds): a few objects' worth. The buffers are the queue's own, so a
+  // hedge's loser may go on writing from them in the background
+  // (buffers_stay_mapped): its bytes are discarded, and the copy does not
+  // wait for a late write it no longer needs.
+  static constexpr uint64_t kMaxHeldBytes = 64ull << 20;
+
   Backend& src_;
   Backend& dst_;
   const std::vector<ObjectToCopy>& objects_;
@@ -108,7 +131,7 @@ class CopySink {
 }  // namespace
 
 Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& objects,
-                   const CopyControl& control) {
+                   const CopyControl& control, std::vector<std::string>* stored) {
   std::vector<ObjectChunks> reads;
   reads.reserve(objects.size());
   // The gaps of shared objects, as chunks without a checksum (the tasks
@@ -176,7 +199,9 @@ Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& 
                                        const std::string& problem) {
                                      return sink.Take(k, t, data, problem);
                                    }));
-  return sink.Finish();
+  RETURN_IF_ERROR(sink.Finish());
+  if (stored != nullptr) *stored = sink.Stored();
+  return Status::OK();
 }
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
-// Copying data objects between stores verbatim (same names, same bytes), as
-// drains and repairs do. The bytes travel through the one read stream
+// Copying data objects between stores byte for byte, under the same name or
+// one the caller gives (or the destination's placement picks), as drains
+// and repairs do. The bytes travel through the one read stream
 // (ReadChunksAcross: reads in flight across objects, every chunk verified
 // against its CRC32C before it is passed on) into the one write queue
 // (WriteQueue: writes in flight across objects, throttled, padded,
@@ -48,6 +49,12 @@ struct ObjectToCopy {
   // Where it goes on the destination; empty: under the same name. A repair
   // writes beside the bad object, then swaps it in (Backend::Replace).
   std::string dst_name;
+  // Stored where the destination's Placement puts `dst_name` (a name beside
+  // it, away from slow placements) and hedged like a save's data object
+  // (engine/write_queue.h); CopyObjects says which name it ended under.
+  // `dst_name` must be new (a name of the copier's own writer): it is not
+  // removed first.
+  bool placed = false;
   // An object of another step that the manifest shares chunks with: it may
   // hold chunks this manifest does not name (other steps' chunks). Bytes no
   // listed chunk covers are copied as they are, unverified, so that the copy
@@ -57,12 +64,14 @@ struct ObjectToCopy {
 };
 
 // Copies `objects` from `src` to `dst` in order, replacing any object of
-// the same name there; each is durable on `dst` when this returns OK.
-// Corruption names the object and chunk whose source copy is bad; a failed
-// copy leaves the destination objects undefined (the caller's commit
-// protocol never names them), never a source object changed.
+// the same name there (but for placed ones); each is durable on `dst` when
+// this returns OK, and `stored` (optional) gets the name each was stored
+// under, in order. Corruption names the object and chunk whose source copy
+// is bad; a failed copy leaves the destination objects undefined (the
+// caller's commit protocol never names them), never a source object
+// changed.
 Status CopyObjects(Backend& src, Backend& dst, const std::vector<ObjectToCopy>& objects,
-                   const CopyControl& control);
+                   const CopyControl& control, std::vector<std::string>* stored = nullptr);
 
 // The chunks of every data object of a manifest, sorted by offset.
 std::vector<std::vector<ChunkRef>> ChunksPerObject(const Manifest& m);

@@ -1,12 +1,15 @@
-// Draining: copying a committed checkpoint from one tier to another,
-// verbatim (same object names, bytes and records), verifying every chunk on
-// the way, and committing it there with the same atomic publish a save uses.
-// Plus what `ls` shows about it (drain notes) and retention.
+// Draining: copying a committed checkpoint from one tier to another as the
+// same save under the drain writer's own names (checkpoint/copies.h; its
+// data objects placed and hedged where the destination has a Placement),
+// verifying every chunk on the way, and committing it there with the same
+// claim and seal a save uses (doc/format.md, "Tiers and drains"). Plus what
+// `ls` shows about it (drain notes) and retention.
 //
 // A drain registers a writer lock in the destination step first, so gc and
 // rm there leave it alone and a second drainer of the same step backs off. A
-// killed drain leaves only uncommitted objects, which the next drain
-// overwrites and gc removes.
+// killed drain leaves only uncommitted objects, which gc removes; the next
+// drain writes under names of its own and seals the claim the killed one
+// left.
 //
 // Thread-safety: free functions; callers serialize per (tier, step).
 #ifndef SLUICE_PIPELINE_DRAIN_H_
@@ -26,8 +29,9 @@
 
 namespace sluice {
 
-// Drains (name, step) from `src` to `dst`. OK if it is committed on `dst`
-// afterwards (also when it already was). Unavailable if another live writer
+// Drains (name, step) from `src` to `dst`. OK if the same save is committed
+// on `dst` afterwards (also when it already was); AlreadyExists if another
+// save of the step is. Unavailable if another live writer
 // or drainer holds the destination step.
 Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
                        const CopyControl& control);

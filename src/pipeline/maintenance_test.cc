@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/catalog.h"
 #include "format/layout.h"
 #include "pipeline/scrub.h"
@@ -74,10 +75,18 @@ class MaintenanceTest : public ::testing::Test {
       ASSERT_TRUE((*h)->Wait().ok());
     }
   }
+  // The file of data object `index` of rank 0 of the step's copy on `tier`
+  // (each copy names its objects its own way).
   std::string DataObject(int tier, uint64_t step, size_t index = 0) {
     auto b = OpenBackend(Tier(tier), false);
+    auto loaded = LoadCheckpoint(**b, "m", step);
+    if (!loaded.ok() || loaded->manifests.empty() || loaded->manifests[0].objects.size() <= index) return "";
     auto listed = (*b)->List(StepPrefix("m", step) + "data/");
-    return listed.ok() && listed->size() > index ? Tier(tier) + "/" + (*listed)[index].name : "";
+    if (listed.ok() && listed->size() != loaded->manifests[0].objects.size()) {
+      ADD_FAILURE() << "tier " << tier << " holds " << listed->size() << " data objects of step " << step
+                    << ", its commit names " << loaded->manifests[0].objects.size();
+    }
+    return Tier(tier) + "/" + loaded->manifests[0].objects[index].name;
   }
   // Polls until `pred` holds, at most `seconds`.
   template <typename Pred>

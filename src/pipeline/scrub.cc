@@ -9,6 +9,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/copies.h"
 #include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
 #include "engine/object_copy.h"
@@ -62,7 +63,6 @@ struct Check {
   std::string problem;  // records that do not load, or the data objects' damage
   bool tier_failed = false;
   double seconds = 0;
-  std::string commit_bytes;  // when loaded: which save this copy is
   bool ok() const { return loaded && problem.empty() && report.ok(); }
   bool Holds(const std::string& object) const {
     for (const auto& b : report.bad) {
@@ -261,12 +261,14 @@ class Scrubber {
     return c;
   }
 
-  // Rewrites what is bad on `bad.tier` from the other copies. Copies are
-  // verbatim (same names, same bytes), so any copy of the same save whose
-  // records verified names the bad tier's objects, and each bad object is
-  // taken from a copy on which that object verified: two copies bad in
-  // different objects heal each other. `rewritten` gets the objects
-  // rewritten, also when not all could be (the error says which not).
+  // Rewrites what is bad on `bad.tier` from the other copies of the same
+  // save (checkpoint/copies.h: each copy may name its objects its own way),
+  // each bad object from a copy on which it verified: two copies bad in
+  // different objects heal each other. Where the bad copy's own records do
+  // not load, the reference copy's records and every object they name are
+  // written there, under the reference's names. `rewritten` gets the
+  // objects rewritten, also when not all could be (the error says which
+  // not).
   Status Repair(const Key& key, const std::vector<Check>& checks, const Check& bad, size_t* source,
                 std::vector<std::string>* rewritten) {
     // The records to repair from: a copy that verified in full if there is
@@ -279,13 +281,15 @@ class Scrubber {
     if (reference == nullptr) return Status::NotFound("no other tier holds a copy whose records verify");
     *source = reference->tier;
     Backend& dst = *tiers_[bad.tier].raw;
-    if (bad.loaded && bad.commit_bytes != reference->commit_bytes) {
+    if (bad.loaded && !SameSave(bad.ck, reference->ck)) {
       return Status::Corruption("the copies on " + TierName(bad.tier) + " and " + TierName(reference->tier) +
                                 " are different saves of this step (their commit records differ); "
                                 "neither is replaced");
     }
-    // The bad objects: as found, or, where the bad copy's own records did
-    // not load, by reading its objects through the reference's manifests.
+    // The bad objects, under the names the repaired copy gives them: as
+    // found, or, where the bad copy's own records did not load, by reading
+    // its objects through the reference's manifests.
+    const LoadedCheckpoint& repaired = bad.loaded ? bad.ck : reference->ck;
     std::set<std::string> objects;
     if (bad.loaded) {
       for (const auto& b : bad.report.bad) objects.insert(b.object);
@@ -303,71 +307,17 @@ class Scrubber {
       const std::string& w;
       ~Unlock() { ReleaseWriterLock(b, k.first, k.second, w); }
     } unlock{dst, key, writer};
-    auto staged_name = [&](const std::string& object) {
-      return RepairStagingObject(key.first, key.second, writer, object);
-    };
-    std::map<std::string, ObjectToCopy> by_name;
-    for (const auto& m : reference->ck.manifests) {
-      for (auto& o : ObjectsToCopy(m)) by_name[o.name] = std::move(o);
-    }
     std::vector<std::string> nowhere;
-    CopyControl control;
-    control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
-    control.io_bytes = options_.store.io_bytes;
-    control.written_total = &TierWrittenBytes(bad.tier, "repair");
-    control.stop = options_.stop;
     for (const auto& name : objects) {
-      auto it = by_name.find(name);
-      const Check* from = nullptr;
-      for (const auto& c : checks) {
-        if (c.tier != bad.tier && c.loaded && c.commit_bytes == reference->commit_bytes && c.Holds(name)) {
-          from = &c;
-          break;
-        }
-      }
-      if (it == by_name.end() || from == nullptr) {
+      bool found = false;
+      RETURN_IF_ERROR(RepairObject(key, checks, bad, *reference, repaired, name, writer, &found));
+      if (found) {
+        rewritten->push_back(name);
+      } else {
         nowhere.push_back(name);
-        continue;
       }
-      std::vector<ObjectToCopy> one{it->second};
-      // A shared object holds other steps' chunks too: all that any
-      // committed step there names are checked, not only this step's.
-      RETURN_IF_ERROR(AddKnownChunks(Reader(tiers_[from->tier]), key.first, &one));
-      ObjectToCopy& o = one[0];
-      o.dst_name = staged_name(name);
-      // Every chunk is checked against its crc as it is copied: a source
-      // that went bad since it was verified fails the copy, and the staged
-      // object is never swapped in.
-      Status st = CopyObjects(Reader(tiers_[from->tier]), dst, one, control);
-      if (st.ok()) st = dst.Replace(o.dst_name, name);
-      if (!st.ok()) {
-        (void)dst.Remove(o.dst_name);  // else gc's, once the step's writer lock is gone
-        return st;
-      }
-      rewritten->push_back(name);
     }
-    // Records: manifests, then the commit record, the one that makes the
-    // copy whole again, last. Byte-identical ones are left alone, and so is
-    // a commit record that reads the same through the copy's own claim
-    // (each copy's seal has a name of its own).
-    std::vector<std::string> records;
-    for (const auto& r : reference->ck.commit.ranks) records.push_back(r.manifest);
-    auto have_record = ReadCommitRecord(dst, key.first, key.second);
-    if (!have_record.ok() || have_record->bytes != reference->commit_bytes) {
-      // A claim's seal before the claim (checkpoint_reader.h, ReadCommitRecord).
-      if (!reference->ck.seal.empty()) records.push_back(reference->ck.seal);
-      records.push_back(CommitObject(key.first, key.second));
-    }
-    for (const auto& record : records) {
-      ASSIGN_OR_RETURN(std::string want, tiers_[reference->tier].raw->ReadSmall(record));
-      auto have = dst.ReadSmall(record);
-      if (have.ok() && *have == want) continue;
-      const std::string staged = staged_name(record);
-      (void)dst.Remove(staged);
-      RETURN_IF_ERROR(dst.PublishIfAbsent(staged, want));
-      RETURN_IF_ERROR(dst.Replace(staged, record));
-      rewritten->push_back(record);
-    }
+    if (!bad.loaded) RETURN_IF_ERROR(RewriteRecords(key, *reference, dst, writer, rewritten));
     if (!nowhere.empty()) {
       std::string list;
       for (const auto& n : nowhere) list += (list.empty() ? "" : ", ") + n;
@@ -379,6 +329,74 @@ class Scrubber {
     auto reloaded = LoadCheckpoint(dst, key.first, key.second);
     if (!reloaded.ok()) return reloaded.status().WithContext("after the repair");
     return CheckDataObjects(dst, *reloaded).WithContext("after the repair");
+  }
+
+  // Rewrites object `name` of the copy `repaired` names on `bad.tier` from
+  // the first other copy of the same save on which it verified; `*found`
+  // false when there is none.
+  Status RepairObject(const Key& key, const std::vector<Check>& checks, const Check& bad, const Check& reference,
+                      const LoadedCheckpoint& repaired, const std::string& name, const std::string& writer,
+                      bool* found) {
+    *found = false;
+    for (const auto& c : checks) {
+      if (c.tier == bad.tier || !c.loaded || !SameSave(c.ck, reference.ck)) continue;
+      const auto names = ObjectNamesAcross(repaired, c.ck);
+      auto there = names.find(name);
+      if (there == names.end() || !c.Holds(there->second)) continue;
+      std::vector<ObjectToCopy> one;
+      for (const auto& m : c.ck.manifests) {
+        for (auto& o : ObjectsToCopy(m)) {
+          if (o.name == there->second && one.empty()) one.push_back(std::move(o));
+        }
+      }
+      if (one.empty()) continue;
+      // A shared object holds other steps' chunks too: all that any
+      // committed step there names are checked, not only this step's.
+      RETURN_IF_ERROR(AddKnownChunks(Reader(tiers_[c.tier]), key.first, &one));
+      // Written beside the bad object, then swapped in whole. Every chunk
+      // is checked against its crc as it is copied: a source that went bad
+      // since it was verified fails the copy, and the staged object is
+      // never swapped in.
+      Backend& dst = *tiers_[bad.tier].raw;
+      one[0].dst_name = RepairStagingObject(key.first, key.second, writer, name);
+      CopyControl control;
+      control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
+      control.io_bytes = options_.store.io_bytes;
+      control.written_total = &TierWrittenBytes(bad.tier, "repair");
+      control.stop = options_.stop;
+      Status st = CopyObjects(Reader(tiers_[c.tier]), dst, one, control);
+      if (st.ok()) st = dst.Replace(one[0].dst_name, name);
+      if (!st.ok()) {
+        (void)dst.Remove(one[0].dst_name);  // else gc's, once the step's writer lock is gone
+        return st;
+      }
+      *found = true;
+      return Status::OK();
+    }
+    return Status::OK();
+  }
+
+  // Writes the reference copy's records where the bad copy's did not load:
+  // manifests, then the commit record, the one that makes the copy whole
+  // again, last (at a claim's seal before the claim). Byte-identical ones
+  // are left alone.
+  Status RewriteRecords(const Key& key, const Check& reference, Backend& dst, const std::string& writer,
+                        std::vector<std::string>* rewritten) {
+    std::vector<std::string> records;
+    for (const auto& r : reference.ck.commit.ranks) records.push_back(r.manifest);
+    if (!reference.ck.seal.empty()) records.push_back(reference.ck.seal);
+    records.push_back(CommitObject(key.first, key.second));
+    for (const auto& record : records) {
+      ASSIGN_OR_RETURN(std::string want, tiers_[reference.tier].raw->ReadSmall(record));
+      auto have = dst.ReadSmall(record);
+      if (have.ok() && *have == want) continue;
+      const std::string staged = RepairStagingObject(key.first, key.second, writer, record);
+      (void)dst.Remove(staged);
+      RETURN_IF_ERROR(dst.PublishIfAbsent(staged, want));
+      RETURN_IF_ERROR(dst.Replace(staged, record));
+      rewritten->push_back(record);
+    }
+    return Status::OK();
   }
 
   void ScrubOne(const Key& key) {
@@ -393,10 +411,6 @@ class Scrubber {
       }
       Check& c = checks.back();
       if (c.tier_failed) TierFailed(k, Status::IOError(c.problem));
-      if (c.loaded) {
-        auto record = ReadCommitRecord(*tiers_[k].raw, key.first, key.second);
-        if (record.ok()) c.commit_bytes = std::move(record->bytes);
-      }
     }
     std::string summary = "ok";
     for (const auto& c : checks) {

@@ -7,6 +7,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/copies.h"
 #include "checkpoint/parts.h"
 #include "engine/object_copy.h"
 #include "checkpoint/references.h"
@@ -26,8 +27,8 @@ class TieredReader final : public CheckpointReader {
         recovery_(recovery), held_elsewhere_(std::move(held_elsewhere)) {}
 
   Status Init(LoadedCheckpoint loaded) {
+    loaded_ = loaded;
     for (const auto& m : loaded.manifests) {
-      for (auto& o : ObjectsToCopy(m)) objects_[o.name] = std::move(o);
       for (const auto& it : m.items) {
         auto& crcs = chunk_crcs_[it.key];
         for (const auto& c : it.chunks) crcs.push_back(c.crc32c);
@@ -103,21 +104,7 @@ class TieredReader final : public CheckpointReader {
 
   void Repair() {
     for (const auto& [object, good] : to_repair_) {
-      auto it = objects_.find(object);
-      if (it == objects_.end()) continue;
-      CopyControl control;  // a foreground repair: not throttled
-      control.io_bytes = options_.io_bytes;
-      // Written beside the bad object (every chunk checked on the way), then
-      // swapped in whole: the committed object is never half rewritten. A
-      // staged object a crash leaves is garbage gc removes.
-      std::vector<ObjectToCopy> one{it->second};
-      Status st = AddKnownChunks(tiers_[good]->backend(), name_, &one);
-      ObjectToCopy& o = one[0];
-      o.dst_name = RepairStagingObject(name_, step_, NewWriterId(), object);
-      Backend& dst = tiers_[primary_]->backend();
-      if (st.ok()) st = CopyObjects(tiers_[good]->backend(), dst, one, control);
-      if (st.ok()) st = dst.Replace(o.dst_name, object);
-      if (!st.ok()) (void)dst.Remove(o.dst_name);
+      Status st = RepairOne(object, good);
       if (recovery_ != nullptr) {
         recovery_->repairs.push_back(
             (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +
@@ -126,6 +113,37 @@ class TieredReader final : public CheckpointReader {
       }
     }
     to_repair_.clear();
+  }
+
+  // Rewrites `object` on the primary tier from tier `good`'s copy of the
+  // same save, which may name it otherwise (checkpoint/copies.h). Written
+  // beside the bad object (every chunk checked on the way), then swapped in
+  // whole: the committed object is never half rewritten. A staged object a
+  // crash leaves is garbage gc removes.
+  Status RepairOne(const std::string& object, size_t good) {
+    Backend& src = tiers_[good]->backend();
+    ASSIGN_OR_RETURN(LoadedCheckpoint there, LoadCheckpoint(src, name_, step_));
+    if (!SameSave(loaded_, there)) return Status::Corruption("that tier holds another save of the step");
+    const auto names = ObjectNamesAcross(loaded_, there);
+    auto it = names.find(object);
+    if (it == names.end()) return Status::NotFound("no object of that tier's copy corresponds to it");
+    std::vector<ObjectToCopy> one;
+    for (const auto& m : there.manifests) {
+      for (auto& o : ObjectsToCopy(m)) {
+        if (o.name == it->second && one.empty()) one.push_back(std::move(o));
+      }
+    }
+    if (one.empty()) return Status::NotFound("no object of that tier's copy corresponds to it");
+    RETURN_IF_ERROR(AddKnownChunks(src, name_, &one));
+    CopyControl control;  // a foreground repair: not throttled
+    control.io_bytes = options_.io_bytes;
+    ObjectToCopy& o = one[0];
+    o.dst_name = RepairStagingObject(name_, step_, NewWriterId(), object);
+    Backend& dst = tiers_[primary_]->backend();
+    Status st = CopyObjects(src, dst, one, control);
+    if (st.ok()) st = dst.Replace(o.dst_name, object);
+    if (!st.ok()) (void)dst.Remove(o.dst_name);
+    return st;
   }
 
   std::vector<Store*> tiers_;
@@ -137,7 +155,7 @@ class TieredReader final : public CheckpointReader {
   std::unique_ptr<CheckpointReader> reader_;
   std::map<size_t, std::unique_ptr<CheckpointReader>> others_;
   std::map<std::string, size_t> to_repair_;  // object -> tier with a good copy
-  std::map<std::string, ObjectToCopy> objects_;
+  LoadedCheckpoint loaded_;  // the primary's copy
   std::set<std::string> held_elsewhere_;  // objects of ranks the primary's part does not hold
   std::map<std::string, std::vector<uint32_t>> chunk_crcs_;  // item key -> its chunks' crc32c
 };

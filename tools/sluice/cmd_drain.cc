@@ -83,7 +83,7 @@ CommandSpec DrainSpec() {
       "that tier (from the fastest tier holding it), verifying every chunk on the\n"
       "way, and commits it there; then removes what --keep-last no longer keeps.\n"
       "Resumes drains a killed save or drain left unfinished: partial copies are\n"
-      "rewritten, never committed. Under --backlog-policy coalesce (the default) only\n"
+      "never committed (gc removes them). Under --backlog-policy coalesce (the default) only\n"
       "the newest step due on a tier is copied there and older due ones are\n"
       "superseded (counted in the report); drain-every copies them all, oldest first.";
   spec.flags = StoreFlagSpecs(false);
