@@ -369,6 +369,14 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
     if (!IsCommitClaim(*bytes)) break;  // a record: removed below
     auto claim = DecodeClaimOf(id.name, id.step, *bytes);
     if (!claim.ok()) break;
+    // Sealed since the listing. By a writer still running (it registered
+    // after the check above): its commit is final, and this rm refuses.
+    // By one that has finished: a committed step, removed as any other,
+    // its seal first.
+    if (AnyLiveWriter(backend, id.name, id.step)) {
+      return Status::Unavailable(CheckpointLabel(id.name, id.step) +
+                                 " was committed by a save still running; not removing it");
+    }
     if (attempt == 3) {
       return Status::Unavailable(CheckpointLabel(id.name, id.step) + " is being committed again right now; not removing it");
     }

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "checkpoint/away_from_slow.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -91,10 +90,8 @@ namespace {
 
 // Publishes the record at the seal of the claim at `COMMIT`: the caller's
 // own (claimed now if its claim in the background did not land), else the
-// one another writer left there. `*where` gets the seal published, `*claim`
-// the claim's bytes when it was not the caller's.
-Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* claim,
-                     std::string* existing) {
+// one another writer left there. `*where` gets the seal published.
+Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* existing) {
   auto parsed = ParseObjectName(plan.commit_object);
   if (!parsed) return Status::InvalidArgument("not a commit record's name: " + plan.commit_object);
   *where = plan.seal;
@@ -107,7 +104,7 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
     // seal. Either way, whoever publishes the seal first commits.
     auto there = backend.ReadSmall(plan.commit_object);
     if (!there.ok()) {
-      if (there.status().IsNotFound()) {  // withdrawn or removed since: the next try may publish
+      if (there.status().IsNotFound()) {  // removed since (gc or rm of a dead claim): the next try may publish
         return Status::Unavailable(plan.label + ": its commit record came and went while committing");
       }
       return there.status().WithContext(plan.label + ": read the commit record there");
@@ -118,7 +115,6 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
     }
     ASSIGN_OR_RETURN(CommitClaim found, DecodeClaimOf(parsed->name, parsed->step, *there));
     *where = found.seal;
-    *claim = std::move(there).value();
   } else {
     RETURN_IF_ERROR(claimed.WithContext(plan.label + ": claim its commit record"));
   }
@@ -138,45 +134,15 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
 
 }  // namespace
 
+// The publish is final: nothing it names can go while this writer lives
+// (doc/format.md, "Why a commit is final"), so it is not checked again.
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing, std::string* published_at) {
   ASSIGN_OR_RETURN(std::string missing, FirstMissing(backend, plan));
   if (!missing.empty()) {
     return Status::IOError(plan.label + ": " + missing + " is missing or short; not committing");
   }
-  std::string published, claim;
-  RETURN_IF_ERROR(PublishRecord(backend, plan, &published, &claim, existing));
-  // Close the window between the check and the publish: if a concurrent rm
-  // or gc removed anything the commit names, withdraw it rather than leave
-  // a torn checkpoint visible.
-  // Only a definite answer withdraws it: a check that itself fails (a
-  // store briefly unreachable) is retried, and if it keeps failing the
-  // commit stands and the error is returned, as a reader would find any
-  // damage the check could not.
-  // A claim of another writer is not protected by this writer's lock (it
-  // was there before the lock): it must still be there, unchanged, else the
-  // seal just published is garbage and the step uncommitted.
-  Result<std::string> after = std::string();
-  for (int wait_ms : {0, 50, 200, 800}) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-    after = FirstMissing(backend, plan);
-    if (after.ok() && after->empty() && !claim.empty()) {
-      auto now = backend.ReadSmall(plan.commit_object);
-      if (!now.ok() && !now.status().IsNotFound()) {
-        after = now.status();
-      } else if (!now.ok() || *now != claim) {
-        after = plan.commit_object + " (the claim sealed)";
-      }
-    }
-    if (after.ok()) break;
-  }
-  if (!after.ok()) {
-    return after.status().WithContext(plan.label + ": published, but the committed objects could not be checked again");
-  }
-  if (!after->empty()) {
-    (void)backend.Remove(published);
-    return Status::IOError(plan.label + ": " + *after +
-                           " was removed while committing (a concurrent rm or gc?); the commit was withdrawn");
-  }
+  std::string published;
+  RETURN_IF_ERROR(PublishRecord(backend, plan, &published, existing));
   if (published_at != nullptr) *published_at = published;
   return Status::OK();
 }

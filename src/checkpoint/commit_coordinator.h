@@ -2,7 +2,7 @@
 // drain alike (doc/format.md, "Commit protocol"):
 //   claim (when the work begins) -> gather manifests (the caller: rank
 //   pointers for a save, the source's commit record for a drain) -> check
-//   objects -> seal -> re-check.
+//   objects -> seal.
 // Every commit has one shape: `COMMIT` holds a claim (format/commit_record.h,
 // CommitClaim) and the record is published at the seal the claim names.
 // The claim is published in the background from the moment the work begins
@@ -11,9 +11,10 @@
 // seal is named away from slow placements. Exactly one publish of a seal
 // name wins, so exactly one writer commits the step. Checking that every
 // object the commit names is there and whole, then sealing atomically
-// (PublishIfAbsent), then checking again and withdrawing the seal if
-// anything went meanwhile (a concurrent rm or gc), means no reader can ever
-// see a torn checkpoint.
+// (PublishIfAbsent), means no reader can ever see a torn checkpoint: gc and
+// rm never remove what a live writer's lock or refs record protects, nor a
+// claim that is sealed, so the seal is final (doc/format.md, "Why a commit
+// is final").
 //
 // Thread-safety: PublishCommit is a free function; a CommitClaimant is used
 // by one thread (its claim runs on a thread of its own).
@@ -92,16 +93,13 @@ struct CommitPlan {
   std::vector<Named> objects;  // every manifest and data object the record reaches
 };
 
-// Checks, seals and re-checks. OK: this call published the record
-// (`*published`, where given, gets the seal it went to).
-// AlreadyExists: a commit record was there first (`*existing` then holds
-// its bytes, where it could be read). IOError naming the object when one is
-// missing or short, before or after the publish (then the record was
-// withdrawn); sealing a claim this writer did not make, the claim is read
-// again after, and one gone meanwhile (rm, or gc of a step whose claimant
-// died) withdraws the seal too. Other errors: the backend's, in context;
-// when the re-check itself keeps failing (four tries over about a second),
-// the record stays published and the error says so.
+// Checks and seals. OK: this call published the record (`*published`,
+// where given, gets the seal it went to), and it is final. AlreadyExists: a
+// commit record was there first (`*existing` then holds its bytes, where it
+// could be read). IOError naming the object when one is missing or short
+// (nothing is published). Unavailable when the claim at `COMMIT` is being
+// removed (a fence at its seal: gc or rm of a dead claimant's claim). Other
+// errors: the backend's, in context.
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing,
                      std::string* published = nullptr);
 
