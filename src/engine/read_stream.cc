@@ -33,13 +33,15 @@ Status ReadChunks(Backend& backend, const std::string& object, const std::vector
                           });
 }
 
-Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objects,
-                        uint64_t io_bytes, const ObjectChunkCallback& callback) {
-  const uint64_t align = std::max<uint64_t>(backend.caps().io_alignment, 1);
-  // Group each object's tasks into extents of about io_bytes, each covering
-  // whole chunks.
+namespace {
+
+// Each object's tasks grouped into extents of about `io_bytes`, each
+// covering whole chunks; `*max_extent` gets the longest, rounded up so that
+// buffers of nearby sizes are reused from the pool.
+std::vector<Extent> PlanExtents(const std::vector<ObjectChunks>& objects, uint64_t io_bytes, uint64_t align,
+                                uint64_t* max_extent) {
   std::vector<Extent> extents;
-  uint64_t max_extent = 0;
+  *max_extent = 0;
   for (size_t k = 0; k < objects.size(); ++k) {
     const auto& tasks = objects[k].tasks;
     for (size_t i = 0; i < tasks.size();) {
@@ -61,35 +63,69 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
       e.last = i;
       e.offset = AlignDown(start, align);
       e.length = AlignUp(end, align) - e.offset;
-      max_extent = std::max(max_extent, e.length);
+      *max_extent = std::max(*max_extent, e.length);
       extents.push_back(e);
     }
   }
-  if (extents.empty()) return Status::OK();
-  // Round up so that buffers of nearby sizes are reused from the pool.
-  max_extent = AlignUp(max_extent, 1 << 20);
+  *max_extent = AlignUp(*max_extent, 1 << 20);
+  return extents;
+}
 
-  // Declared before the objects so that the objects (whose destructors wait
-  // for reads in flight) are destroyed first.
-  std::vector<AlignedBuffer> buffers;
-  std::vector<size_t> free_buffers;
+// One ReadChunksAcross: extents submitted ahead as buffers allow, delivered
+// in order.
+class ChunkStream {
+ public:
+  ChunkStream(Backend& backend, const std::vector<ObjectChunks>& objects, uint64_t io_bytes,
+              const ObjectChunkCallback& callback)
+      : backend_(backend), objects_(objects), callback_(callback), opened_(objects.size()) {
+    const uint64_t align = std::max<uint64_t>(backend.caps().io_alignment, 1);
+    extents_ = PlanExtents(objects, io_bytes, align, &max_extent_);
+  }
+  ~ChunkStream() {
+    WaitOut();  // before the buffers go away
+    opened_.clear();
+    for (auto& b : buffers_) BufferPool::Give(std::move(b));
+  }
+
+  Status Run() {
+    Status stop;
+    while (next_deliver_ < extents_.size()) {
+      RETURN_IF_ERROR(SubmitAhead());
+      Extent& head = extents_[next_deliver_];
+      if (!head.done) {
+        // Completions come per object: reap the one the head waits on.
+        ASSIGN_OR_RETURN(IoCompletion c, opened_[head.object].object->Reap());
+        Extent& e = extents_[static_cast<size_t>(c.tag)];
+        e.done = true;
+        e.result = std::move(c);
+        continue;
+      }
+      stop = DeliverHead();
+      if (!stop.ok()) break;
+    }
+    return stop;
+  }
+
+ private:
   struct Opened {
     bool tried = false;
     std::unique_ptr<ReadableObject> object;
     std::string problem;  // why it could not be opened
   };
-  std::vector<Opened> opened(objects.size());
-  auto open = [&](size_t k) -> Status {
-    Opened& o = opened[k];
+
+  // Opens object `k` once; one that cannot be opened is recorded as such
+  // (its chunks are reported bad), not an error.
+  Status Open(size_t k) {
+    Opened& o = opened_[k];
     if (o.tried) return Status::OK();
     o.tried = true;
     // Where the chunks end: the object's size as its manifest has it (the
     // caller checked it with a Stat), so a backend need not ask again.
     uint64_t known = 0;
-    for (const auto& t : objects[k].tasks) known = std::max<uint64_t>(known, t.ref->offset + t.ref->length);
+    for (const auto& t : objects_[k].tasks) known = std::max<uint64_t>(known, t.ref->offset + t.ref->length);
     OpenOptions options;
     options.known_size = known;
-    auto r = backend.Open(objects[k].object, options);
+    auto r = backend_.Open(objects_[k].object, options);
     if (!r.ok()) {
       o.problem = r.status().IsNotFound() ? "object missing" : r.status().ToString();
       return Status::OK();
@@ -97,77 +133,65 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
     o.object = std::move(r).value();
     // Every byte is checked and handed out from wherever it landed, so the
     // backend may keep it where it arrived (RADOS: saves a copy per byte).
-    if (const LentReadBuffers* lending = backend.caps().lent_read_buffers) lending->Allow(*o.object);
-    if (buffers.empty()) {
+    if (const LentReadBuffers* lending = backend_.caps().lent_read_buffers) lending->Allow(*o.object);
+    if (buffers_.empty()) {
       // The first object opened sets the depth (one backend: all alike).
-      const size_t depth = std::max<size_t>(1, std::min(o.object->queue_depth(), extents.size()));
+      const size_t depth = std::max<size_t>(1, std::min(o.object->queue_depth(), extents_.size()));
       for (size_t i = 0; i < depth; ++i) {
-        ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(static_cast<size_t>(max_extent)));
-        buffers.push_back(std::move(b));
-        free_buffers.push_back(depth - 1 - i);
+        ASSIGN_OR_RETURN(AlignedBuffer b, BufferPool::Take(static_cast<size_t>(max_extent_)));
+        buffers_.push_back(std::move(b));
+        free_buffers_.push_back(depth - 1 - i);
       }
     }
     return Status::OK();
-  };
-  auto wait_out = [&] {
-    for (auto& o : opened) {
+  }
+
+  void WaitOut() {
+    for (auto& o : opened_) {
       while (o.object && o.object->in_flight() > 0) (void)o.object->Reap();
     }
-  };
+  }
 
-  size_t next_submit = 0;   // next extent to submit
-  size_t next_deliver = 0;  // next extent to hand out, in order
-  Status stop;
-  while (next_deliver < extents.size()) {
-    while (next_submit < extents.size() && stop.ok()) {
-      Extent& e = extents[next_submit];
-      Status st = open(e.object);
-      if (!st.ok()) {
-        wait_out();
-        return st;
-      }
-      ReadableObject* obj = opened[e.object].object.get();
+  // Starts reads of the next extents while a buffer is free.
+  Status SubmitAhead() {
+    while (next_submit_ < extents_.size()) {
+      Extent& e = extents_[next_submit_];
+      RETURN_IF_ERROR(Open(e.object));
+      ReadableObject* obj = opened_[e.object].object.get();
       if (obj == nullptr) {  // not there: its chunks are reported bad
         e.done = true;
-        ++next_submit;
+        ++next_submit_;
         continue;
       }
-      if (free_buffers.empty()) break;
-      e.buffer = free_buffers.back();
-      free_buffers.pop_back();
+      if (free_buffers_.empty()) break;
+      e.buffer = free_buffers_.back();
+      free_buffers_.pop_back();
       e.submitted = true;
-      st = obj->StartRead(e.offset, buffers[e.buffer].data(), e.length, next_submit);
+      Status st = obj->StartRead(e.offset, buffers_[e.buffer].data(), e.length, next_submit_);
       if (!st.ok()) {
         e.done = true;
         e.result.status = st;
       }
-      ++next_submit;
+      ++next_submit_;
     }
-    Extent& head = extents[next_deliver];
-    ReadableObject* obj = opened[head.object].object.get();
-    if (!head.done) {
-      // Completions come per object: reap the one the head waits on.
-      auto c = obj->Reap();
-      if (!c.ok()) {
-        wait_out();
-        return c.status();
-      }
-      Extent& e = extents[static_cast<size_t>(c->tag)];
-      e.done = true;
-      e.result = std::move(c).value();
-      continue;
-    }
-    // Deliver the head extent's chunks.
-    const auto& tasks = objects[head.object].tasks;
+    return Status::OK();
+  }
+
+  // Hands out the head extent's chunks, each verified or with its problem.
+  Status DeliverHead() {
+    Extent& head = extents_[next_deliver_];
+    ReadableObject* obj = opened_[head.object].object.get();
+    const auto& tasks = objects_[head.object].tasks;
     const uint8_t* base = head.result.data != nullptr ? head.result.data
-                          : head.submitted           ? buffers[head.buffer].data()
+                          : head.submitted           ? buffers_[head.buffer].data()
                                                      : nullptr;
+    Status stop;
     for (size_t i = head.first; i < head.last && stop.ok(); ++i) {
       const ChunkRef& r = *tasks[i].ref;
       uint64_t rel = r.offset - head.offset;
       std::string problem;
       if (obj == nullptr) {
-        problem = opened[head.object].problem;
+        problem = opened_[head.object].problem;
       } else if (head.result.status.IsNotFound()) {
         problem = "object missing";  // found at the read (OpenOptions::known_size)
       } else if (!head.result.status.ok()) {
@@ -175,28 +199,43 @@ Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objec
       } else if (head.result.bytes < rel + r.length) {
         problem = "object truncated (" + std::to_string(head.offset + head.result.bytes) + " bytes or fewer)";
       } else if (tasks[i].verify && (rel == 0 && r.length == head.result.bytes && head.result.crc32c
-                      ? head.result.crc32c()  // the backend knows it already
-                      : Crc32c(base + rel, r.length)) != r.crc32c) {
+                                         ? head.result.crc32c()  // the backend knows it already
+                                         : Crc32c(base + rel, r.length)) != r.crc32c) {
         problem = "checksum mismatch";
       }
-      stop = callback(head.object, tasks[i], problem.empty() ? base + rel : nullptr, problem);
+      stop = callback_(head.object, tasks[i], problem.empty() ? base + rel : nullptr, problem);
     }
-    if (head.submitted) free_buffers.push_back(head.buffer);
+    if (head.submitted) free_buffers_.push_back(head.buffer);
     head.result.crc32c = nullptr;  // refers into the lent buffer
     head.result.lent.reset();
-    ++next_deliver;
+    ++next_deliver_;
     // An object whose extents are all handed out has nothing in flight.
-    if (next_deliver == extents.size() || extents[next_deliver].object != head.object) {
-      opened[head.object].object.reset();
+    if (next_deliver_ == extents_.size() || extents_[next_deliver_].object != head.object) {
+      opened_[head.object].object.reset();
     }
-    if (!stop.ok()) {
-      // Wait out what is in flight before the buffers go away.
-      wait_out();
-      break;
-    }
+    return stop;
   }
-  for (auto& b : buffers) BufferPool::Give(std::move(b));
-  return stop;
+
+  Backend& backend_;
+  const std::vector<ObjectChunks>& objects_;
+  const ObjectChunkCallback& callback_;
+  std::vector<Extent> extents_;
+  uint64_t max_extent_ = 0;
+  // Before the objects: the objects (whose destructors wait for reads in
+  // flight) go first.
+  std::vector<AlignedBuffer> buffers_;
+  std::vector<size_t> free_buffers_;
+  std::vector<Opened> opened_;
+  size_t next_submit_ = 0;   // next extent to submit
+  size_t next_deliver_ = 0;  // next extent to hand out, in order
+};
+
+}  // namespace
+
+Status ReadChunksAcross(Backend& backend, const std::vector<ObjectChunks>& objects,
+                        uint64_t io_bytes, const ObjectChunkCallback& callback) {
+  ChunkStream stream(backend, objects, io_bytes, callback);
+  return stream.Run();
 }
 
 }  // namespace sluice

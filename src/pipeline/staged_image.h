@@ -127,6 +127,9 @@ class StagedImage {
     bool continues = false;  // a source item's next run follows in the next unit
   };
 
+  // One WriteAndCommit's state and steps (staged_image_write.cc).
+  class Writing;
+
   StagedImage(StagingArena& arena) : arena_(arena) {}
   // Plan without reserving the slabs.
   static std::unique_ptr<StagedImage> Layout(std::vector<StagedItem> items, uint64_t chunk_bytes,
@@ -140,6 +143,8 @@ class StagedImage {
   Status FinishAsyncCopies();
   void SlabFilled(uint64_t slab, uint64_t bytes);
   bool WaitSlabFilled(uint64_t slab);
+  // Waits until CopyIn has returned.
+  void WaitCopyFinished();
   void ReleaseFrom(uint64_t slab);
   // Calls f(pointer, length) for the staged bytes of the chunk at order_[k],
   // slab by slab.
