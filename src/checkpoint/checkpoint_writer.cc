@@ -10,7 +10,6 @@
 #include <unordered_set>
 
 #include "checkpoint/away_from_slow.h"
-#include "format/abort_note.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "format/manifest.h"
@@ -19,7 +18,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/latest_hint.h"
-#include "checkpoint/rank_gatherer.h"
+#include "checkpoint/step_commit.h"
 #include "checkpoint/writer_registry.h"
 #include "format/limits.h"
 
@@ -74,9 +73,14 @@ class Writer final : public RankWriter {
         world_(world),
         writer_id_(std::move(writer_id)),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
-              options.object_bytes, options.io_bytes, options.chunk_bytes) {
-    if (Commits(rank_, role_)) claim_ = std::make_unique<CommitClaimant>(backend_, id_.name, id_.step, writer_id_);
-  }
+              options.object_bytes, options.io_bytes, options.chunk_bytes),
+        step_(backend, id, writer_id_,
+              StepCommitOptions{rank, world, save.attempt, options.rank_timeout_ms, Commits(rank, role),
+                                // Only for an attempt id used by this save alone: a note of an
+                                // earlier launch with the same id would fail this one. A part
+                                // writer's store is its host's own: no other rank would read one.
+                                role != Role::kPart && world > 1 && !save.attempt.empty() &&
+                                    save.attempt_is_unique}) {}
 
   ~Writer() override { Retire(); }
 
@@ -96,7 +100,7 @@ class Writer final : public RankWriter {
     item.size = size;
     // A claim refused because the step is committed: nothing to write.
     // (Such a writer skipped the check at its creation: NewWriter.)
-    if (claim_ != nullptr && claim_->RefusedAsCommitted()) {
+    if (step_.RefusedAsCommitted()) {
       sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       return sticky_;
     }
@@ -192,7 +196,7 @@ class Writer final : public RankWriter {
       // says so (below), and the read would be one more wait on the fixed
       // name's placement group, which is a slow OSD's for about half of all
       // steps.
-      if (claim_ == nullptr) {
+      if (!step_.commits()) {
         if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
           return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
         }
@@ -200,7 +204,7 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(complete());
       // A claim refused for a committed step: before the manifest is
       // published, so that this writer's data goes with it (Retire).
-      if (claim_ != nullptr && claim_->Wait() == CommitClaimant::Outcome::kCommitted) {
+      if (step_.Committed()) {
         return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       }
       return PublishAndCommit();
@@ -208,33 +212,6 @@ class Writer final : public RankWriter {
     if (!result.ok()) failure_ = result.status();  // for Retire's abort note
     retire.keep_lock = result.ok() && role_ == Role::kPart;
     return result;
-  }
-
-  // Abort notes work only for an attempt id used by this save alone: a
-  // note of an earlier launch with the same id would fail this one.
-  // A part writer's store is its host's own: no other rank would read one.
-  bool UsesAbortNotes() const {
-    return role_ != Role::kPart && world_ > 1 && !save_.attempt.empty() && save_.attempt_is_unique;
-  }
-
-  // Tells the other ranks of this attempt that it will not commit (see
-  // AbortNote). Best effort: a rank that cannot write it leaves the others
-  // to the rank timeout, as before.
-  void PublishAbort(const Status& why) {
-    if (!UsesAbortNotes()) return;
-    PublishAbortNote(backend_, id_, save_.attempt, rank_,
-                     why.ok() ? "it gave up before publishing its manifest" : why.ToString());
-  }
-
-  // Fails when a rank of this attempt gave up: the commit cannot happen.
-  Status CheckNoAbort() {
-    if (!UsesAbortNotes()) return Status::OK();
-    auto bytes = backend_.ReadSmall(AbortNoteObject(id_.name, id_.step, save_.attempt));
-    if (!bytes.ok()) return Status::OK();  // none, or not readable now: asked again next poll
-    auto note = DecodeAbortNote(*bytes, "abort note");
-    if (!note.ok() || note->attempt != save_.attempt) return Status::OK();  // another attempt's
-    return Status::IOError("rank " + std::to_string(note->rank) +
-                           " gave up (" + note->reason + "); the checkpoint is left uncommitted");
   }
 
   Result<SaveStats> PublishAndCommit() {
@@ -278,7 +255,7 @@ class Writer final : public RankWriter {
 
     if (role_ == Role::kPart) return stats;  // committed elsewhere, by a relay
     if (rank_ == 0) {
-      RETURN_IF_ERROR(CommitAsCoordinator(manifest_name, encoded));
+      RETURN_IF_ERROR(step_.CommitAsCoordinator(manifest_name, encoded, manifest_));
       stats.committed = true;
       // Best effort: a hint not written, or overwritten by a concurrent save
       // of another step, only costs the next save a listing or an older base.
@@ -287,38 +264,17 @@ class Writer final : public RankWriter {
       // It carries the commit record, so that the next save need not read it
       // before building on this step (latest_hint.h).
       try {
-        hint_written_ = std::async(std::launch::async,
-                                   [this] { PublishLatestHint(backend_, id_.name, id_.step, committed_record_, committed_seal_); });
+        hint_written_ = std::async(std::launch::async, [this] {
+          PublishLatestHint(backend_, id_.name, id_.step, step_.committed_record(), step_.committed_seal());
+        });
       } catch (...) {  // no thread (or memory) to be had: written here
-        PublishLatestHint(backend_, id_.name, id_.step, committed_record_, committed_seal_);
+        PublishLatestHint(backend_, id_.name, id_.step, step_.committed_record(), step_.committed_seal());
       }
     } else {
-      ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(manifest_name));
-      Status waited = WaitForCommit(manifest_name);
-      // Rank 0 is done with it once a commit exists; gc takes what a crash
-      // leaves.
-      if (waited.ok()) (void)backend_.Remove(pointer);
-      RETURN_IF_ERROR(waited);
+      RETURN_IF_ERROR(step_.PointAndWait(manifest_name));
     }
     return stats;
   }
-
-  // Names this rank's manifest at the first free pointer of its rank, where
-  // rank 0 looks for it. Earlier writers of the same rank (a crashed
-  // attempt) may hold the first ones.
-  Result<std::string> PublishRankPointer(const std::string& manifest_name) {
-    for (uint32_t k = 0; k < limits::kMaxRankPointers; ++k) {
-      std::string pointer = RankPointerObject(id_.name, id_.step, rank_, k);
-      Status st = backend_.PublishIfAbsent(pointer, manifest_name);
-      if (st.ok()) return pointer;
-      if (!st.IsAlreadyExists()) return st.WithContext(CheckpointLabel(id_) + ": publish rank pointer");
-    }
-    return Status::Unavailable(CheckpointLabel(id_) + ": rank " + std::to_string(rank_) + " has " +
-                               std::to_string(limits::kMaxRankPointers) +
-                               " manifest pointers from earlier writers already (gc removes them once "
-                               "no writer of the step is alive)");
-  }
-
 
   // Ends this writer's part: a writer that failed or was abandoned before
   // publishing its manifest removes its own data objects (nobody can
@@ -335,12 +291,12 @@ class Writer final : public RankWriter {
     data_.WaitOutWrites();
     if (!manifest_published_) {
       RemoveOwnData();
-      PublishAbort(failure_);
+      step_.PublishAbort(failure_);
     }
     // The claim, still in flight where the save failed early, lands while
     // the lock is held (CommitClaimant); a commit that did not happen takes
     // it back, so that a failed save leaves the step as if never claimed.
-    claim_.reset();
+    step_.EndClaim();
     ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
     if (hint_written_.valid()) hint_written_.wait();
   }
@@ -353,92 +309,6 @@ class Writer final : public RankWriter {
     }
   }
 
-  // Polls with a growing interval until `done()` or the rank timeout. The
-  // interval stays short (at most 50 ms): every rank's save time includes
-  // the wait for the last rank, and a long sleep past that moment would be
-  // pure added stall. One poll (a Stat of a few names) is cheap.
-  template <typename F>
-  Status Poll(F done, const std::string& what_on_timeout) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.rank_timeout_ms);
-    auto interval = std::chrono::microseconds(1000);
-    for (;;) {
-      ASSIGN_OR_RETURN(bool finished, done());
-      if (finished) return Status::OK();
-      if (std::chrono::steady_clock::now() >= deadline) {
-        return Status::Unavailable(what_on_timeout);
-      }
-      std::this_thread::sleep_for(interval);
-      interval = std::min(interval * 3 / 2, std::chrono::microseconds(50'000));
-    }
-  }
-
-  // Rank 0: waits for every rank's manifest (rank_gatherer.h), then
-  // publishes the commit record that names them all.
-  Status CommitAsCoordinator(const std::string& own_name, const std::string& own_bytes) {
-    const std::string label = CheckpointLabel(id_);
-    RankGatherer gatherer(backend_, id_, world_, save_.attempt,
-                          RankManifest{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()),
-                                       manifest_});
-    Status waited = Poll(
-        [&]() -> Result<bool> {
-          if (world_ > 1) RETURN_IF_ERROR(CheckNoAbort());
-          return gatherer.Gather();
-        },
-        "");
-    if (!waited.ok()) {
-      // No commit will come: the ranks waiting for it are told at once.
-      PublishAbort(waited);
-      if (waited.code() != StatusCode::kUnavailable) return waited.WithContext(label);
-      return Status::Unavailable(label + ": rank(s) " + gatherer.Missing() + " of " + std::to_string(world_) +
-                                 " published no manifest within " +
-                                 std::to_string(options_.rank_timeout_ms / 1000) +
-                                 " s; the checkpoint is left uncommitted");
-    }
-    auto plan = gatherer.Plan(label, NowUnixMs());
-    if (!plan.ok()) {
-      PublishAbort(plan.status());
-      return Status::InvalidArgument(label + ": " + plan.status().message() + "; not committing");
-    }
-    plan->seal = claim_->seal();
-    plan->claimed = claim_->Wait() == CommitClaimant::Outcome::kOurs;
-    // (A claim that failed: COMMIT holds another writer's record or claim,
-    // or the publish failed, and perhaps landed. PublishCommit claims again
-    // or reads what is there, and seals whichever claim it finds, ours
-    // included.)
-    std::string published;
-    RETURN_IF_ERROR(PublishCommit(backend_, *plan, nullptr, &published));
-    committed_record_ = std::move(plan->commit_bytes);
-    committed_seal_ = std::move(published);
-    claim_->KeepClaim();
-    return Status::OK();
-  }
-
-  Status WaitForCommit(const std::string& own_name) {
-    const std::string label = CheckpointLabel(id_);
-    bool listed_us = false;
-    auto check = [&]() -> Result<bool> {
-      auto record = ReadCommitRecord(backend_, id_.name, id_.step);
-      if (!record.ok()) {
-        if (!record.status().IsNotFound()) return record.status();
-        RETURN_IF_ERROR(CheckNoAbort());
-        return false;
-      }
-      ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(record->bytes, label + " commit record"));
-      listed_us = rank_ < rec.ranks.size() && rec.ranks[rank_].manifest == own_name;
-      return true;
-    };
-    Status st = Poll(check, label + ": rank 0 did not commit within " +
-                                std::to_string(options_.rank_timeout_ms / 1000) +
-                                " s; this rank's manifest is published but uncommitted");
-    if (!st.ok() && st.code() != StatusCode::kUnavailable) return st.WithContext(label);
-    RETURN_IF_ERROR(st);
-    if (!listed_us) {
-      return Status::AlreadyExists(label + " was committed with another writer's rank " +
-                                   std::to_string(rank_) + " data");
-    }
-    return Status::OK();
-  }
-
   const Role role_;
   Backend& backend_;
   SaveOptions save_;
@@ -448,6 +318,7 @@ class Writer final : public RankWriter {
   uint32_t world_;
   std::string writer_id_;
   StreamWriter data_;
+  StepCommit step_;  // the claim, the gathering or the wait, abort notes
   Manifest manifest_;
   std::unordered_set<std::string> keys_;
   Status sticky_;
@@ -455,24 +326,11 @@ class Writer final : public RankWriter {
   bool manifest_published_ = false;
   bool retired_ = false;
   std::future<void> hint_written_;  // the latest-step hint, written after the commit
-  std::string committed_record_;    // the commit record this writer published
-  std::string committed_seal_;      // the seal it went to
-  std::unique_ptr<CommitClaimant> claim_;  // the claim of COMMIT, where this writer commits
   Status failure_;  // why Commit failed, or what Abandon was told
   Published published_;  // a part's manifest as published; a relay's to publish
 };
 
 }  // namespace
-
-void PublishAbortNote(Backend& backend, const CheckpointId& id, const std::string& attempt, uint32_t rank,
-                      const std::string& reason) {
-  AbortNote note;
-  note.attempt = attempt;
-  note.rank = rank;
-  note.reason = reason;
-  note.created_unix_ms = NowUnixMs();
-  (void)backend.PublishIfAbsent(AbortNoteObject(id.name, id.step, attempt), EncodeAbortNote(note));
-}
 
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,

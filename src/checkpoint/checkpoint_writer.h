@@ -75,13 +75,6 @@ Result<std::unique_ptr<RankWriter>> NewRelayWriter(Backend& shared, const StoreO
                                                    uint32_t world, const SaveOptions& save,
                                                    const std::string& writer_id);
 
-// Publishes the abort note of save attempt `attempt` of `id` (rank `rank`
-// gave up, for `reason`): the other ranks of that attempt then fail at once
-// instead of at their timeout. Best effort; a note already there (another
-// rank's) is left as it is. Only for attempt ids used once.
-void PublishAbortNote(Backend& backend, const CheckpointId& id, const std::string& attempt, uint32_t rank,
-                      const std::string& reason);
-
 Result<std::unique_ptr<CheckpointWriter>> NewCheckpointWriter(Backend& backend,
                                                               const StoreOptions& options,
                                                               const CheckpointId& id,

@@ -6,6 +6,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/parts.h"
+#include "checkpoint/step_commit.h"
 #include "engine/object_copy.h"
 #include "format/commit_record.h"
 #include "format/layout.h"

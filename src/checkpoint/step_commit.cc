@@ -1,0 +1,167 @@
+#include "checkpoint/step_commit.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/rank_gatherer.h"
+#include "format/abort_note.h"
+#include "format/commit_record.h"
+#include "format/layout.h"
+#include "format/limits.h"
+#include "io/crc32c.h"
+#include "sluice/names.h"
+
+namespace sluice {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.step); }
+
+}  // namespace
+
+StepCommit::StepCommit(Backend& backend, const CheckpointId& id, const std::string& writer_id,
+                       StepCommitOptions options)
+    : backend_(backend), id_(id), options_(std::move(options)) {
+  if (options_.commits) claim_ = std::make_unique<CommitClaimant>(backend_, id_.name, id_.step, writer_id);
+}
+
+bool StepCommit::RefusedAsCommitted() { return claim_ != nullptr && claim_->RefusedAsCommitted(); }
+
+bool StepCommit::Committed() { return claim_ != nullptr && claim_->Wait() == CommitClaimant::Outcome::kCommitted; }
+
+void StepCommit::PublishAbort(const Status& why) {
+  if (!options_.abort_notes) return;
+  PublishAbortNote(backend_, id_, options_.attempt, options_.rank,
+                   why.ok() ? "it gave up before publishing its manifest" : why.ToString());
+}
+
+Status StepCommit::CheckNoAbort() {
+  if (!options_.abort_notes) return Status::OK();
+  auto bytes = backend_.ReadSmall(AbortNoteObject(id_.name, id_.step, options_.attempt));
+  if (!bytes.ok()) return Status::OK();  // none, or not readable now: asked again next poll
+  auto note = DecodeAbortNote(*bytes, "abort note");
+  if (!note.ok() || note->attempt != options_.attempt) return Status::OK();  // another attempt's
+  return Status::IOError("rank " + std::to_string(note->rank) + " gave up (" + note->reason +
+                         "); the checkpoint is left uncommitted");
+}
+
+// The interval stays short (at most 50 ms): every rank's save time includes
+// the wait for the last rank, and a long sleep past that moment would be
+// pure added stall. One poll (a Stat of a few names) is cheap.
+template <typename F>
+Status StepCommit::Poll(F done, const std::string& what_on_timeout) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.rank_timeout_ms);
+  auto interval = std::chrono::microseconds(1000);
+  for (;;) {
+    ASSIGN_OR_RETURN(bool finished, done());
+    if (finished) return Status::OK();
+    if (std::chrono::steady_clock::now() >= deadline) return Status::Unavailable(what_on_timeout);
+    std::this_thread::sleep_for(interval);
+    interval = std::min(interval * 3 / 2, std::chrono::microseconds(50'000));
+  }
+}
+
+Status StepCommit::CommitAsCoordinator(const std::string& own_name, const std::string& own_bytes,
+                                       const Manifest& own) {
+  const std::string label = Label(id_);
+  RankGatherer gatherer(backend_, id_, options_.world, options_.attempt,
+                        RankManifest{own_name, own_bytes.size(), Crc32c(own_bytes.data(), own_bytes.size()), own});
+  Status waited = Poll(
+      [&]() -> Result<bool> {
+        if (options_.world > 1) RETURN_IF_ERROR(CheckNoAbort());
+        return gatherer.Gather();
+      },
+      "");
+  if (!waited.ok()) {
+    // No commit will come: the ranks waiting for it are told at once.
+    PublishAbort(waited);
+    if (waited.code() != StatusCode::kUnavailable) return waited.WithContext(label);
+    return Status::Unavailable(label + ": rank(s) " + gatherer.Missing() + " of " + std::to_string(options_.world) +
+                               " published no manifest within " + std::to_string(options_.rank_timeout_ms / 1000) +
+                               " s; the checkpoint is left uncommitted");
+  }
+  auto plan = gatherer.Plan(label, NowUnixMs());
+  if (!plan.ok()) {
+    PublishAbort(plan.status());
+    return Status::InvalidArgument(label + ": " + plan.status().message() + "; not committing");
+  }
+  plan->seal = claim_->seal();
+  plan->claimed = claim_->Wait() == CommitClaimant::Outcome::kOurs;
+  // (A claim that failed: COMMIT holds another writer's record or claim, or
+  // the publish failed, and perhaps landed. PublishCommit claims again or
+  // reads what is there, and seals whichever claim it finds, ours included.)
+  std::string published;
+  RETURN_IF_ERROR(PublishCommit(backend_, *plan, nullptr, &published));
+  committed_record_ = std::move(plan->commit_bytes);
+  committed_seal_ = std::move(published);
+  claim_->KeepClaim();
+  return Status::OK();
+}
+
+// Earlier writers of the same rank (a crashed attempt) may hold the first
+// pointers.
+Result<std::string> StepCommit::PublishRankPointer(const std::string& manifest_name) {
+  for (uint32_t k = 0; k < limits::kMaxRankPointers; ++k) {
+    std::string pointer = RankPointerObject(id_.name, id_.step, options_.rank, k);
+    Status st = backend_.PublishIfAbsent(pointer, manifest_name);
+    if (st.ok()) return pointer;
+    if (!st.IsAlreadyExists()) return st.WithContext(Label(id_) + ": publish rank pointer");
+  }
+  return Status::Unavailable(Label(id_) + ": rank " + std::to_string(options_.rank) + " has " +
+                             std::to_string(limits::kMaxRankPointers) +
+                             " manifest pointers from earlier writers already (gc removes them once "
+                             "no writer of the step is alive)");
+}
+
+Status StepCommit::WaitForCommit(const std::string& own_name) {
+  const std::string label = Label(id_);
+  bool listed_us = false;
+  auto check = [&]() -> Result<bool> {
+    auto record = ReadCommitRecord(backend_, id_.name, id_.step);
+    if (!record.ok()) {
+      if (!record.status().IsNotFound()) return record.status();
+      RETURN_IF_ERROR(CheckNoAbort());
+      return false;
+    }
+    ASSIGN_OR_RETURN(CommitRecord rec, DecodeCommitRecord(record->bytes, label + " commit record"));
+    listed_us = options_.rank < rec.ranks.size() && rec.ranks[options_.rank].manifest == own_name;
+    return true;
+  };
+  Status st = Poll(check, label + ": rank 0 did not commit within " + std::to_string(options_.rank_timeout_ms / 1000) +
+                              " s; this rank's manifest is published but uncommitted");
+  if (!st.ok() && st.code() != StatusCode::kUnavailable) return st.WithContext(label);
+  RETURN_IF_ERROR(st);
+  if (!listed_us) {
+    return Status::AlreadyExists(label + " was committed with another writer's rank " +
+                                 std::to_string(options_.rank) + " data");
+  }
+  return Status::OK();
+}
+
+void PublishAbortNote(Backend& backend, const CheckpointId& id, const std::string& attempt, uint32_t rank,
+                      const std::string& reason) {
+  AbortNote note;
+  note.attempt = attempt;
+  note.rank = rank;
+  note.reason = reason;
+  note.created_unix_ms = NowUnixMs();
+  (void)backend.PublishIfAbsent(AbortNoteObject(id.name, id.step, attempt), EncodeAbortNote(note));
+}
+
+Status StepCommit::PointAndWait(const std::string& own_name) {
+  ASSIGN_OR_RETURN(std::string pointer, PublishRankPointer(own_name));
+  Status waited = WaitForCommit(own_name);
+  // Rank 0 is done with it once a commit exists; gc takes what a crash
+  // leaves.
+  if (waited.ok()) (void)backend_.Remove(pointer);
+  return waited;
+}
+
+}  // namespace sluice
