@@ -71,7 +71,10 @@ std::map<std::string, std::string> SharedNamesThere(Backend& src, Backend& dst, 
 // under the name that step's copy there gives it), present in full, is not
 // copied again: a later step drained before this one (an earlier drain of
 // this step failed) may share it, and rewriting it would take it from that
-// step while the copy runs. An object of another step that is not there is
+// step while the copy runs. Only where an object is present under its own
+// name is the destination listed (on RADOS a listing walks every placement
+// group, a slow OSD's too) to learn whether a commit names it; the names a
+// copy of another step gives are named by that commit. An object of another step that is not there is
 // staged beside its own name and swapped in whole, so that another drain
 // copying it meanwhile never sees it half written. The step's own objects
 // are written new, under this drain writer's names, placed away from slow
@@ -80,26 +83,32 @@ Result<DestinationCopy> PlanDestination(Backend& src, Backend& dst, const Loaded
                                         const std::string& writer_id, const std::set<uint64_t>& shared_steps) {
   const std::string& name = loaded.commit.name;
   const uint64_t step = loaded.commit.step;
-  ASSIGN_OR_RETURN(std::set<std::string> held, ObjectsOfCommittedSteps(dst, name));
   const std::map<std::string, std::string> shared_there = SharedNamesThere(src, dst, name, shared_steps);
   DestinationCopy out;
   std::vector<std::vector<ObjectToCopy>> all;
+  std::set<std::string> held;  // named by a commit there
   std::vector<std::string> check;
   for (const auto& m : loaded.manifests) {
     all.push_back(ObjectsToCopy(m));
     out.names.emplace_back(m.objects.size());
     for (const auto& o : all.back()) {
-      std::string there = held.count(o.name) ? o.name : "";
-      if (auto it = shared_there.find(o.name); there.empty() && o.shared && it != shared_there.end()) {
-        there = held.count(it->second) ? it->second : "";
+      check.push_back(o.name);
+      if (auto it = shared_there.find(o.name); o.shared && it != shared_there.end()) {
+        check.push_back(it->second);
+        held.insert(it->second);
       }
-      if (!there.empty()) check.push_back(there);
     }
   }
   std::map<std::string, uint64_t> present;
-  if (!check.empty()) {
-    ASSIGN_OR_RETURN(auto found, dst.Stat(check));
-    for (const auto& f : found) present[f.name] = f.size;
+  ASSIGN_OR_RETURN(auto found, dst.Stat(check));
+  bool listed = false;
+  for (const auto& f : found) {
+    present[f.name] = f.size;
+    if (!listed && !held.count(f.name)) {
+      ASSIGN_OR_RETURN(std::set<std::string> committed, ObjectsOfCommittedSteps(dst, name));
+      held.merge(committed);
+      listed = true;
+    }
   }
   std::map<std::string, std::string> staged;  // source name -> destination name, for a shared object copied once
   for (size_t r = 0; r < all.size(); ++r) {
@@ -224,12 +233,13 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
       }
     }
   }
-  // Claim the destination step: gc and rm there leave it alone, and another
-  // drainer backs off.
-  if (AnyLiveWriter(dst, name, step)) {
-    return Status::Unavailable(label + ": another save or drain of this step is running there");
-  }
-  const std::string writer_id = NewWriterIdAwayFromSlow(dst, name, step, std::nullopt);
+  // Registered in the destination step: gc and rm there leave it alone. A
+  // second drainer of the step (or a save there) may run beside it: each
+  // writes under its own names, both claim the step, and exactly one seals
+  // it; the other finds the same save committed, or fails. (Not asked
+  // first: that takes a listing, which on RADOS walks every placement
+  // group, a slow OSD's too.)
+  const std::string writer_id = NewWriterIdAwayFromSlow(dst, name, step, 0);
   RETURN_IF_ERROR(AcquireWriterLock(dst, name, step, writer_id).WithContext(label));
   struct ReleaseOnReturn {
     Backend& b;
@@ -238,12 +248,7 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
     const std::string& w;
     ~ReleaseOnReturn() { ReleaseWriterLock(b, n, s, w); }
   } release{dst, name, step, writer_id};
-  // The check above and taking the lock are two steps: a second drainer may
-  // have passed the check too, or committed meanwhile. Both back off (a
-  // retry comes later), rather than both copying over one another.
-  if (AnyLiveWriter(dst, name, step, writer_id)) {
-    return Status::Unavailable(label + ": another save or drain of this step is running there");
-  }
+  // Committed meanwhile (another drainer)?
   ASSIGN_OR_RETURN(done, AlreadyThere(dst, loaded, label));
   if (done) return Status::OK();
   // Claimed while the copy runs. A drain that fails leaves its claim: the

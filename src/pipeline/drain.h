@@ -6,7 +6,7 @@
 // `ls` shows about it (drain notes) and retention.
 //
 // A drain registers a writer lock in the destination step first, so gc and
-// rm there leave it alone and a second drainer of the same step backs off. A
+// rm there leave it alone. A
 // killed drain leaves only uncommitted objects, which gc removes; the next
 // drain writes under names of its own and seals the claim the killed one
 // left.
@@ -30,9 +30,10 @@
 namespace sluice {
 
 // Drains (name, step) from `src` to `dst`. OK if the same save is committed
-// on `dst` afterwards (also when it already was); AlreadyExists if another
-// save of the step is. Unavailable if another live writer
-// or drainer holds the destination step.
+// on `dst` afterwards (also when it already was, or another drainer of the
+// step committed it meanwhile); AlreadyExists if another save of the step
+// is. Two drainers of one step may run at once: each copies under its own
+// names and exactly one copy is committed.
 Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
                        const CopyControl& control);
 
