@@ -14,9 +14,12 @@
 # _duration 0.2). Rounds alternate healthy/slow and sync/async. Beside them:
 # `rados bench` 4 MiB writes and a WRITE_MIB (512) MiB `sluice save`
 # straight to RADOS, hedged (the default) and with hedge=off, healthy and
-# slow; the hedged runs' JSON says what hedging cost. Writes OUT_DIR/report.md (medians over rounds) and
+# slow; the hedged runs' JSON says what hedging cost; and a WRITE_MIB save
+# to [c1's NVMe directory, RADOS], timed until the step is durable on RADOS
+# (the drain from the NVMe tier), healthy and slow. Writes OUT_DIR/report.md (medians over rounds) and
 # OUT_DIR/step_times.svg (gnuplot), and the raw JSON of every run.
-# Knobs: STATE_MIB, STEPS, EVERY, STEP_MS, SLOW_OSD (default 0), PYTHON.
+# Knobs: STATE_MIB, STEPS, EVERY, STEP_MS, SLOW_OSD (default 0), PYTHON,
+# PARTS (default "train write drain": which of the three to run).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-/tmp/sluice-war-slow-osd}
@@ -27,6 +30,7 @@ EVERY=${EVERY:-5}
 STEP_MS=${STEP_MS:-200}
 SLOW_OSD=${SLOW_OSD:-0}
 WRITE_MIB=${WRITE_MIB:-512}
+PARTS=${PARTS:-train write drain}
 ME=slow_osd.sh
 . "$HERE/bench/war_stories/lib.sh"
 mkdir -p "$OUT"
@@ -73,18 +77,40 @@ sluice_write() {  # sluice_write HEDGE HEALTH ROUND: a WRITE_MIB save straight t
   return 0
 }
 
+# A drain as a tiered save makes one: a WRITE_MIB save to [c1's NVMe
+# directory, RADOS] that waits for the drain (`sluice save --tier --tier`),
+# timed by its own --json: when the step was durable on RADOS
+# (tiers[1].durable_seconds) and on the NVMe tier (tiers[0]). Each save is a
+# new name, written in full; both copies go after (untimed).
+sluice_drain() {  # sluice_drain HEALTH ROUND
+  local name="war-drain-$1-$2-$$"
+  "$TB" exec c1 "$SLUICE" save --tier "$NVME" --tier "$SLUICE_TESTBED_RADOS_URI" --name "$name" --step 1 \
+    --synthetic "${WRITE_MIB}MiB" --items 32 --object-size 8MiB --json >"$OUT/drain-$1-$2.json" 2>/dev/null || true
+  "$TB" exec c1 "$SLUICE" rm --tier "$NVME" --tier "$SLUICE_TESTBED_RADOS_URI" --name "$name" --step 1 >/dev/null 2>&1
+  return 0
+}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+
 for ((r = 1; r <= ROUNDS; r++)); do
   for health in healthy slow; do
     if [ "$health" = slow ]; then set_delay 0.5 0.2; else set_delay 0 0; fi
     # Alternate which mode goes first, so neither always runs on a warmer cluster.
     if [ $((r % 2)) = 1 ]; then modes="sync async"; else modes="async sync"; fi
-    for mode in $modes; do
-      echo "slow_osd.sh: round $r, $health, $mode" >&2
-      train "$mode" "$health" "$r"
-    done
+    if has train; then
+      for mode in $modes; do
+        echo "slow_osd.sh: round $r, $health, $mode" >&2
+        train "$mode" "$health" "$r"
+      done
+    fi
     rados_bench "$health" "$r"
     if [ $((r % 2)) = 1 ]; then hedges="on off"; else hedges="off on"; fi
-    for hedge in $hedges; do sluice_write "$hedge" "$health" "$r"; done
+    if has write; then
+      for hedge in $hedges; do sluice_write "$hedge" "$health" "$r"; done
+    fi
+    if has drain; then
+      echo "slow_osd.sh: round $r, $health, drain" >&2
+      sluice_drain "$health" "$r"
+    fi
   done
 done
 set_delay 0 0
@@ -142,6 +168,19 @@ def sluice_mibs(hedge, health):
             pass
     return med(v)
 
+def drain_mibs(health):
+    # WRITE_MIB over the time until the step was durable on RADOS.
+    v = []
+    for f in glob.glob(os.path.join(out, f"drain-{health}-*.json")):
+        try:
+            d = json.load(open(f))
+            t = d["tiers"][1]
+            if t["state"] == "committed":
+                v.append(d["bytes"] / (1 << 20) / t["durable_seconds"])
+        except Exception:
+            pass
+    return med(v)
+
 def sluice_data_mibs(health):
     # The hedged saves' data writes alone: bytes over the wall time writes
     # of hedged objects were in flight (tiers[0].hedging.write_seconds),
@@ -180,7 +219,8 @@ write_mib = int(os.environ.get("WRITE_MIB", "512"))
 for name, f in (("rados bench write, 4 MiB, 16 in flight", rados_mibs),
                 (f"sluice save, {write_mib} MiB to RADOS, hedged (default)", lambda h: sluice_mibs("on", h)),
                 ("  its data writes alone (hedging.write_seconds)", sluice_data_mibs),
-                (f"sluice save, {write_mib} MiB to RADOS, hedge=off", lambda h: sluice_mibs("off", h))):
+                (f"sluice save, {write_mib} MiB to RADOS, hedge=off", lambda h: sluice_mibs("off", h)),
+                (f"sluice save to [NVMe dir, RADOS], {write_mib} MiB until durable on RADOS (target slow/healthy >= 0.667x)", drain_mibs)):
     a, b = f("healthy"), f("slow")
     ratio = f"{b / a:.3f}x" if a and b else "n/a"
     lines.append(f"| {name} | {fmt(a)} | {fmt(b)} | {ratio} |")

@@ -66,19 +66,18 @@ std::map<std::string, std::string> SharedNamesThere(Backend& src, Backend& dst, 
   return out;
 }
 
-// Where each object goes. An object a committed step on the destination
-// names already (under its own name, or, for an object of another step,
-// under the name that step's copy there gives it), present in full, is not
-// copied again: a later step drained before this one (an earlier drain of
-// this step failed) may share it, and rewriting it would take it from that
-// step while the copy runs. Only where an object is present under its own
-// name is the destination listed (on RADOS a listing walks every placement
-// group, a slow OSD's too) to learn whether a commit names it; the names a
-// copy of another step gives are named by that commit. An object of another step that is not there is
+// Where each object goes. The step's own objects are written new, under
+// this drain writer's names, placed away from slow placements and hedged
+// (engine/write_queue.h); nothing is asked of the destination about them
+// (on RADOS one stat per object, each waiting in a slow OSD's queue for
+// about half of them). An object of another step (an incremental save's
+// base) that a committed step on the destination names already, under its
+// own name or under the name that step's copy there gives it, present in
+// full, is not copied again; only where one is present under its own name
+// is the destination listed (on RADOS a listing walks every placement
+// group) to learn whether a commit names it. One that is not there is
 // staged beside its own name and swapped in whole, so that another drain
-// copying it meanwhile never sees it half written. The step's own objects
-// are written new, under this drain writer's names, placed away from slow
-// placements and hedged (engine/write_queue.h).
+// copying it meanwhile never sees it half written.
 Result<DestinationCopy> PlanDestination(Backend& src, Backend& dst, const LoadedCheckpoint& loaded,
                                         const std::string& writer_id, const std::set<uint64_t>& shared_steps) {
   const std::string& name = loaded.commit.name;
@@ -92,15 +91,19 @@ Result<DestinationCopy> PlanDestination(Backend& src, Backend& dst, const Loaded
     all.push_back(ObjectsToCopy(m));
     out.names.emplace_back(m.objects.size());
     for (const auto& o : all.back()) {
+      if (!o.shared) continue;
       check.push_back(o.name);
-      if (auto it = shared_there.find(o.name); o.shared && it != shared_there.end()) {
+      if (auto it = shared_there.find(o.name); it != shared_there.end()) {
         check.push_back(it->second);
         held.insert(it->second);
       }
     }
   }
   std::map<std::string, uint64_t> present;
-  ASSIGN_OR_RETURN(auto found, dst.Stat(check));
+  std::vector<ObjectInfo> found;
+  if (!check.empty()) {
+    ASSIGN_OR_RETURN(found, dst.Stat(check));
+  }
   bool listed = false;
   for (const auto& f : found) {
     present[f.name] = f.size;
@@ -114,7 +117,7 @@ Result<DestinationCopy> PlanDestination(Backend& src, Backend& dst, const Loaded
   for (size_t r = 0; r < all.size(); ++r) {
     for (size_t i = 0; i < all[r].size(); ++i) {
       ObjectToCopy& o = all[r][i];
-      for (const std::string& there : {o.name, o.shared && shared_there.count(o.name) ? shared_there.at(o.name) : ""}) {
+      for (const std::string& there : {o.shared ? o.name : "", o.shared && shared_there.count(o.name) ? shared_there.at(o.name) : ""}) {
         auto p = present.find(there);
         if (!there.empty() && held.count(there) && p != present.end() && p->second >= o.size) {
           out.names[r][i] = there;
@@ -248,9 +251,8 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
     const std::string& w;
     ~ReleaseOnReturn() { ReleaseWriterLock(b, n, s, w); }
   } release{dst, name, step, writer_id};
-  // Committed meanwhile (another drainer)?
-  ASSIGN_OR_RETURN(done, AlreadyThere(dst, loaded, label));
-  if (done) return Status::OK();
+  // (Committed meanwhile by another drainer: the claim says so, and the
+  // publish below finds the same save there.)
   // Claimed while the copy runs. A drain that fails leaves its claim: the
   // next drain of the step (the pipeline retries) seals it, and a store
   // that took the claim but fails removals would otherwise leave it fenced
