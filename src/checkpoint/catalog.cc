@@ -16,6 +16,7 @@
 #include "checkpoint/parts.h"
 #include "checkpoint/references.h"
 #include "checkpoint/writer_registry.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
@@ -76,16 +77,6 @@ bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step,
   }
   return false;
 }
-
-namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 namespace {
 

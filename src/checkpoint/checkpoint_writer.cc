@@ -21,15 +21,10 @@
 #include "checkpoint/step_commit.h"
 #include "checkpoint/writer_registry.h"
 #include "format/limits.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 class MemorySource final : public ItemSource {
  public:

@@ -7,15 +7,10 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The claim's bytes for `seal`, the seal of (name, step).
 std::string ClaimBytes(std::string_view name, uint64_t step, const std::string& seal) {

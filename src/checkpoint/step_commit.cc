@@ -12,15 +12,10 @@
 #include "format/limits.h"
 #include "io/crc32c.h"
 #include "sluice/names.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.step); }
 

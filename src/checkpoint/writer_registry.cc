@@ -13,6 +13,7 @@
 
 #include "checkpoint/away_from_slow.h"
 #include "format/layout.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
@@ -44,12 +45,6 @@ uint64_t ProcessStartTicks(uint32_t pid) {
     if (!(rest >> field)) return 0;
   }
   return std::strtoull(field.c_str(), nullptr, 10);
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // The writer ids this process holds locks for. A lock written by this very

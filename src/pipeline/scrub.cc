@@ -17,17 +17,12 @@
 #include "format/layout.h"
 #include "io/token_bucket.h"
 #include "pipeline/pipeline_metrics.h"
+#include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
 
 using Key = std::pair<std::string, uint64_t>;
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
