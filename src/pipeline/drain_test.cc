@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "engine/slow_placement_fixture.h"
 #include "format/layout.h"
 #include "pipeline/drain.h"
+#include "sluice/maintenance.h"
 #include "sluice/pipeline.h"
 #include "sluice/store.h"
 
@@ -147,6 +149,34 @@ TEST_F(DrainTest, ACopyPastASlowPlacementIsHedgedAndHoldsTheSameSave) {
   const int creates = slow.creates;
   EXPECT_TRUE(DrainCheckpoint(src_->backend(), slow, "d", 1, Control()).ok());
   EXPECT_EQ(slow.creates, creates);
+}
+
+// A scrub repair of the copy writes the bad object again staged under a
+// new name, which the placement places (and the write queue hedges past its
+// slow first placement), and swaps it in: the copy verifies.
+TEST_F(DrainTest, ARepairOfTheCopyIsPlacedAndHedgedToo) {
+  Save(1, {{"a", Bytes(2 << 20, 4)}});
+  ASSERT_TRUE(DrainCheckpoint(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
+  auto raw = OpenBackend(dir_ + "/dst", false);
+  ASSERT_TRUE(raw.ok());
+  SlowFirstPlacement slow(std::move(raw).value());
+  slow.slow = std::chrono::milliseconds(3000);
+  const uint64_t hedged = slow.Stats().objects_hedged;
+  const std::string bad = Load(*dst_, 1).manifests[0].objects[1].name;
+  {
+    std::fstream f(dir_ + "/dst/" + bad, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(1000);
+    f.put('\x5a');
+  }
+  auto report = Scrub({&src_->backend(), &slow}, ScrubOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  bool repaired = false;
+  for (const auto& c : report->copies) repaired = repaired || (c.tier == 1 && c.state == "repaired");
+  EXPECT_TRUE(repaired);
+  EXPECT_GT(slow.Stats().objects_hedged, hedged) << "the repair's write was not placed";
+  EXPECT_EQ(Load(*dst_, 1).manifests[0].objects[1].name, bad) << "the copy's records changed";
+  ExpectSameSave(1);
 }
 
 TEST_F(DrainTest, AfterAFailedDrainTheNextCommitsUnderItsOwnNamesAndGcTakesTheRest) {

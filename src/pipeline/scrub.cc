@@ -352,17 +352,21 @@ class Scrubber {
       // is checked against its crc as it is copied: a source that went bad
       // since it was verified fails the copy, and the staged object is
       // never swapped in.
+      // (The staged copy is placed and hedged like any data object.)
       Backend& dst = *tiers_[bad.tier].raw;
       one[0].dst_name = RepairStagingObject(key.first, key.second, writer, name);
+      one[0].placed = true;
       CopyControl control;
       control.bucket = options_.rate_bytes_per_sec > 0 ? tiers_[bad.tier].bucket.get() : nullptr;
       control.io_bytes = options_.store.io_bytes;
       control.written_total = &TierWrittenBytes(bad.tier, "repair");
       control.stop = options_.stop;
-      Status st = CopyObjects(Reader(tiers_[c.tier]), dst, one, control);
-      if (st.ok()) st = dst.Replace(one[0].dst_name, name);
+      std::vector<std::string> stored;
+      Status st = CopyObjects(Reader(tiers_[c.tier]), dst, one, control, &stored);
+      if (st.ok()) st = dst.Replace(stored[0], name);
       if (!st.ok()) {
-        (void)dst.Remove(one[0].dst_name);  // else gc's, once the step's writer lock is gone
+        // Else gc's, once the step's writer lock is gone.
+        (void)dst.Remove(stored.empty() ? one[0].dst_name : stored[0]);
         return st;
       }
       *found = true;

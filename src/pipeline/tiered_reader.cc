@@ -137,12 +137,15 @@ class TieredReader final : public CheckpointReader {
     RETURN_IF_ERROR(AddKnownChunks(src, name_, &one));
     CopyControl control;  // a foreground repair: not throttled
     control.io_bytes = options_.io_bytes;
+    // Staged under a new name, placed and hedged like any data object.
     ObjectToCopy& o = one[0];
     o.dst_name = RepairStagingObject(name_, step_, NewWriterId(), object);
+    o.placed = true;
     Backend& dst = tiers_[primary_]->backend();
-    Status st = CopyObjects(src, dst, one, control);
-    if (st.ok()) st = dst.Replace(o.dst_name, object);
-    if (!st.ok()) (void)dst.Remove(o.dst_name);
+    std::vector<std::string> stored;
+    Status st = CopyObjects(src, dst, one, control, &stored);
+    if (st.ok()) st = dst.Replace(stored[0], object);
+    if (!st.ok()) (void)dst.Remove(stored.empty() ? o.dst_name : stored[0]);
     return st;
   }
 
