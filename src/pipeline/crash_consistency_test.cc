@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -192,6 +193,9 @@ class CrashConsistency : public ::testing::Test {
     options_.create_if_missing = true;
   }
   void TearDown() override {
+    // How many times power was lost, for the record of how much was tried.
+    std::printf("[ TRIALS   ] %lld power losses\n", static_cast<long long>(power_losses_));
+    RecordProperty("power_losses", static_cast<int>(power_losses_));
     std::string cmd = "rm -rf " + dir_ + " " + tier1_;
     (void)std::system(cmd.c_str());
   }
@@ -235,7 +239,10 @@ class CrashConsistency : public ::testing::Test {
   // cut short, and after the reboot every writer of the lost boot is dead,
   // which this process (still running) models by rewriting the writer locks
   // it left with another boot id.
-  void LosePower(FaultState* st, std::mt19937* rng) { LosePowerOn(st, rng, {dir_, tier1_}); }
+  void LosePower(FaultState* st, std::mt19937* rng) {
+    ++power_losses_;
+    LosePowerOn(st, rng, {dir_, tier1_});
+  }
   void LosePowerOn(FaultState* st, std::mt19937* rng, const std::vector<std::string>& dirs) {
     for (const auto& dir : dirs) {
       auto b = OpenBackend(dir, false);
@@ -374,6 +381,7 @@ class CrashConsistency : public ::testing::Test {
   std::string dir_;
   std::string tier1_;
   bool tier1_placed_ = false;  // tier 1 behind a BesidePlacement
+  int64_t power_losses_ = 0;
   StoreOptions options_;
 };
 
