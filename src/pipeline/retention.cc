@@ -59,9 +59,12 @@ uint64_t Retention::Apply(const std::string& name) {
     removed += PruneParts(name);
     if (hooks_.leaves_shared_tiers(name)) return removed;
   }
-  // One tier that keeps every step has nothing to remove: no listing
-  // (on RADOS a pool walk, seconds when an OSD is slow).
-  if (stores_.size() == 1 && tiers_[0].keep_last == 0) return removed;
+  // Where every tier keeps every step there is nothing to remove (a step
+  // leaves a tier only past its keep_last): no listing (on RADOS a pool
+  // walk, seconds when an OSD is slow, and a pipeline's close waits for it).
+  if (std::all_of(tiers_.begin(), tiers_.end(), [](const TierOptions& t) { return t.keep_last == 0; })) {
+    return removed;
+  }
   // While any tier cannot be listed, what it holds is unknown: remove
   // nothing anywhere.
   bool unreachable = false;
