@@ -26,6 +26,8 @@ packages=(
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
   ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
   python3 python3-venv               # python/: a virtual environment with torch 2.x (below)
+  python3-dev                        # python/: Python's headers, for the _sluice extension
+  iproute2                           # ip and tc: the test bed's network namespaces (scripts/testbed)
 )
 missing=()
 for p in "${packages[@]}"; do
