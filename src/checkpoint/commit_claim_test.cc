@@ -247,6 +247,36 @@ class ReadsOf final : public BackendWrapper {
   std::string object_;
 };
 
+// A claim another writer left is not covered by the sealing writer's lock:
+// if it went after it was read, the seal is withdrawn and the save fails
+// rather than report a commit nobody can read.
+class RemovesClaimOnSeal final : public BackendWrapper {
+ public:
+  explicit RemovesClaimOnSeal(Backend& target) : BackendWrapper(target) {}
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    Status st = BackendWrapper::PublishIfAbsent(name, bytes);
+    if (st.ok() && name.find("/seal/") != std::string::npos) {
+      (void)BackendWrapper::Remove(CommitObject("c", 1));
+    }
+    return st;
+  }
+};
+
+TEST_F(CommitClaimTest, ASealWhoseClaimWentIsWithdrawn) {
+  const std::string seal = DeadClaim(1);
+  ASSERT_FALSE(seal.empty());
+  RemovesClaimOnSeal removing(raw());
+  auto stats = SaveOne(removing, 1, Bytes(1000, 4));
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), StatusCode::kIOError) << stats.status().ToString();
+  EXPECT_NE(stats.status().message().find("withdrawn"), std::string::npos) << stats.status().ToString();
+  EXPECT_TRUE(raw().ReadSmall(seal).status().IsNotFound()) << "the seal stayed";
+  EXPECT_TRUE(ReadCommitRecord(raw(), "c", 1).status().IsNotFound());
+  // The step is free again: a later save commits it.
+  ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 5)).ok());
+  EXPECT_TRUE(Load("c", 1)["x"] == Bytes(1000, 5));
+}
+
 TEST_F(CommitClaimTest, RemoveTakesTheSealAndTheClaim) {
   SlowNames slow(raw(), CommitSlow);
   ASSERT_TRUE(SaveOne(slow, 1, Bytes(1000, 1)).ok());
@@ -482,6 +512,47 @@ TEST_F(CommitClaimTest, GcLeavesAStepAWriterEnteredAfterItsListing) {
   ASSERT_TRUE(gc.ok());
   EXPECT_EQ(gc->objects_removed, 1u);
   EXPECT_TRUE(Load("c", 1)["x"] == b);
+}
+
+// Holds a writer just before it publishes its seal, until released.
+class HoldsBeforeSeal final : public BackendWrapper {
+ public:
+  explicit HoldsBeforeSeal(Backend& target) : BackendWrapper(target) {}
+  Status PublishIfAbsent(const std::string& name, std::string_view bytes) override {
+    if (name.find("/seal/") != std::string::npos && bytes != kFencedSeal) {
+      about_to_seal.set_value();
+      go.get_future().wait();
+    }
+    return BackendWrapper::PublishIfAbsent(name, bytes);
+  }
+  std::promise<void> about_to_seal, go;
+};
+
+// Why a commit is final, where it is not: gc asked about writers, then a
+// writer registered, read the dead claim at COMMIT and was about to seal
+// it; gc fenced the claim's seal, removed the claim and then the fence. The
+// writer's seal then lands where no claim names it: it reads the claim
+// again, takes the seal back and fails, instead of reporting a commit
+// nobody can read.
+TEST_F(CommitClaimTest, AWriterThatSealsADeadClaimGcRemovedCommitsNothing) {
+  const std::string seal = DeadClaim(1);
+  HoldsBeforeSeal holding(raw());
+  Status saved = Status::OK();
+  std::thread writer;
+  BeforeFence racing(raw(), [&] {
+    writer = std::thread([&] { saved = SaveOne(holding, 1, Bytes(1000, 6)).status(); });
+    holding.about_to_seal.get_future().wait();
+  });
+  auto gc = CollectGarbage(racing, 0);
+  holding.go.set_value();
+  writer.join();
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  ASSERT_FALSE(saved.ok()) << "the save reported a commit whose claim gc had removed";
+  EXPECT_NE(saved.message().find("withdrawn"), std::string::npos) << saved.ToString();
+  EXPECT_TRUE(raw().ReadSmall(seal).status().IsNotFound()) << "an orphan seal stayed";
+  EXPECT_TRUE(ReadCommitRecord(raw(), "c", 1).status().IsNotFound());
+  ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 7)).ok());
+  EXPECT_TRUE(Load("c", 1)["x"] == Bytes(1000, 7));
 }
 
 }  // namespace

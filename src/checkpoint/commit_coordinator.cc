@@ -85,8 +85,10 @@ namespace {
 
 // Publishes the record at the seal of the claim at `COMMIT`: the caller's
 // own (claimed now if its claim in the background did not land), else the
-// one another writer left there. `*where` gets the seal published.
-Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* existing) {
+// one another writer left there. `*where` gets the seal published, `*claim`
+// the claim's bytes when it was another writer's.
+Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* where, std::string* claim,
+                     std::string* existing) {
   auto parsed = ParseObjectName(plan.commit_object);
   if (!parsed) return Status::InvalidArgument("not a commit record's name: " + plan.commit_object);
   *where = plan.seal;
@@ -110,6 +112,7 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
     }
     ASSIGN_OR_RETURN(CommitClaim found, DecodeClaimOf(parsed->name, parsed->step, *there));
     *where = found.seal;
+    *claim = std::move(there).value();
   } else {
     RETURN_IF_ERROR(claimed.WithContext(plan.label + ": claim its commit record"));
   }
@@ -129,15 +132,32 @@ Status PublishRecord(Backend& backend, const CommitPlan& plan, std::string* wher
 
 }  // namespace
 
-// The publish is final: nothing it names can go while this writer lives
-// (doc/format.md, "Why a commit is final"), so it is not checked again.
+// Nothing the record names can go while this writer lives (doc/format.md,
+// "Why a commit is final"), so the objects are not checked again. A claim
+// another writer left is not this writer's to protect: gc and rm remove a
+// dead claim with its fence, so a writer that read the claim before that
+// could seal a seal whose claim is gone. It reads the claim once after its
+// seal: there and unchanged, the commit stands (a fence from now on fails,
+// and gc then leaves the step, rm refuses it); gone or replaced, it takes
+// its seal back.
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing, std::string* published_at) {
   ASSIGN_OR_RETURN(std::string missing, FirstMissing(backend, plan));
   if (!missing.empty()) {
     return Status::IOError(plan.label + ": " + missing + " is missing or short; not committing");
   }
-  std::string published;
-  RETURN_IF_ERROR(PublishRecord(backend, plan, &published, existing));
+  std::string published, claim;
+  RETURN_IF_ERROR(PublishRecord(backend, plan, &published, &claim, existing));
+  if (!claim.empty()) {
+    auto now = backend.ReadSmall(plan.commit_object);
+    if (!now.ok() && !now.status().IsNotFound()) {
+      return now.status().WithContext(plan.label + ": sealed another writer's claim, but could not read the claim again");
+    }
+    if (!now.ok() || *now != claim) {
+      (void)backend.Remove(published);
+      return Status::IOError(plan.label + ": the claim it sealed was removed meanwhile (gc or rm of a save that died); "
+                             "the seal was withdrawn and nothing is committed");
+    }
+  }
   if (published_at != nullptr) *published_at = published;
   return Status::OK();
 }

@@ -13,8 +13,10 @@
 // object the commit names is there and whole, then sealing atomically
 // (PublishIfAbsent), means no reader can ever see a torn checkpoint: gc and
 // rm never remove what a live writer's lock or refs record protects, nor a
-// claim that is sealed, so the seal is final (doc/format.md, "Why a commit
-// is final").
+// claim that is sealed, so the seal of a writer's own claim is final
+// (doc/format.md, "Why a commit is final"). A writer that seals a claim
+// another writer left reads it once more, and takes its seal back if gc or
+// rm removed it meanwhile.
 //
 // Thread-safety: PublishCommit is a free function; a CommitClaimant is used
 // by one thread (its claim runs on a thread of its own).
@@ -97,9 +99,10 @@ struct CommitPlan {
 // where given, gets the seal it went to), and it is final. AlreadyExists: a
 // commit record was there first (`*existing` then holds its bytes, where it
 // could be read). IOError naming the object when one is missing or short
-// (nothing is published). Unavailable when the claim at `COMMIT` is being
-// removed (a fence at its seal: gc or rm of a dead claimant's claim). Other
-// errors: the backend's, in context.
+// (nothing is published), or when the claim of another writer it sealed
+// went meanwhile (the seal is taken back). Unavailable when the claim at
+// `COMMIT` is being removed (a fence at its seal: gc or rm of a dead
+// claimant's claim). Other errors: the backend's, in context.
 Status PublishCommit(Backend& backend, const CommitPlan& plan, std::string* existing,
                      std::string* published = nullptr);
 
