@@ -103,8 +103,12 @@ class TieredReader final : public CheckpointReader {
   }
 
   void Repair() {
+    // Each good tier's copy, loaded once for all the objects it repairs.
+    std::map<size_t, Result<LoadedCheckpoint>> copies;
     for (const auto& [object, good] : to_repair_) {
-      Status st = RepairOne(object, good);
+      auto copy = copies.find(good);
+      if (copy == copies.end()) copy = copies.emplace(good, LoadCheckpoint(tiers_[good]->backend(), name_, step_)).first;
+      Status st = copy->second.ok() ? RepairOne(object, good, *copy->second) : copy->second.status();
       if (recovery_ != nullptr) {
         recovery_->repairs.push_back(
             (st.ok() ? "rewrote " : "could not rewrite ") + object + " on tier " +
@@ -115,14 +119,13 @@ class TieredReader final : public CheckpointReader {
     to_repair_.clear();
   }
 
-  // Rewrites `object` on the primary tier from tier `good`'s copy of the
-  // same save, which may name it otherwise (checkpoint/copies.h). Written
+  // Rewrites `object` on the primary tier from tier `good`'s copy (`there`)
+  // of the same save, which may name it otherwise (checkpoint/copies.h). Written
   // beside the bad object (every chunk checked on the way), then swapped in
   // whole: the committed object is never half rewritten. A staged object a
   // crash leaves is garbage gc removes.
-  Status RepairOne(const std::string& object, size_t good) {
+  Status RepairOne(const std::string& object, size_t good, const LoadedCheckpoint& there) {
     Backend& src = tiers_[good]->backend();
-    ASSIGN_OR_RETURN(LoadedCheckpoint there, LoadCheckpoint(src, name_, step_));
     if (!SameSave(loaded_, there)) return Status::Corruption("that tier holds another save of the step");
     const auto names = ObjectNamesAcross(loaded_, there);
     auto it = names.find(object);
