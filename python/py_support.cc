@@ -162,6 +162,38 @@ py::dict InfoDict(const CheckpointInfo& info) {
 }
 
 
+void BindStagingPool(py::module_& m) {
+  py::class_<PyStagingPool>(m, "StagingPool")
+      .def(py::init([](uint64_t bytes, bool huge_pages, double idle_release_seconds) {
+             auto pin = std::make_shared<StagingPin>();
+             StagingPoolOptions o;
+             o.bytes = bytes;
+             o.huge_pages = huge_pages;
+             o.idle_release_seconds = idle_release_seconds;
+             // Pinned for CUDA DMA as a pipeline's own arena is (MakeOptions).
+             o.on_allocated = [pin](void* base, uint64_t size) {
+               std::lock_guard<std::mutex> lock(pin->mu);
+               pin->base = base;
+               pin->arena_bytes = size;
+               pin->PinLocked();
+             };
+             o.on_freeing = [pin](void* base, uint64_t) {
+               std::lock_guard<std::mutex> lock(pin->mu);
+               if (pin->pinned) (void)cuda::Unpin(base, *pin->device);
+               pin->pinned = false;
+               pin->base = nullptr;
+             };
+             return PyStagingPool{ValueOrThrow(StagingPool::Open(o)), pin};
+           }),
+           py::arg("bytes"), py::arg("huge_pages") = true, py::arg("idle_release_seconds") = 0.0)
+      .def_property_readonly("bytes", [](const PyStagingPool& p) { return p.pool->bytes(); })
+      .def_property_readonly("resident_bytes", [](const PyStagingPool& p) { return p.pool->resident_bytes(); })
+      .def("release_if_idle", [](const PyStagingPool& p) {
+        py::gil_scoped_release release;
+        return p.pool->ReleaseIfIdle();
+      });
+}
+
 PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t staging_bytes,
                             uint32_t copy_threads, uint32_t max_in_flight, uint64_t chunk_bytes,
                             uint64_t io_bytes, uint64_t object_bytes, uint64_t rank_timeout_ms,

@@ -70,6 +70,15 @@ struct StagingPin {
   }
 };
 
+// The process's staging pool as Python holds it: the pool, and the CUDA
+// pin of its arena (one pin per arena, whichever pipeline pins it).
+struct PyStagingPool {
+  std::shared_ptr<StagingPool> pool;
+  std::shared_ptr<StagingPin> pin;
+};
+// sluice._sluice.StagingPool(bytes, huge_pages, idle_release_seconds).
+void BindStagingPool(py::module_& m);
+
 struct BacklogArgs {
   std::vector<std::string> policy;  // per tier, or empty: the default
   bool one_for_all = false;         // policy was given as one string

@@ -290,7 +290,8 @@ class PyReader {
 // background threads are never blocked on it.
 class PyPipeline {
  public:
-  PyPipeline(const PipelineOptions& options, std::shared_ptr<StagingPin> pin) : pin_(std::move(pin)) {
+  PyPipeline(const PipelineOptions& options, std::shared_ptr<StagingPin> pin)
+      : pin_(std::move(pin)), pool_(options.staging_pool) {
     Result<std::unique_ptr<Pipeline>> opened = Status::IOError("not opened");
     {
       py::gil_scoped_release release;
@@ -306,6 +307,7 @@ class PyPipeline {
   void PinForCuda(int device) {
     Get();
     py::gil_scoped_release release;  // pinning a large arena takes a while
+    if (pool_) pool_->KeepResident();  // pinned memory must never be given back
     std::lock_guard<std::mutex> lock(pin_->mu);
     if (!pin_->device) pin_->device = device;
     pin_->PinLocked();
@@ -461,6 +463,7 @@ class PyPipeline {
 
   std::shared_ptr<Pipeline> pipeline_;
   std::shared_ptr<StagingPin> pin_;
+  std::shared_ptr<StagingPool> pool_;  // the process's, or null
 };
 
 }  // namespace
@@ -473,6 +476,7 @@ PYBIND11_MODULE(_sluice, m) {
 
   RegisterErrors(m);
   BindProcessFunctions(m);
+  BindStagingPool(m);
 
   py::class_<PySaveHandle>(m, "SaveHandle")
       .def_property_readonly("stall_seconds", &PySaveHandle::stall_seconds)
@@ -514,7 +518,8 @@ PYBIND11_MODULE(_sluice, m) {
                        const std::vector<uint32_t>& keep_last, uint64_t scrub_rate_bytes_per_sec,
                        uint64_t rebuild_rate_bytes_per_sec, uint32_t rebuild_keep_last,
                        const py::object& backlog_policy, uint32_t max_backlog_steps,
-                       uint64_t max_backlog_bytes, const std::string& when_backlogged, bool tier0_per_host) {
+                       uint64_t max_backlog_bytes, const std::string& when_backlogged, bool tier0_per_host,
+                       const PyStagingPool* staging_pool) {
              BacklogArgs backlog;
              if (py::isinstance<py::str>(backlog_policy)) {
                backlog.policy.assign(tiers.size(), backlog_policy.cast<std::string>());
@@ -525,13 +530,15 @@ PYBIND11_MODULE(_sluice, m) {
              backlog.max_steps = max_backlog_steps;
              backlog.max_bytes = max_backlog_bytes;
              backlog.when = when_backlogged;
-             auto pin = std::make_shared<StagingPin>();
-             return std::make_unique<PyPipeline>(
-                 MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes, io_bytes,
-                             object_bytes, rank_timeout_ms, create_if_missing, huge_pages,
-                             staging_at_open, rate_bytes_per_sec, keep_last, scrub_rate_bytes_per_sec,
-                             rebuild_rate_bytes_per_sec, rebuild_keep_last, backlog, tier0_per_host, pin),
-                 pin);
+             // With the process's pool, its arena and its pin; else one of its own.
+             auto pin = staging_pool ? staging_pool->pin : std::make_shared<StagingPin>();
+             PipelineOptions o = MakeOptions(tiers, staging_bytes, copy_threads, max_in_flight, chunk_bytes,
+                                             io_bytes, object_bytes, rank_timeout_ms, create_if_missing,
+                                             huge_pages, staging_at_open, rate_bytes_per_sec, keep_last,
+                                             scrub_rate_bytes_per_sec, rebuild_rate_bytes_per_sec,
+                                             rebuild_keep_last, backlog, tier0_per_host, pin);
+             if (staging_pool) o.staging_pool = staging_pool->pool;
+             return std::make_unique<PyPipeline>(o, pin);
            }),
            py::arg("tiers"), py::arg("staging_bytes") = PipelineOptions{}.staging_bytes,
            py::arg("copy_threads") = PipelineOptions{}.copy_threads,
@@ -549,7 +556,7 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("rebuild_keep_last") = PipelineOptions{}.rebuild_keep_last,
            py::arg("backlog_policy") = py::none(), py::arg("max_backlog_steps") = uint32_t{0},
            py::arg("max_backlog_bytes") = uint64_t{0}, py::arg("when_backlogged") = "wait",
-           py::arg("tier0_per_host") = false)
+           py::arg("tier0_per_host") = false, py::arg("staging_pool") = nullptr)
       .def_property_readonly("staging_pin", &PyPipeline::StagingPinState)
       .def("pin_for_cuda", &PyPipeline::PinForCuda, py::arg("device"),
            "Page-locks the staging arena for DMA from CUDA `device` (once; a no-op after). "

@@ -88,6 +88,48 @@ enum class BusyPolicy {
 // The smallest staging arena PipelineOptions::huge_pages applies to.
 constexpr uint64_t kHugePageStagingBytes = 1ull << 30;
 
+// Staging memory that the pipelines of one process share, so that a process
+// saving into many stores holds one arena, allocated and faulted in once
+// (sluice's Python package opens one per process). The arena is made at the
+// first save of any pipeline using the pool (or when one opens with
+// staging_at_open), with the slab size of that pipeline's store; a pipeline
+// whose I/O size gives another slab size is refused at open
+// (InvalidArgument). Saves of all its pipelines queue for its slabs in the
+// order they begin. Memory no save has used for idle_release_seconds (0:
+// never) is given back to the kernel (the mapping stays; the next save
+// faults its pages in again, paying that in its stall), except when the
+// arena is locked or KeepResident() was called: memory registered with a
+// device driver (CUDA pinning) must never be given back.
+//
+// Thread-safety: thread-safe.
+struct StagingPoolOptions {
+  uint64_t bytes = 1ull << 30;  // at least one slab; at most 80% of physical memory
+  bool lock = false;            // mlock (PipelineOptions::lock_staging)
+  bool huge_pages = true;       // as PipelineOptions::huge_pages
+  double idle_release_seconds = 0;
+  // As PipelineOptions::on_staging_allocated / on_staging_freeing, once per
+  // pool: when its arena is made, and when the pool goes.
+  std::function<void(void* base, uint64_t bytes)> on_allocated;
+  std::function<void(void* base, uint64_t bytes)> on_freeing;
+};
+
+class StagingPool {
+ public:
+  // InvalidArgument for a budget over 80% of physical memory; nothing is
+  // allocated until a save needs it.
+  static Result<std::shared_ptr<StagingPool>> Open(const StagingPoolOptions& options);
+  virtual ~StagingPool() = default;
+  virtual uint64_t bytes() const = 0;
+  // Bytes of the arena now backed by memory: bytes() once made and faulted
+  // in, 0 before that and after an idle release.
+  virtual uint64_t resident_bytes() const = 0;
+  // From now on the memory is never given back (it is about to be pinned).
+  virtual void KeepResident() = 0;
+  // Gives the memory back now if no save holds a slab (what the idle timer
+  // does); returns whether it did.
+  virtual bool ReleaseIfIdle() = 0;
+};
+
 struct PipelineOptions {
   std::vector<TierOptions> tiers;  // fastest first; at least one
   // Layout of data written to tier 0 (and copied verbatim to later tiers).
@@ -97,6 +139,10 @@ struct PipelineOptions {
   // Staging arena in bytes: allocated once when the pipeline opens and kept.
   // At least one I/O buffer (store.io_bytes); at most 80% of physical memory.
   uint64_t staging_bytes = 1ull << 30;
+  // When set, the pipeline stages into this shared pool instead of an arena
+  // of its own: staging_bytes, lock_staging, huge_pages and the
+  // on_staging_* hooks are then the pool's (StagingPoolOptions).
+  std::shared_ptr<StagingPool> staging_pool;
   // Allocate and fault in the arena when the pipeline opens, so that even
   // the first save's stall is a plain memory copy. Off: at the first
   // Begin(), so that a pipeline used only to read (a job resuming) costs

@@ -30,7 +30,7 @@ from ._backlog import BacklogWarning
 from ._state_dict import SaveHandle, load_with, save_with
 
 __all__ = [
-    "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "SaveHandle",
+    "save", "load", "list_checkpoints", "remove", "configure", "pipeline", "close", "staging", "SaveHandle",
     "BacklogWarning",
     "metrics", "metrics_text",
     "Error", "AlreadyExistsError", "CorruptionError", "InvalidArgumentError", "StoreIOError",
@@ -71,16 +71,27 @@ _options = {
     "max_backlog_bytes": 0,
     "when_backlogged": "wait",
     "tier0_per_host": False,
+    # The process's staging pool gives its memory back after this long
+    # without a save (0: never); the next save faults it in again.
+    "staging_idle_release_seconds": float(os.environ.get("SLUICE_STAGING_IDLE_RELEASE_SECONDS", 1800)),
 }
 # Python-side options (not the pipeline's): when a save warns that a tier
 # falls behind (see _backlog.py).
 _warn_options = {"backlog_warn_steps": 2, "backlog_warn_bytes": 0}
 _pipelines = {}
 _lock = threading.Lock()
+# (options it was made with, pool): the staging memory every pipeline of
+# this process shares. Options that change it make a new one; the old one
+# goes with the last pipeline using it.
+_pool = [None, None]
+_POOL_OPTIONS = ("staging_bytes", "huge_pages", "staging_idle_release_seconds", "io_bytes")
 
 
 def configure(**options):
-    """Sets options for pipelines opened from now on: staging_bytes,
+    """Sets options for pipelines opened from now on: staging_bytes (the
+    size of the process's one staging pool, which every store's pipeline
+    shares), staging_idle_release_seconds (the pool's memory goes back to
+    the system after this long without a save; 0: never; default 1800),
     copy_threads, max_in_flight, chunk_bytes, io_bytes, object_bytes,
     rank_timeout_ms, create_if_missing, huge_pages, and per tier
     rate_bytes_per_sec and keep_last (lists, one figure per tier).
@@ -145,9 +156,31 @@ def pipeline(store, _reading=False):
         key = (tiers, repr(sorted(opts.items())))
         p = _pipelines.get(key)
         if p is None or p.closed:
-            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading, **opts)
+            pool = _staging_pool(opts)
+            del opts["staging_idle_release_seconds"]
+            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading, staging_pool=pool, **opts)
             _pipelines[key] = p
         return p
+
+
+def _staging_pool(opts):
+    """The process's staging pool for `opts` (under _lock): one arena,
+    staging_bytes large, that every store's pipeline stages into, made at
+    the first save and kept while saves use it."""
+    wanted = tuple(opts[k] for k in _POOL_OPTIONS)
+    if _pool[1] is None or _pool[0] != wanted:
+        _pool[:] = [wanted, _sluice.StagingPool(opts["staging_bytes"], huge_pages=opts["huge_pages"],
+                                                idle_release_seconds=opts["staging_idle_release_seconds"])]
+    return _pool[1]
+
+
+def staging():
+    """The process's staging pool: {"bytes": its size, "resident_bytes":
+    what of it is backed by memory now (0 before the first save and after
+    an idle release)}, or None before any pipeline opened."""
+    with _lock:
+        pool = _pool[1]
+    return None if pool is None else {"bytes": pool.bytes, "resident_bytes": pool.resident_bytes}
 
 
 def close():
@@ -157,6 +190,7 @@ def close():
     with _lock:
         pipelines = list(_pipelines.values())
         _pipelines.clear()
+        _pool[:] = [None, None]  # its memory goes with the last pipeline
     for p in pipelines:
         p.close()
 

@@ -56,13 +56,39 @@ __all__ = ["StorageWriter", "StorageReader", "async_save", "parse_checkpoint_id"
 
 
 class _Staged:
-    """A save whose bytes an async stage() already put into staging."""
+    """A save whose bytes an async stage() already put into staging. In the
+    process that staged it, `handle` is the save's SaveHandle; in a copy of
+    the writer (DCP's checkpoint process) it is None, and the save was
+    already committed on tier 0 when the copy was made."""
 
     def __init__(self, name, step, handle, results, metadata, world):
         self.name, self.step, self.world = name, step, world
         self.handle = handle
         self.results = {r.index: r for r in results}
         self.metadata = metadata
+
+
+class _Planned:
+    """What stage() hands back to DCP in place of one state-dict entry: the
+    write items stage() planned for it on this rank, with no data. DCP's
+    planner asks it for its items (the `__create_write_items__` protocol
+    that DTensor uses), so the save DCP then runs, in a thread or in its
+    checkpoint process, plans exactly what was staged, and pickling it for
+    that process costs nothing: the bytes are already in sluice's staging."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __create_write_items__(self, fqn, obj):
+        return list(self.items)
+
+
+def _planned_state_dict(plan):
+    """A flat state dict of `_Planned` stand-ins, one per planned fqn."""
+    by_fqn = {}
+    for item in plan.items:
+        by_fqn.setdefault(item.index.fqn, []).append(item)
+    return {fqn: _Planned(items) for fqn, items in by_fqn.items()}
 
 
 class StorageWriter(dcp.StorageWriter, _AsyncStager):
@@ -80,8 +106,12 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     _synchronize_after_execute = False
 
     def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None,
-                 process_group=None, no_dist=False, incremental=True):
+                 process_group=None, no_dist=False, incremental=True, async_staging=False):
         super().__init__()
+        # True: stage() returns a Future, so dcp.async_save returns an
+        # AsyncSaveResponse whose staging_completion resolves once the
+        # snapshot is in staging.
+        self.async_staging = bool(async_staging)
         # Chunks unchanged since the newest committed step of the name are
         # referenced there, per rank, instead of written (sluice.save's
         # incremental); False writes every chunk.
@@ -142,7 +172,29 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         self._is_coordinator = is_coordinator
         self._rank = rank
         self._use_collectives = use_collectives
-        pipeline(self.store)  # open (or reuse) now: a bad store fails in planning, on every rank
+        if self._staged is None:
+            # Open (or reuse) now: a bad store fails in planning, on every
+            # rank. A staged save has its store open where it was staged.
+            pipeline(self.store)
+
+    def __getstate__(self):
+        """A copy for another process (DCP's AsyncCheckpointerType.PROCESS
+        pickles the writer into its checkpoint process): no handle, no
+        process group; the store is opened there, lazily, by the save that
+        runs there. A save stage() made here is handed over: pickling waits
+        until it is committed on tier 0 (raising its error if it failed), and
+        the copy carries its outcome, so that process reports exactly what
+        happened here."""
+        state = self.__dict__.copy()
+        state["handle"] = None
+        state["process_group"] = None
+        staged = self._staged
+        if staged is not None and staged.handle is not None:
+            self._staged = None  # handed over: the copy finishes this save
+            staged.handle.wait(tier=0)
+            state["_staged"] = _Staged(staged.name, staged.step, None, staged.results.values(),
+                                       staged.metadata, staged.world)
+        return state
 
     def storage_meta(self):
         self._require_id()
@@ -204,8 +256,9 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                 f"sluice.torch.StorageWriter: DCP planned items that stage() did not stage "
                 f"({', '.join(sorted(set(missing))[:5])}): a custom planner cannot be used with "
                 f"sluice's staging; pass none, or stage with DCP's default stager")
-        self.handle = staged.handle
-        self.handle.wait(tier=0)
+        if staged.handle is not None:
+            self.handle = staged.handle
+            self.handle.wait(tier=0)
         future = torch.futures.Future()
         future.set_result([staged.results[item.index] for item in plan.items])
         return future
@@ -278,15 +331,26 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
 
     # AsyncStager ---------------------------------------------------------
     def stage(self, state_dict):
-        """Copies `state_dict` into sluice's staging arena and returns it: the
-        tensors may change once this returns. Plans the save the way dcp.save
-        will (DCP's default planner; in a process group, over
-        `self.process_group` from this thread: gather the local plans to its
-        rank 0, scatter the global plan, agree that every rank could stage)
-        and snapshots it; the DCP save that async_save then runs in the
-        background finds its bytes staged and waits for the commit. Give the
-        writer the process_group and no_dist you give dcp.async_save
-        (sluice.torch.async_save does)."""
+        """Copies `state_dict` into sluice's staging arena: the tensors may
+        change once this returns. Plans the save the way dcp.save will (DCP's
+        default planner; in a process group, over `self.process_group` from
+        this thread: gather the local plans to its rank 0, scatter the global
+        plan, agree that every rank could stage) and snapshots it. Returns a
+        state dict of stand-ins that carry the plan and no data (a Future of
+        it with async_staging=True): the DCP save that async_save then runs
+        in the background, in a thread or in DCP's checkpoint process, plans
+        the same items, finds their bytes staged and waits for the commit.
+        Give the writer the process_group and no_dist you give
+        dcp.async_save (sluice.torch.async_save does)."""
+        staged = self._stage_now(state_dict)
+        if not self.async_staging:
+            return staged
+        from concurrent.futures import Future
+        future = Future()
+        future.set_result(staged)  # the snapshot is in staging already
+        return future
+
+    def _stage_now(self, state_dict):
         self._require_id()
         if self._staged is not None:
             raise RuntimeError(f"sluice.torch.StorageWriter: {self._staged.name}@{self._staged.step} "
@@ -320,7 +384,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         _backlog.warn_if_behind(pipeline(self.store), handle.backlog())
         self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata, world)
         self.handle = handle
-        return state_dict
+        return _planned_state_dict(plan)
 
     def _plan_globally(self, planner, local, rank, world, group):
         """This rank's part of the global plan, as DCP's coordinator makes it."""

@@ -6,7 +6,8 @@ With SLUICE_TEST_PER_HOST=DIR, STORE is ignored: rank R's tiers are
 [DIR/hostR, DIR/shared] with tier0_per_host.
 
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
-save-async (dcp.async_save), load; with DTensors: save-dtensor,
+save-async (dcp.async_save), save-process and save-process-default-stager
+(dcp.async_save in DCP's checkpoint process; process_mode()), load; with DTensors: save-dtensor,
 load-dtensor-rows, load-dtensor-cols.
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
@@ -83,6 +84,40 @@ def dtensor_mode(mode, store, name, step, rank, world, rows, cols):
                       "local_bytes": local.numel() * local.element_size()}))
 
 
+def process_mode(mode, state, writer, store, name, step, rank):
+    """dcp.async_save with AsyncCheckpointerType.PROCESS: DCP pickles the
+    writer into its checkpoint process. save-process: sluice's stager (the
+    writer); save-process-default-stager: DCP's DefaultStager, after a save
+    to a store the checkpoint process cannot open failed. Each saves step
+    STEP, changes the state at once (not saved), then saves STEP+1 with
+    the same writer."""
+    from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+    from sluice.torch import async_save
+    kwargs = {"async_checkpointer_type": AsyncCheckpointerType.PROCESS}
+    if mode == "save-process-default-stager":
+        # DCP's DefaultStager cannot copy a ShardedTensor: a tensor of this
+        # rank's own instead.
+        state["weights"] = torch.full((3,), float(rank))
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+        # On the CPU: no pinned memory, no CUDA stream.
+        kwargs["async_stager"] = DefaultStager(StagingOptions(False, False, False, False))
+        bad = StorageWriter("/proc/sluice-cannot-be-here", name, step)
+        try:
+            async_save(state, storage_writer=bad, **kwargs).result()
+        except BaseException as error:  # DCP's CheckpointException: the checkpoint process's error, here
+            assert "sluice-cannot-be-here" in str(error), error
+            print(f"rank {rank}: unreachable store: {str(error).splitlines()[0]}")
+        else:
+            raise AssertionError("a save to an unreachable store succeeded")
+    for s in (step, step + 1):
+        result = async_save(state, checkpoint_id=f"{store}/{name}@{s}", storage_writer=writer, **kwargs)
+        if mode == "save-process":
+            assert writer.handle is not None  # staged here, before async_save returned
+        state["dense"].add_(100)  # after staging: not in step s
+        result.result()
+        state["dense"].sub_(100)
+
+
 def main():
     mode, store, name, step, rank, world, init_file, rows, cols = sys.argv[1:]
     step, rank, world, rows, cols = int(step), int(rank), int(world), int(rows), int(cols)
@@ -125,6 +160,8 @@ def main():
         writer = StorageWriter(store, name, step)
         if mode == "save-no-collectives":
             dcp.save(state, storage_writer=writer, use_collectives=False)
+        elif mode.startswith("save-process"):
+            process_mode(mode, state, writer, store, name, step, rank)
         elif mode == "save-async":
             import warnings
             warnings.filterwarnings("error", message="sluice.torch")  # no fallback copy

@@ -268,6 +268,29 @@ def test_gloo_async_save_stages_on_every_rank_before_returning(store, tmp_path, 
     run_world("load", store, "gasync", 1, world, tmp_path)  # the values from before the fill
 
 
+@pytest.mark.parametrize("mode", ["save-process", "save-process-default-stager"])
+def test_gloo_async_save_in_dcps_checkpoint_process_reports_each_save_exactly(store, tmp_path, mode):
+    # DCP's PROCESS mode pickles the writer into a daemon per rank. With
+    # sluice's stager the bytes were staged (and committed) here; with DCP's
+    # DefaultStager the daemon opens the store and writes. Either way every
+    # save that committed is reported as done, the state changed after
+    # async_save returned is not in it, and a failed save (a store the
+    # daemon cannot open) fails on the trainer's side, with the next working.
+    outputs = run_world(mode, store, "proc", 5, 2, tmp_path)
+    assert all("Traceback" not in out for out in outputs)
+    listed = [(c["step"], c["complete"]) for c in sluice.list_checkpoints(store, "proc")]
+    assert listed == [(5, True), (6, True)], listed
+    for step in (5, 6):
+        if mode == "save-process":
+            run_world("load", store, "proc", step, 2, tmp_path)
+            continue
+        dest = {"weights": torch.zeros(3), "dense": torch.zeros(10, dtype=torch.int64), "epoch": None}
+        dcp.load(dest, storage_reader=st.StorageReader(store, "proc", step), no_dist=True)
+        assert torch.equal(dest["dense"], torch.arange(10)) and dest["epoch"] == 11
+        assert torch.equal(dest["weights"], torch.zeros(3))  # each rank's own: rank 0's is saved once
+    assert "unreachable store" in "".join(outputs) or mode == "save-process"
+
+
 def _state(seed):
     g = torch.Generator().manual_seed(seed)
     return {"model": {"w": torch.randn(256, 128, generator=g), "b": torch.randn(128, generator=g)},
@@ -338,6 +361,35 @@ def test_async_save_stages_once_and_training_may_change_the_state_at_once(store,
     dest = _dest()
     dcp.load(dest, storage_reader=st.StorageReader(store, "async", 1), no_dist=True)
     _assert_equal(dest, want)
+
+
+def test_async_staging_returns_dcps_response_with_staging_completion(store):
+    state = _state(4)
+    want = {"model": {k: v.clone() for k, v in state["model"].items()},
+            "optim": dict(state["optim"], exp_avg=state["optim"]["exp_avg"].clone())}
+    writer = st.StorageWriter(store, "resp", 1, async_staging=True)
+    response = dcp.async_save(state, storage_writer=writer, no_dist=True)
+    assert isinstance(response, dcp.state_dict_saver.AsyncSaveResponse)
+    response.staging_completion.result(timeout=0)  # the snapshot is in staging
+    for t in (state["model"]["w"], state["model"]["b"], state["optim"]["exp_avg"]):
+        t.fill_(-1.0)
+    response.upload_completion.result()
+    writer.handle.wait()  # durable on every tier
+    dest = _dest()
+    dcp.load(dest, storage_reader=st.StorageReader(store, "resp", 1), no_dist=True)
+    _assert_equal(dest, want)
+
+
+def test_a_pickled_writer_carries_no_handle_and_a_staged_save_as_committed(store):
+    import pickle
+    writer = st.StorageWriter(store, "pick", 1)
+    stand_ins = writer.stage({"t": torch.ones(4), "n": 3})
+    copy = pickle.loads(pickle.dumps(writer))  # waits for the commit on tier 0
+    assert copy.handle is None and copy.process_group is None
+    assert writer._staged is None and copy._staged is not None  # handed over
+    assert [c["complete"] for c in sluice.list_checkpoints(store, "pick")] == [True]
+    pickle.loads(pickle.dumps(stand_ins))  # no data: cheap to send
+    assert len(pickle.dumps(stand_ins)) < 4096
 
 
 def test_async_save_of_one_id_then_another_is_refused_not_mixed(store):

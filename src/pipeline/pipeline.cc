@@ -27,6 +27,7 @@
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
+#include "pipeline/staging_pool.h"
 #include "pipeline/tier_listing.h"
 #include "pipeline/maintenance.h"
 #include "pipeline/pipeline_metrics.h"
@@ -133,6 +134,7 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(opts_.Validate());
     align_ = std::max<size_t>(stores_[0]->backend().caps().io_alignment, 1);
     slab_bytes_ = AlignUp(opts_.store.io_bytes, std::max<uint64_t>(4096, align_));
+    if (opts_.staging_pool) opts_.staging_bytes = opts_.staging_pool->bytes();
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
     if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
@@ -211,7 +213,9 @@ class PipelineImpl final : public Pipeline {
       }
     }
     // Every thread that touched the arena is gone: its owner may unpin it.
-    if (arena_ && opts_.on_staging_freeing) opts_.on_staging_freeing(arena_->base(), arena_->bytes());
+    if (arena_ && !opts_.staging_pool && opts_.on_staging_freeing) {
+      opts_.on_staging_freeing(arena_->base(), arena_->bytes());
+    }
   }
 
   size_t tier_count() const override { return stores_.size(); }
@@ -324,6 +328,10 @@ class PipelineImpl final : public Pipeline {
   Status EnsureArena() {
     std::lock_guard<std::mutex> lock(arena_mu_);
     if (arena_) return Status::OK();
+    if (opts_.staging_pool) {
+      ASSIGN_OR_RETURN(arena_, static_cast<StagingPoolImpl&>(*opts_.staging_pool).Acquire(slab_bytes_));
+      return Status::OK();
+    }
     ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_, opts_.lock_staging,
                                                   StagingHugePages(opts_)));
     if (opts_.on_staging_allocated) opts_.on_staging_allocated(arena_->base(), arena_->bytes());
@@ -506,7 +514,7 @@ class PipelineImpl final : public Pipeline {
   std::vector<std::unique_ptr<TokenBucket>> buckets_;
   std::mutex arena_mu_;
   uint64_t slab_bytes_ = 0;
-  std::unique_ptr<StagingArena> arena_;
+  std::shared_ptr<StagingArena> arena_;  // its own, or its pool's
   std::unique_ptr<CopyPool> pool_;
   std::unique_ptr<CopyPool> hash_pool_;
   size_t align_ = 1;

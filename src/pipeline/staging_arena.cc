@@ -85,7 +85,30 @@ uint64_t StagingArena::Reserve(uint64_t count) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t first = next_seq_;
   next_seq_ += count;
+  resident_ = true;
+  last_reserve_ = std::chrono::steady_clock::now();
   return first;
+}
+
+bool StagingArena::ReleaseMemoryIfIdle(std::chrono::steady_clock::duration idle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!resident_ || locked_ || std::chrono::steady_clock::now() - last_reserve_ < idle) return false;
+  // Every sequence a slot may still hold has been written out.
+  const uint64_t from = next_seq_ > slab_count_ ? next_seq_ - slab_count_ : 0;
+  for (uint64_t seq = from; seq < next_seq_; ++seq) {
+    if (released_[seq % slab_count_] < static_cast<int64_t>(seq)) return false;
+  }
+  // A hedge's loser may still be writing from a released slab.
+  if (LoserReaper::Get().busy() > 0) return false;
+  // Reserve() waits on mu_ meanwhile, so no save writes into pages being dropped.
+  if (madvise(base_, static_cast<size_t>(bytes()), MADV_DONTNEED) != 0) return false;
+  resident_ = false;
+  return true;
+}
+
+bool StagingArena::resident() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resident_;
 }
 
 void StagingArena::Release(uint64_t seq) {

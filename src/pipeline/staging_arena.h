@@ -12,6 +12,7 @@
 #ifndef SLUICE_PIPELINE_STAGING_ARENA_H_
 #define SLUICE_PIPELINE_STAGING_ARENA_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -71,6 +72,15 @@ class StagingArena {
   // Wakes every waiter to re-check its abandon condition.
   void Kick();
 
+  // Gives the memory back to the kernel (MADV_DONTNEED: the mapping stays,
+  // and pages fault in again as they are next written) when every reserved
+  // slab is released, no hedge loser may still read one, nothing was
+  // reserved for `idle`, and the arena is not locked. Returns whether it did.
+  bool ReleaseMemoryIfIdle(std::chrono::steady_clock::duration idle);
+  // Whether the memory is backed (faulted in at Create, or touched by a
+  // save since the last release).
+  bool resident() const;
+
  private:
   StagingArena() = default;
 
@@ -82,9 +92,11 @@ class StagingArena {
   bool huge_ = false;
   bool locked_ = false;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable released_cv_;
   uint64_t next_seq_ = 0;
+  bool resident_ = true;
+  std::chrono::steady_clock::time_point last_reserve_ = std::chrono::steady_clock::now();
   std::vector<int64_t> released_;  // per slot: last sequence released there, -1 if none
 };
 
