@@ -12,6 +12,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import metadata as _metadata
 from torch.distributed.checkpoint import planner as _planner
 
+from . import _dcp_shared_reads as _shared
 from . import _sluice, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
@@ -52,8 +53,13 @@ class StorageReader(dcp.StorageReader):
     ("STORE/NAME@STEP" or "STORE/NAME@latest"). Each read item is served by a
     byte-range read of the chunks it overlaps, checksums verified."""
 
-    def __init__(self, store=None, name=None, step="latest", *, checkpoint_id=None):
+    def __init__(self, store=None, name=None, step="latest", *, checkpoint_id=None,
+                 share_reads=True):
         super().__init__()
+        # Regions several ranks want are read from the store by one of them
+        # and sent to the others (_dcp_shared_reads); False: each rank reads
+        # all it wants itself.
+        self.share_reads = bool(share_reads)
         self.store = store
         self.name = name
         self.step = step if step in _LATEST else _check_step(step)
@@ -110,7 +116,12 @@ class StorageReader(dcp.StorageReader):
                 warnings.warn(f"sluice.torch.StorageReader: {e}; reading {self.name}@{good}, the newest "
                               f"intact step", stacklevel=2)
                 self._reader = p.open(self.name, good)
-            items = {key: (metadata, size) for key, metadata, size, _ in self._reader.items()}
+            listed = list(self._reader.items())
+            items = {key: (metadata, size) for key, metadata, size, _ in listed}
+            self._item_rank = {key: rank for key, _, _, rank in listed}
+            self._rank_bytes = {}
+            for _, _, size, rank in listed:
+                self._rank_bytes[rank] = self._rank_bytes.get(rank, 0) + size
             if METADATA_KEY not in items and not any(k.startswith(_RANK_METADATA_PREFIX) for k in items):
                 info = self._reader.info
                 self._reader = None
@@ -133,7 +144,26 @@ class StorageReader(dcp.StorageReader):
         return plan
 
     def prepare_global_plan(self, plans):
+        # Regions several ranks want are read once and shared
+        # (_dcp_shared_reads); the schedule rides in every plan.
+        if len(plans) > 1 and self.share_reads:
+            schedule = _shared.plan_shared_reads(plans, self._stored_nbytes)
+            if schedule is not None:
+                return [dataclasses.replace(p, storage_data=schedule) for p in plans]
         return plans
+
+    def _stored_nbytes(self, item):
+        entry = self._items.get(self._key_of(item.storage_index)) if self._items else None
+        if entry is None:
+            return None
+        count = 1
+        for n in item.lengths:
+            count *= int(n)
+        return count * self._dtype_of(entry).itemsize
+
+    @staticmethod
+    def _dtype_of(entry):
+        return _state_dict._DTYPES[json.loads(entry[0])["dtype"]]
 
     def _key_of(self, index):
         """Where the item at `index` is stored: the metadata says (a save
@@ -146,6 +176,10 @@ class StorageReader(dcp.StorageReader):
 
     def read_data(self, plan, planner):
         reader = self._open()
+        schedule = plan.storage_data if _shared.usable(plan.storage_data) else None
+        shared = _shared.all_regions(schedule) if schedule is not None else set()
+        from_peers = {}  # region -> this rank's items that the exchange fills
+        tensors = []
         for item in plan.items:
             key = self._key_of(item.storage_index)
             if key not in self._items:
@@ -153,23 +187,88 @@ class StorageReader(dcp.StorageReader):
                                  f"for {item.storage_index.fqn}")
             if item.type == _planner.LoadItemType.BYTE_IO:
                 planner.load_bytes(item, io.BytesIO(reader.read_bytes(key)))
-                continue
-            target = planner.resolve_tensor(item)
-            self._read_tensor_region(key, item, target)
-            planner.commit_tensor(item, target)
+            elif _shared.region_of(item) in shared:
+                from_peers.setdefault(_shared.region_of(item), []).append(item)
+            else:
+                tensors.append((key, item))
+        self._read_tensors(tensors, planner)
+        if schedule is not None:
+            self._exchange(schedule, from_peers, planner)
         future = torch.futures.Future()
         future.set_result(None)
         return future
 
-    def _read_tensor_region(self, key, item, target):
+    def _read_tensors(self, tensors, planner):
+        """Reads the tensor items this rank reads itself. Whole items that
+        land straight in their destination are streamed together
+        (read_all_into: each data object read once, with many reads in
+        flight) where they are most of what their writer rank stored; the
+        rest are byte-range reads of the regions they want."""
+        whole, ranged = {}, []
+        for key, item in tensors:
+            target = planner.resolve_tensor(item)
+            if key not in whole and self._lands_whole(key, item, target):
+                whole[key] = (item, target)
+            else:
+                ranged.append((key, item, target))
+        by_rank = {}
+        for key in whole:
+            by_rank.setdefault(self._item_rank[key], []).append(key)
+        for rank, keys in by_rank.items():
+            wanted = sum(self._items[k][1] for k in keys)
+            if wanted * 4 < self._rank_bytes[rank] * 3:
+                ranged.extend((k, *whole.pop(k)) for k in keys)  # a small part: read just it
+                continue
+            self._reader.read_all_into({k: (whole[k][1].data_ptr(), self._items[k][1], False) for k in keys},
+                                       rank)
+            self.bytes_requested += sum(self._items[k][1] for k in keys)
+        for key, item, target in ranged:
+            self._read_tensor_region(key, item.storage_offsets, item.lengths, target)
+        for key, (item, target) in whole.items():
+            planner.commit_tensor(item, target)
+        for key, item, target in ranged:
+            planner.commit_tensor(item, target)
+
+    def _lands_whole(self, key, item, target):
+        metadata, size = self._items[key]
+        meta = json.loads(metadata)
+        return (size > 0 and all(int(o) == 0 for o in item.storage_offsets)
+                and [int(n) for n in item.lengths] == [int(d) for d in meta["shape"]]
+                and target.device.type == "cpu" and target.dtype == _state_dict._DTYPES[meta["dtype"]]
+                and target.is_contiguous() and not target.is_conj() and not target.is_neg()
+                and target.numel() * target.element_size() == size)
+
+    def _exchange(self, schedule, from_peers, planner):
+        """This rank's part of a shared-reads schedule (_dcp_shared_reads)."""
+        def read_region(region, buffer):
+            key = self._key_of(region[0])
+            lengths = list(region[2])
+            typed = buffer.view(self._dtype_of(self._items[key])).view(lengths)
+            self._read_tensor_region(key, region[1], region[2], typed)
+
+        def deliver(region, buffer):
+            items = from_peers.get(region)
+            if not items:
+                return
+            key = self._key_of(region[0])
+            typed = buffer.view(self._dtype_of(self._items[key])).view(list(region[2]))
+            for item in items:
+                target = planner.resolve_tensor(item)
+                with torch.no_grad():
+                    target.copy_(typed)
+                planner.commit_tensor(item, target)
+
+        _shared.exchange(schedule, torch.distributed.get_rank(), read_region, deliver)
+
+    def _read_tensor_region(self, key, storage_offsets, storage_lengths, target):
         """Reads the region (storage_offsets, lengths) of the stored chunk
         `key` into `target`, reading only the bytes that span it."""
         metadata, _ = self._items[key]
         meta = json.loads(metadata)
         dtype = _state_dict._DTYPES[meta["dtype"]]
         shape = [int(d) for d in meta["shape"]]
-        offsets = [int(o) for o in item.storage_offsets]
-        lengths = [int(n) for n in item.lengths]
+        offsets = [int(o) for o in storage_offsets]
+        lengths = [int(n) for n in storage_lengths]
         if list(target.shape) != lengths:
             raise ValueError(f"sluice: read of '{key}': destination {list(target.shape)}, "
                              f"read {lengths}")

@@ -7,7 +7,8 @@ With SLUICE_TEST_PER_HOST=DIR, STORE is ignored: rank R's tiers are
 
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
 save-async (dcp.async_save), save-process and save-process-default-stager
-(dcp.async_save in DCP's checkpoint process; process_mode()), load; with DTensors: save-dtensor,
+(dcp.async_save in DCP's checkpoint process; process_mode()), load;
+save-replicated and load-replicated (replicated_mode()); with DTensors: save-dtensor,
 load-dtensor-rows, load-dtensor-cols.
 
 The state is a ShardedTensor of ROWS x COLS (value r*COLS+c at row r, col c),
@@ -84,6 +85,28 @@ def dtensor_mode(mode, store, name, step, rank, world, rows, cols):
                       "local_bytes": local.numel() * local.element_size()}))
 
 
+def replicated_mode(mode, store, name, step, rank, world):
+    """save-replicated: every rank holds the same 8 tensors (a DDP model).
+    load-replicated: each rank loads the ones it wants (all, except that
+    rank r skips every (r+2)-th, so ranks disagree) and prints, as JSON,
+    the bytes it asked the store for; $SLUICE_TEST_SHARE_READS=0 turns
+    sharing off. Exits 1 on a wrong value."""
+    def full(i, fill=None):
+        return torch.full((64, 1024), float(i) if fill is None else fill)
+    keys = [f"w{i}" for i in range(8)]
+    if mode == "save-replicated":
+        dcp.save({k: full(i) for i, k in enumerate(keys)}, storage_writer=StorageWriter(store, name, step))
+        return
+    wanted = {k: full(i, -1.0) for i, k in enumerate(keys) if i % (rank + 2) != 0}
+    reader = StorageReader(store, name, step, share_reads=os.environ.get("SLUICE_TEST_SHARE_READS") != "0")
+    dcp.load(wanted, storage_reader=reader)
+    for k, t in wanted.items():
+        if not torch.equal(t, full(int(k[1:]))):
+            print(f"rank {rank}: wrong values in {k}", file=sys.stderr)
+            sys.exit(1)
+    print(json.dumps({"rank": rank, "bytes_requested": reader.bytes_requested, "wanted": sorted(wanted)}))
+
+
 def process_mode(mode, state, writer, store, name, step, rank):
     """dcp.async_save with AsyncCheckpointerType.PROCESS: DCP pickles the
     writer into its checkpoint process. save-process: sluice's stager (the
@@ -129,6 +152,11 @@ def main():
         base = os.environ["SLUICE_TEST_PER_HOST"]
         store = [os.path.join(base, f"host{rank}"), os.path.join(base, "shared")]
         sluice.configure(tier0_per_host=True)
+    if "replicated" in mode:
+        replicated_mode(mode, store, name, step, rank, world)
+        dist.destroy_process_group()
+        sluice.close()
+        return
     if "dtensor" in mode:
         dtensor_mode(mode, store, name, step, rank, world, rows, cols)
         dist.destroy_process_group()

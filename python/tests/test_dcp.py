@@ -291,6 +291,22 @@ def test_gloo_async_save_in_dcps_checkpoint_process_reports_each_save_exactly(st
     assert "unreachable store" in "".join(outputs) or mode == "save-process"
 
 
+def test_gloo_4_ranks_loading_replicated_state_read_each_stored_byte_once(store, tmp_path):
+    # A DDP-like state every rank holds whole; on load the ranks want
+    # overlapping subsets (rank r skips every (r+2)-th tensor). Each region
+    # two or more ranks want is read by one of them and broadcast.
+    run_world("save-replicated", store, "repl", 1, 4, tmp_path)
+    stored = 8 * 64 * 1024 * 4
+    shared = [json.loads(o.strip().splitlines()[-1]) for o in run_world("load-replicated", store, "repl", 1, 4, tmp_path)]
+    alone = [json.loads(o.strip().splitlines()[-1])
+             for o in run_world("load-replicated", store, "repl", 1, 4, tmp_path,
+                                env={"SLUICE_TEST_SHARE_READS": "0"})]
+    wanted = {k for r in shared for k in r["wanted"]}
+    assert sum(r["bytes_requested"] for r in shared) == len(wanted) * stored // 8
+    assert sum(r["bytes_requested"] for r in alone) == sum(len(r["wanted"]) for r in alone) * stored // 8
+    assert max(r["bytes_requested"] for r in shared) < max(r["bytes_requested"] for r in alone)
+
+
 def _state(seed):
     g = torch.Generator().manual_seed(seed)
     return {"model": {"w": torch.randn(256, 128, generator=g), "b": torch.randn(128, generator=g)},
