@@ -63,8 +63,10 @@ def _metadata_from_plans(plans):
 
 def parse_checkpoint_id(checkpoint_id):
     """(store, name, step) of a DCP checkpoint_id: "STORE/NAME@STEP" (STORE
-    any sluice store URI: a path, file:///path, rados://pool/prefix), or
-    "NAME@STEP", (name, step) or {"name":..., "step":...} with store None.
+    any sluice store URI: a path, file:///path, rados://pool/prefix), a
+    directory path without "@" (directory_id: "/ckpt/step_1000" is
+    /ckpt's step_@1000), or "NAME@STEP", (name, step) or
+    {"name":..., "step":...} with store None.
     STEP may be "latest" or "latest-good" for a reader. ValueError on
     anything else."""
     store = None
@@ -80,9 +82,12 @@ def parse_checkpoint_id(checkpoint_id):
         store = head or None
         if store is not None and not store.strip("/"):
             store = "/"  # "/NAME@STEP": a store at the root
+    elif isinstance(checkpoint_id, str) and "@" not in checkpoint_id and checkpoint_id.rstrip("/"):
+        store, name, step = directory_id(checkpoint_id)
     else:
-        raise ValueError(f"sluice: checkpoint_id must be 'STORE/NAME@STEP', 'NAME@STEP' or "
-                         f"(name, step), not {checkpoint_id!r}")
+        raise ValueError(f"sluice: checkpoint_id must be 'STORE/NAME@STEP', 'NAME@STEP', a "
+                         f"directory path (its parent is the store) or (name, step), "
+                         f"not {checkpoint_id!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"sluice: bad checkpoint name in {checkpoint_id!r}")
     if step not in _LATEST:
@@ -93,6 +98,28 @@ def parse_checkpoint_id(checkpoint_id):
         if step < 0:
             raise ValueError(f"sluice: bad step in {checkpoint_id!r}")
     return store, name, step
+
+
+def directory_id(path):
+    """(store, name, step) of a checkpoint named as a directory, the way
+    users name DCP and torch-checkpointing checkpoints ("/ckpt/step_1000"):
+    the store is the parent directory, and the directory's name, when it
+    ends in a number, is the checkpoint name before the number and the step
+    (step_1000 -> name "step_", step 1000; a name of digits alone, "1000",
+    gets the name "checkpoint"); otherwise the whole name at step 0. A
+    bare name without a parent takes the writer's or reader's store. No
+    directory is made: the checkpoint is a name@step of the sluice store.
+    Two directories that differ only in the number's leading zeros are the
+    same step."""
+    path = os.fspath(path).rstrip("/")
+    head, _, base = path.rpartition("/")
+    if not base or base in (".", ".."):
+        raise ValueError(f"sluice: {path!r} names no checkpoint directory")
+    store = head or None  # a bare directory name: the writer's or reader's store
+    match = re.fullmatch(r"(.*?)(\d+)", base)
+    if match is None:
+        return store, base, 0
+    return store, match.group(1) or "checkpoint", int(match.group(2))
 
 
 # Steps a reader resolves when it opens: the newest committed one, or the

@@ -297,10 +297,14 @@ def test_gloo_4_ranks_loading_replicated_state_read_each_stored_byte_once(store,
     # two or more ranks want is read by one of them and broadcast.
     run_world("save-replicated", store, "repl", 1, 4, tmp_path)
     stored = 8 * 64 * 1024 * 4
-    shared = [json.loads(o.strip().splitlines()[-1]) for o in run_world("load-replicated", store, "repl", 1, 4, tmp_path)]
-    alone = [json.loads(o.strip().splitlines()[-1])
-             for o in run_world("load-replicated", store, "repl", 1, 4, tmp_path,
-                                env={"SLUICE_TEST_SHARE_READS": "0"})]
+    def load(share):
+        env = {} if share is None else {"SLUICE_TEST_SHARE_READS": share}
+        return [json.loads(o.strip().splitlines()[-1])
+                for o in run_world("load-replicated", store, "repl", 1, 4, tmp_path, env=env)]
+    shared, alone = load("1"), load("0")
+    # By default, ranks on one host with a local store each read (the
+    # page cache shares): the same bytes as without sharing.
+    assert [r["bytes_requested"] for r in load(None)] == [r["bytes_requested"] for r in alone]
     wanted = {k for r in shared for k in r["wanted"]}
     assert sum(r["bytes_requested"] for r in shared) == len(wanted) * stored // 8
     assert sum(r["bytes_requested"] for r in alone) == sum(len(r["wanted"]) for r in alone) * stored // 8
@@ -344,7 +348,23 @@ def test_checkpoint_id_names_store_name_and_step(store):
     with pytest.raises(ValueError, match="no checkpoint to write"):
         st.StorageWriter().storage_meta()
     with pytest.raises(ValueError, match="'STORE/NAME@STEP'"):
-        st.StorageWriter(checkpoint_id="no-step")
+        st.StorageWriter(checkpoint_id="run@not-a-step")
+
+
+def test_a_directory_checkpoint_id_is_a_step_of_its_parent_store(tmp_path):
+    # What DCP users write: one directory per step.
+    state = _state(5)
+    base = tmp_path / "ckpts"
+    dcp.save(state, checkpoint_id=str(base / "step_0100"), storage_writer=st.StorageWriter())
+    dcp.save(state, checkpoint_id=str(base / "final"), storage_writer=st.StorageWriter())
+    assert [c["step"] for c in sluice.list_checkpoints(str(base), "step_")] == [100]
+    assert [c["step"] for c in sluice.list_checkpoints(str(base), "final")] == [0]
+    for name in ("step_100", "step_0100/", "final"):
+        dest = _dest()
+        dcp.load(dest, checkpoint_id=str(base / name), storage_reader=st.StorageReader())
+        _assert_equal(dest, state)
+    assert st.StorageWriter.validate_checkpoint_id(str(base / "step_7"))
+    assert st.parse_checkpoint_id("step_7") == (None, "step_", 7)
 
 
 def test_without_collectives_in_one_process(store):
