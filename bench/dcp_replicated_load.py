@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""DCP loads of a replicated state on 4 gloo ranks: sluice's StorageReader,
-by default (share_reads="auto") and with share_reads=True (regions several
-ranks want are read once and broadcast), against DCP's own
+"""DCP loads of a replicated state on 4 gloo ranks: sluice's StorageReader
+(by default, regions several ranks want are read once and broadcast; and
+with share_reads=False) against DCP's own
 FileSystemReader (every rank reads all it wants), same state, same disk,
 rounds alternating, cold page cache before each load.
 
@@ -34,9 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_bench import drop_caches, make_state, nbytes  # noqa: E402
 
 
-# DCP's reader; sluice's with share_reads="auto" (on one host with a local
-# store: each rank reads itself); sluice's with share_reads=True.
-KINDS = ("dcp", "sluice", "sluice-shared")
+# DCP's reader; sluice's (shared reads, its default); sluice's with
+# share_reads=False (each rank reads all it wants).
+KINDS = ("dcp", "sluice", "sluice-unshared")
 
 
 class CountingFileSystemReader(dcp.FileSystemReader):
@@ -78,8 +78,7 @@ def rank_main(rank, world, args, results):
         for kind in KINDS:
             dest = zeros_like_state(state)
             reader = (CountingFileSystemReader(fs_dir) if kind == "dcp" else
-                      sluice.torch.StorageReader(store, "repl", 1, share_reads=kind == "sluice-shared"
-                                                 or "auto"))
+                      sluice.torch.StorageReader(store, "repl", 1, share_reads=kind == "sluice"))
             if rank == 0:
                 drop_caches()
             dist.barrier()

@@ -13,7 +13,7 @@ from torch.distributed.checkpoint import metadata as _metadata
 from torch.distributed.checkpoint import planner as _planner
 
 from . import _dcp_shared_reads as _shared
-from . import _sluice, _state_dict, _tiers, pipeline
+from . import _sluice, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
 from ._dcp_common import (_LATEST, _RANK_METADATA_PREFIX, _check_step, _storage_meta)
@@ -54,15 +54,12 @@ class StorageReader(dcp.StorageReader):
     byte-range read of the chunks it overlaps, checksums verified."""
 
     def __init__(self, store=None, name=None, step="latest", *, checkpoint_id=None,
-                 share_reads="auto"):
+                 share_reads=True):
         super().__init__()
         # Regions several ranks want are read from the store by one of them
-        # and sent to the others (_dcp_shared_reads): True, False, or "auto"
-        # (not when all ranks share one host and a local-directory tier 0).
-        if share_reads not in (True, False, "auto"):
-            raise ValueError(f"sluice.torch.StorageReader: share_reads must be True, False or "
-                             f"'auto', not {share_reads!r}")
-        self.share_reads = share_reads
+        # and sent to the others (_dcp_shared_reads); False: each rank reads
+        # all it wants itself.
+        self.share_reads = bool(share_reads)
         self.store = store
         self.name = name
         self.step = step if step in _LATEST else _check_step(step)
@@ -144,14 +141,12 @@ class StorageReader(dcp.StorageReader):
         return self._metadata
 
     def prepare_local_plan(self, plan):
-        # Which host this rank is on, for the coordinator's shared-reads plan.
-        return dataclasses.replace(plan, storage_data=_shared.local_facts())
+        return plan
 
     def prepare_global_plan(self, plans):
         # Regions several ranks want are read once and shared
         # (_dcp_shared_reads); the schedule rides in every plan.
-        local = not _tiers(self.store)[0].startswith(("rados://", "s3://"))
-        if len(plans) > 1 and _shared.worth_sharing(plans, self.share_reads, local):
+        if len(plans) > 1 and self.share_reads:
             schedule = _shared.plan_shared_reads(plans, self._stored_nbytes)
             if schedule is not None:
                 return [dataclasses.replace(p, storage_data=schedule) for p in plans]

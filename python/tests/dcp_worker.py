@@ -89,8 +89,8 @@ def replicated_mode(mode, store, name, step, rank, world):
     """save-replicated: every rank holds the same 8 tensors (a DDP model).
     load-replicated: each rank loads the ones it wants (all, except that
     rank r skips every (r+2)-th, so ranks disagree) and prints, as JSON,
-    the bytes it asked the store for; $SLUICE_TEST_SHARE_READS 1 or 0
-    turns sharing on or off (default: "auto"). Exits 1 on a wrong value."""
+    the bytes it asked the store for; $SLUICE_TEST_SHARE_READS=0 turns
+    sharing off. Exits 1 on a wrong value."""
     def full(i, fill=None):
         return torch.full((64, 1024), float(i) if fill is None else fill)
     keys = [f"w{i}" for i in range(8)]
@@ -98,8 +98,7 @@ def replicated_mode(mode, store, name, step, rank, world):
         dcp.save({k: full(i) for i, k in enumerate(keys)}, storage_writer=StorageWriter(store, name, step))
         return
     wanted = {k: full(i, -1.0) for i, k in enumerate(keys) if i % (rank + 2) != 0}
-    share = {"0": False, "1": True}.get(os.environ.get("SLUICE_TEST_SHARE_READS", ""), "auto")
-    reader = StorageReader(store, name, step, share_reads=share)
+    reader = StorageReader(store, name, step, share_reads=os.environ.get("SLUICE_TEST_SHARE_READS") != "0")
     dcp.load(wanted, storage_reader=reader)
     for k, t in wanted.items():
         if not torch.equal(t, full(int(k[1:]))):
