@@ -2,7 +2,8 @@
 """The checkpoint stall, made visible: one small PyTorch training loop on the
 CPU, trained without checkpoints, checkpointing with torch.save + fsync in the
 training thread, with sluice.save (async), with torch's dcp.async_save to its
-FileSystemWriter, and with dcp.async_save to sluice's StorageWriter, and the
+FileSystemWriter, and with dcp.async_save to sluice's StorageWriter (each in
+DCP's default thread mode and in its process mode, -process), and the
 figures side by side.
 
     PYTHONPATH=build/python .venv/bin/python examples/train_demo.py            # ~1 minute
@@ -32,7 +33,10 @@ import torch.distributed.checkpoint as dcp
 import sluice
 import sluice.torch
 
-MODES = ("none", "torch.save", "sluice", "dcp", "dcp+sluice")
+MODES = ("none", "torch.save", "sluice", "dcp", "dcp+sluice", "dcp-process", "dcp+sluice-process")
+# DCP's process-based checkpointer (AsyncCheckpointerType.PROCESS): the save
+# runs in a daemon process DCP starts at the first checkpoint.
+PROCESS_MODES = ("dcp-process", "dcp+sluice-process")
 
 
 def build(hidden, layers, seed=0):
@@ -74,7 +78,10 @@ class Mode:
     one checkpoint in the middle of each (so its background work, if any,
     falls inside the segment that caused it)."""
 
+    instances = []
+
     def __init__(self, name, directory):
+        Mode.instances.append(self)
         self.name, self.directory = name, directory
         self.step = 0
         self.segments = []     # mean step seconds of each segment
@@ -96,7 +103,7 @@ class Mode:
                 self._keep_newest_dirs(2)
 
     def _keep_newest_dirs(self, keep):
-        if self.name != "dcp":
+        if self.name not in ("dcp", "dcp-process"):
             return
         steps = sorted(int(d.split("-")[1]) for d in os.listdir(self.directory))
         for step in steps[:-keep]:
@@ -104,6 +111,13 @@ class Mode:
 
     def checkpoint(self, model, optimizer):
         state = state_of(model, optimizer, self.step)
+        if self.name in PROCESS_MODES:
+            # One checkpoint process serves the whole trainer, one save at a
+            # time: the other process mode's save must be done first (not
+            # counted in this mode's stall).
+            for other in Mode.instances:
+                if other is not self and other.name in PROCESS_MODES:
+                    other.collect(wait=True)
         t0 = time.perf_counter()
         if self.name == "torch.save":
             path = os.path.join(self.directory, f"ckpt-{self.step}.pt")
@@ -117,11 +131,15 @@ class Mode:
             handle = sluice.save(self.directory, "demo", self.step, state)
             self.pending.append((time.perf_counter() - t0, handle, t0, None))
         else:
-            if self.name == "dcp":
-                writer = dcp.FileSystemWriter(os.path.join(self.directory, f"step-{self.step}"))
-            else:
+            if self.name.startswith("dcp+sluice"):
                 writer = sluice.torch.StorageWriter(self.directory, "demo", self.step)
-            future = dcp.async_save(state, storage_writer=writer, no_dist=True)
+            else:
+                writer = dcp.FileSystemWriter(os.path.join(self.directory, f"step-{self.step}"))
+            kwargs = {}
+            if self.name in PROCESS_MODES:
+                from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+                kwargs["async_checkpointer_type"] = AsyncCheckpointerType.PROCESS
+            future = dcp.async_save(state, storage_writer=writer, no_dist=True, **kwargs)
             stall = time.perf_counter() - t0
             done_at = [None]
             future.add_done_callback(lambda _: done_at.__setitem__(0, time.perf_counter()))
@@ -187,9 +205,13 @@ def main():
     # Staging holds one whole checkpoint, so a save never streams; keep the
     # newest two steps on disk.
     sluice.configure(staging_bytes=nbytes + (64 << 20), keep_last=[2])
-    for m in ("sluice", "dcp+sluice"):
+    for m in ("sluice", "dcp+sluice", "dcp+sluice-process"):
         if m in dirs:
             sluice.pipeline(dirs[m])  # open once: the arena is allocated and faulted here
+    if any(m in PROCESS_MODES for m in chosen):
+        # DCP's process mode needs a process group (here one of one rank).
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"file://{args.dir}/pg-init", rank=0, world_size=1)
 
     modes = {m: Mode(m, dirs.get(m)) for m in chosen}
     order = list(modes)
@@ -205,7 +227,8 @@ def main():
         m.collect(wait=True)
 
     titles = {"none": "no checkpoint", "torch.save": "torch.save+fsync", "sluice": "sluice async",
-              "dcp": "DCP async_save", "dcp+sluice": "DCP+sluice"}
+              "dcp": "DCP async_save", "dcp+sluice": "DCP+sluice", "dcp-process": "DCP process",
+              "dcp+sluice-process": "DCP+sluice proc"}
     print()
     print(f"{'':28}" + "".join(f"{titles[m]:>18}" for m in modes))
 
@@ -230,6 +253,8 @@ def main():
     row("checkpoints", ["-"] + [str(len(modes[m].checkpoints)) for m in named])
     row("step-time overhead (med)", ["-"] + [f"{100 * overhead(m):+.1f} %" for m in named])
     sluice.close()
+    if any(m in PROCESS_MODES for m in chosen):
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
