@@ -501,3 +501,28 @@ def test_a_scalar_loads_into_another_dtype(store):
     dcp.load(dest, storage_reader=st.StorageReader(store, "scalar", 1), no_dist=True)
     assert dest["s"].dtype == torch.bfloat16 and dest["s"].item() == 2.5
     assert torch.equal(dest["v"], torch.arange(4.0, dtype=torch.float64))
+
+
+def test_a_dcp_directory_imports_into_sluice_and_exports_back(tmp_path):
+    # The migration path both ways, through the CLI and the functions.
+    from sluice import dcp_convert
+    state = _state(6)
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(tmp_path / "dcp")), no_dist=True)
+    out = subprocess.run([sys.executable, "-m", "sluice.dcp_convert", "import", str(tmp_path / "dcp"),
+                          "--store", str(tmp_path / "store"), "--name", "moved", "--step", "6"],
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert [(c["step"], c["complete"]) for c in sluice.list_checkpoints(str(tmp_path / "store"), "moved")] == [(6, True)]
+    dest = _dest()
+    dcp.load(dest, storage_reader=st.StorageReader(str(tmp_path / "store"), "moved", 6), no_dist=True)
+    _assert_equal(dest, state)
+    assert dcp_convert.export_dcp(str(tmp_path / "store"), "moved", "latest", str(tmp_path / "back")) > 0
+    dest = _dest()
+    dcp.load(dest, storage_reader=dcp.FileSystemReader(str(tmp_path / "back")), no_dist=True)
+    _assert_equal(dest, state)
+    with pytest.raises(FileExistsError):
+        dcp_convert.export_dcp(str(tmp_path / "store"), "moved", 6, str(tmp_path / "back"))
+    bad = subprocess.run([sys.executable, "-m", "sluice.dcp_convert", "import", str(tmp_path / "nothing"),
+                          "--store", str(tmp_path / "store"), "--name", "x", "--step", "1"],
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert bad.returncode == 1 and "not a DCP checkpoint" in bad.stderr
