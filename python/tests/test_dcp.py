@@ -61,7 +61,8 @@ def test_the_plugin_implements_torch_2_dcp():
     assert st.StorageWriter.validate_checkpoint_id("rados://pool/ckpt/run@12")
     assert not st.StorageWriter.validate_checkpoint_id("/data/ckpt/run@latest")
     assert st.StorageReader.validate_checkpoint_id("/data/ckpt/run@latest")
-    assert not st.StorageWriter.validate_checkpoint_id("no-step")
+    assert st.StorageWriter.validate_checkpoint_id("no-step")  # a directory id: no-step@0
+    assert not st.StorageWriter.validate_checkpoint_id("run@not-a-step")
     assert not st.StorageWriter.validate_checkpoint_id("/data/ckpt/run@-1")
     assert st.parse_checkpoint_id("file:///data/ckpt/run.a@7") == ("file:///data/ckpt", "run.a", 7)
     assert st.parse_checkpoint_id("run@7") == (None, "run", 7)
