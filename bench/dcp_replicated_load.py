@@ -31,6 +31,7 @@ import torch.multiprocessing as mp
 from torch.distributed.checkpoint.planner import LoadItemType
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dcp_bench import zeros_like_state  # noqa: E402
 from torch_bench import drop_caches, make_state, nbytes  # noqa: E402
 
 
@@ -52,16 +53,6 @@ class CountingFileSystemReader(dcp.FileSystemReader):
                 dtype = planner.metadata.state_dict_metadata[item.dest_index.fqn].properties.dtype
                 self.bytes_requested += count * torch.tensor([], dtype=dtype).element_size()
         return super().read_data(plan, planner)
-
-
-def zeros_like_state(state):
-    if isinstance(state, torch.Tensor):
-        return torch.zeros_like(state)
-    if isinstance(state, dict):
-        return {k: zeros_like_state(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [zeros_like_state(v) for v in state]
-    return state
 
 
 def rank_main(rank, world, args, results):

@@ -162,6 +162,31 @@ py::dict InfoDict(const CheckpointInfo& info) {
 }
 
 
+namespace {
+
+// The arena hooks of a pipeline's own arena or of the process's pool: the
+// arena is pinned for CUDA DMA once it is made, if a device is known by
+// then (PinForCuda), and unpinned before it is freed.
+std::function<void(void*, uint64_t)> PinOnAllocated(const std::shared_ptr<StagingPin>& pin) {
+  return [pin](void* base, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(pin->mu);
+    pin->base = base;
+    pin->arena_bytes = bytes;
+    pin->PinLocked();
+  };
+}
+
+std::function<void(void*, uint64_t)> UnpinOnFreeing(const std::shared_ptr<StagingPin>& pin) {
+  return [pin](void* base, uint64_t) {
+    std::lock_guard<std::mutex> lock(pin->mu);
+    if (pin->pinned) (void)cuda::Unpin(base, *pin->device);
+    pin->pinned = false;
+    pin->base = nullptr;
+  };
+}
+
+}  // namespace
+
 void BindStagingPool(py::module_& m) {
   py::class_<PyStagingPool>(m, "StagingPool")
       .def(py::init([](uint64_t bytes, bool huge_pages, double idle_release_seconds) {
@@ -171,18 +196,8 @@ void BindStagingPool(py::module_& m) {
              o.huge_pages = huge_pages;
              o.idle_release_seconds = idle_release_seconds;
              // Pinned for CUDA DMA as a pipeline's own arena is (MakeOptions).
-             o.on_allocated = [pin](void* base, uint64_t size) {
-               std::lock_guard<std::mutex> lock(pin->mu);
-               pin->base = base;
-               pin->arena_bytes = size;
-               pin->PinLocked();
-             };
-             o.on_freeing = [pin](void* base, uint64_t) {
-               std::lock_guard<std::mutex> lock(pin->mu);
-               if (pin->pinned) (void)cuda::Unpin(base, *pin->device);
-               pin->pinned = false;
-               pin->base = nullptr;
-             };
+             o.on_allocated = PinOnAllocated(pin);
+             o.on_freeing = UnpinOnFreeing(pin);
              return PyStagingPool{ValueOrThrow(StagingPool::Open(o)), pin};
            }),
            py::arg("bytes"), py::arg("huge_pages") = true, py::arg("idle_release_seconds") = 0.0)
@@ -258,18 +273,8 @@ PipelineOptions MakeOptions(const std::vector<std::string>& tiers, uint64_t stag
   // The arena is pinned for CUDA DMA once, when a save first holds a CUDA
   // tensor (PinForCuda) or, after that, when the arena is made; a process
   // that never saves one never touches CUDA.
-  o.on_staging_allocated = [pin](void* base, uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(pin->mu);
-    pin->base = base;
-    pin->arena_bytes = bytes;
-    pin->PinLocked();
-  };
-  o.on_staging_freeing = [pin](void* base, uint64_t) {
-    std::lock_guard<std::mutex> lock(pin->mu);
-    if (pin->pinned) (void)cuda::Unpin(base, *pin->device);
-    pin->pinned = false;
-    pin->base = nullptr;
-  };
+  o.on_staging_allocated = PinOnAllocated(pin);
+  o.on_staging_freeing = UnpinOnFreeing(pin);
   return o;
 }
 

@@ -223,9 +223,10 @@ struct PipelineOptions {
 
 // Whether the staging arena of `o` asks for transparent huge pages
 // (PipelineOptions::huge_pages).
-inline bool StagingHugePages(const PipelineOptions& o) {
-  return o.huge_pages && o.staging_bytes >= kHugePageStagingBytes;
+inline bool StagingHugePages(bool huge_pages, uint64_t staging_bytes) {
+  return huge_pages && staging_bytes >= kHugePageStagingBytes;
 }
+inline bool StagingHugePages(const PipelineOptions& o) { return StagingHugePages(o.huge_pages, o.staging_bytes); }
 
 enum class TierState {
   kPending,    // not started yet (waiting for an earlier tier, or queued)

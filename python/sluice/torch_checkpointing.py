@@ -124,7 +124,7 @@ class SluiceStorage(Storage):
         self.store = config.store if config.store is not None else str(self.root)
         self._lock = threading.Lock()
         self._pending = {}  # (name, step) -> _Pending
-        self._readers = {}  # (name, step) -> sluice Reader
+        self._readers = {}  # (name, step) -> (sluice Reader, {key: size})
 
     # Paths -------------------------------------------------------------
     def _split(self, path):
@@ -146,28 +146,28 @@ class SluiceStorage(Storage):
         _, name, step = directory_id(directory[len(_TMP_PREFIX):] if tmp else directory)
         return name, step, tmp
 
-    def _reader(self, name, step):
-        """The committed checkpoint name@step's reader, or None."""
+    def _committed(self, name, step):
+        """(reader, {key: size}) of the committed checkpoint name@step, or
+        (None, {}) when there is none."""
         with self._lock:
-            reader = self._readers.get((name, step))
-        if reader is None:
+            found = self._readers.get((name, step))
+        if found is None:
             try:
                 reader = pipeline(self.store, _reading=True).open(name, step)
             except _sluice.NotFoundError:
-                return None
+                return None, {}
+            found = (reader, {k: size for k, _, size, _ in reader.items()})
             with self._lock:
-                self._readers[(name, step)] = reader
-        return reader
+                self._readers[(name, step)] = found
+        return found
 
     def _item(self, path):
         """(reader, key, size) of a committed checkpoint's file; OSError if absent."""
         directory, key = self._split(path)
         name, step, tmp = self._id(directory) if directory else (None, None, False)
-        reader = self._reader(name, step) if directory and not tmp else None
-        if reader is not None:
-            for k, _, size, _ in reader.items():
-                if k == key:
-                    return reader, key, size
+        reader, sizes = self._committed(name, step) if directory and not tmp else (None, {})
+        if key in sizes:
+            return reader, key, sizes[key]
         raise FileNotFoundError(f"sluice.torch_checkpointing: no file {path}")
 
     # Writes --------------------------------------------------------------
@@ -313,10 +313,10 @@ class SluiceStorage(Storage):
                 part = self._pending.get((name, step))
             return part is not None and (not key or key in part.keys or
                                          any(k.startswith(key + "/") for k in part.keys))
-        reader = self._reader(name, step)
+        reader, sizes = self._committed(name, step)
         if reader is None:
             return False
-        return not key or any(k == key or k.startswith(key + "/") for k, _, _, _ in reader.items())
+        return not key or key in sizes or any(k.startswith(key + "/") for k in sizes)
 
     def isdir(self, path):
         directory, key = self._split(path)
@@ -335,8 +335,7 @@ class SluiceStorage(Storage):
             with self._lock:
                 part = self._pending.get((name, step))
             return list(part.keys) if part is not None else []
-        reader = self._reader(name, step)
-        return [k for k, _, _, _ in reader.items()] if reader is not None else []
+        return list(self._committed(name, step)[1])
 
     def ls(self, path):
         directory, key = self._split(path)

@@ -43,6 +43,7 @@ def test_idle_staging_memory_goes_back_and_the_next_save_still_works(tmp_path):
             assert torch.equal(sluice.load(str(tmp_path / store), "m")["w"], state["w"])
     finally:
         sluice.close()
+        sluice.configure(staging_bytes=int(os.environ.get("SLUICE_STAGING_BYTES", 1 << 30)))
         sluice.configure(staging_idle_release_seconds=1800)
 
 
@@ -52,9 +53,13 @@ def test_every_store_of_a_process_stages_into_the_same_pool(tmp_path):
         for k in range(3):
             sluice.pipeline(str(tmp_path / f"s{k}"))
         assert sluice.staging()["resident_bytes"] == sluice.staging()["bytes"]
-        before = sluice.staging()
-        sluice.configure(staging_bytes=before["bytes"])  # the same options: the same pool
+        pool = sluice._pool[1]
+        sluice.configure(staging_bytes=sluice.staging()["bytes"])  # the same options: the same pool
         sluice.pipeline(str(tmp_path / "s3"))
-        assert sluice.staging() == before
+        assert sluice._pool[1] is pool
+        sluice.configure(staging_bytes=pool.bytes + (1 << 20))  # another size: a new pool
+        sluice.pipeline(str(tmp_path / "s4"))
+        assert sluice._pool[1] is not pool and sluice.staging()["bytes"] == pool.bytes + (1 << 20)
     finally:
         sluice.close()
+        sluice.configure(staging_bytes=int(os.environ.get("SLUICE_STAGING_BYTES", 1 << 30)))

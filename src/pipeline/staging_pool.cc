@@ -40,9 +40,9 @@ Result<std::shared_ptr<StagingArena>> StagingPoolImpl::Acquire(uint64_t slab_byt
     }
     return arena_;
   }
-  const bool huge = opts_.huge_pages && opts_.bytes >= kHugePageStagingBytes;
   ASSIGN_OR_RETURN(std::unique_ptr<StagingArena> made,
-                   StagingArena::Create(opts_.bytes, slab_bytes, opts_.lock, huge));
+                   StagingArena::Create(opts_.bytes, slab_bytes, opts_.lock,
+                                        StagingHugePages(opts_.huge_pages, opts_.bytes)));
   arena_ = std::move(made);
   if (opts_.on_allocated) opts_.on_allocated(arena_->base(), arena_->bytes());
   return arena_;
