@@ -167,6 +167,10 @@ struct PipelineOptions {
   std::function<void(void* base, uint64_t bytes)> on_staging_freeing;
   // Threads copying into staging during Snapshot(), the caller's included.
   uint32_t copy_threads = 2;
+  // Threads copying a lazy snapshot (SnapshotLazily) in the background. One
+  // by default: the copy is off the caller's path, and the cores are the
+  // trainer's meanwhile.
+  uint32_t lazy_copy_threads = 1;
   // Saves begun but not yet committed on tier 0 (holding staging), at most.
   // Drains to later tiers do not count: they read tier 0, so a slow or
   // absent later tier never blocks the next save.
@@ -285,6 +289,36 @@ class SaveHandle {
   virtual std::vector<TierBacklog> backlog() const = 0;
 };
 
+// A snapshot whose copy into staging runs in the background
+// (PendingCheckpoint::SnapshotLazily). The caller's buffers must stay valid
+// and unchanged until their items are copied (WaitItems / WaitAll).
+//
+// Thread-safety: thread-safe.
+class LazySnapshot {
+ public:
+  // Dropped before Seal(): sealed with Unavailable (the save does not commit).
+  // The caller's buffers may still be read until WaitAll() returns.
+  virtual ~LazySnapshot() = default;
+  // The save, as Snapshot() returns it; stall_seconds() is the time
+  // SnapshotLazily() blocked.
+  virtual std::shared_ptr<SaveHandle> handle() const = 0;
+  // Waits until the items with these indexes (the order AddItem added them,
+  // from 0) are in staging: their buffers are free again. The copy's error
+  // if it failed before they were.
+  virtual Status WaitItems(const std::vector<uint32_t>& items) = 0;
+  // Waits until every item is in staging (or the copy failed).
+  virtual Status WaitAll() = 0;
+  // Whether the copy has ended, all copied or failed.
+  virtual bool copy_done() const = 0;
+  // Seconds from SnapshotLazily() to the end of the copy (0 before).
+  virtual double copy_seconds() const = 0;
+  // The caller's verdict on the copy, e.g. after checking that no buffer
+  // changed before its item was copied. Tier 0 commits only after Seal(OK);
+  // an error fails the save with it, and nothing is committed. The first
+  // verdict counts.
+  virtual void Seal(const Status& verdict) = 0;
+};
+
 // One rank's save being assembled.
 class PendingCheckpoint {
  public:
@@ -305,6 +339,11 @@ class PendingCheckpoint {
   // Copies every item into staging and hands the checkpoint to the
   // background. Once it returns OK the caller's buffers are free again.
   virtual Result<std::shared_ptr<SaveHandle>> Snapshot() = 0;
+  // Snapshot() that returns before copying: the copy runs on a pipeline
+  // thread (PipelineOptions::lazy_copy_threads), items in the order they
+  // were added, so add first what the caller will change first. Nothing is
+  // committed until the LazySnapshot is sealed.
+  virtual Result<std::shared_ptr<LazySnapshot>> SnapshotLazily() = 0;
 };
 
 // A checkpoint's state on one tier, as `sluice ls` shows it.

@@ -71,10 +71,49 @@ std::vector<std::set<uint64_t>> DrainScheduler::DrainingLocked(const std::string
   return draining;
 }
 
-std::deque<DrainJob> DrainScheduler::TakeLeftLocked() {
+Result<DrainReport> DrainScheduler::DrainNow(std::string_view name) {
+  DrainReport report;
+  ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(env_.stores, name));
+  for (const auto& n : names) {
+    auto plans = env_.retention->Plan(n);
+    for (size_t k = 1; k < env_.stores.size(); ++k) {
+      report.checkpoints_superseded += plans[k].superseded.size();
+      for (uint64_t step : plans[k].to_drain) {
+        std::atomic<uint64_t> bytes{0};
+        Status st = DrainOnce(n, step, k, &bytes);
+        if (st.ok()) {
+          ++report.checkpoints_drained;
+          report.bytes += bytes.load();
+        } else {
+          report.failures.push_back(st.ToString());
+        }
+      }
+    }
+    report.checkpoints_removed += env_.retention->Apply(n);
+  }
+  return report;
+}
+
+void DrainScheduler::FailLeft() {
   std::deque<DrainJob> left;
-  left.swap(drains_);
-  return left;
+  {
+    std::lock_guard<std::mutex> lock(*env_.mu);
+    left.swap(drains_);
+  }
+  const auto& tiers = env_.options->tiers;
+  for (auto& j : left) {
+    const std::string label = Label({j.name, j.step});
+    if (j.part) TellPartFailed({j.name, j.step}, *j.part, Status::Unavailable("its pipeline closed first"));
+    if (j.handle && j.part) {
+      j.handle->FailForGood(Status::Unavailable(
+          label + ": the pipeline closed before rank " + std::to_string(j.part->rank) +
+          "'s part was committed on tier 1 (" + tiers[1].uri + "); the step stays uncommitted"));
+    } else if (j.handle) {
+      j.handle->FailForGood(Status::Unavailable(
+          label + ": the pipeline closed before tier " + std::to_string(j.dst) + " (" + tiers[j.dst].uri +
+          ") committed it; `sluice drain` finishes it"));
+    }
+  }
 }
 
 uint64_t DrainScheduler::BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback, size_t from) {

@@ -104,8 +104,12 @@ class DrainScheduler {
   int draining_tier() const { return draining_ > 0 ? draining_dst_.load() : -1; }
   // The step of `name` draining now, per tier (it stays on its source).
   std::vector<std::set<uint64_t>> DrainingLocked(const std::string& name) const;
-  // Takes what is left queued (after Stop).
-  std::deque<DrainJob> TakeLeftLocked();
+  // Pipeline::Drain: every step of `name` (all names if empty) due on a
+  // later tier, drained once each, then retention.
+  Result<DrainReport> DrainNow(std::string_view name);
+  // After Stop(): fails the handle of every drain left queued (saying how
+  // it can be finished), and tells the other ranks of a part left behind.
+  void FailLeft();
 
   // What draining (name, step) from tier `from` copies: its own bytes
   // there, or `fallback` if they cannot be read.

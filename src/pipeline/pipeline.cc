@@ -1,7 +1,8 @@
 // Pipeline: the staged, tiered save path (see include/sluice/pipeline.h).
 //
 // Threads: the caller's thread (and copy_threads - 1 pool threads) copy into
-// staging during Snapshot(); one writer thread writes staged images to tier
+// staging during Snapshot(); a stager thread (and lazy_copy_threads - 1)
+// copies lazy snapshots, started at the first; one writer thread writes staged images to tier
 // 0 and commits them, in order; one drainer thread drains committed
 // checkpoints to later tiers, retrying failures with backoff; retention
 // (retention.h) applies keep_last after commits and drains, on a thread of
@@ -24,6 +25,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "pipeline/drain_scheduler.h"
+#include "pipeline/lazy_snapshot.h"
+#include "pipeline/stager.h"
 #include "pipeline/save_handle.h"
 #include "pipeline/staged_image.h"
 #include "pipeline/staging_arena.h"
@@ -68,8 +71,13 @@ class PendingImpl final : public PendingCheckpoint {
     return Add(key, metadata, size, [&](StagedItem& it) { it.async = &source; });
   }
   Result<std::shared_ptr<SaveHandle>> Snapshot() override;
+  Result<std::shared_ptr<LazySnapshot>> SnapshotLazily() override;
 
  private:
+  // Lays the image out and queues it for the writer, in the order saves
+  // snapshot; returns the image, with `handle` set.
+  std::shared_ptr<StagedImage> PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool tracked);
+
   template <typename SetBytes>
   Status Add(std::string_view key, std::string_view metadata, uint64_t size, SetBytes set_bytes) {
     if (snapshotted_) return Status::InvalidArgument("AddItem after Snapshot");
@@ -138,6 +146,7 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
     if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
+    stager_ = std::make_unique<Stager>(opts_.lazy_copy_threads, copy_mu_);
     // The tier-0 writer's own: it hashes while the next snapshot copies.
     hash_pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
     // Made before the threads that Wake() it, started after them.
@@ -191,27 +200,14 @@ class PipelineImpl final : public Pipeline {
     // Background scrub and rebuild stop at once. The object itself stays
     // until the writer and drainer threads are gone: they Wake() it.
     if (maintenance_) maintenance_->Stop();
+    // Lazy copies finish first (the writer waits for their bytes), and a
+    // snapshot its caller never sealed fails rather than hold the writer.
+    if (stager_) stager_->Close();
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first
     if (drainer_) drainer_->Stop();
     if (retention_) retention_->Stop();
-    std::deque<DrainJob> left;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (drainer_) left = drainer_->TakeLeftLocked();
-    }
-    for (auto& j : left) {
-      if (j.part) drainer_->TellPartFailed({j.name, j.step}, *j.part, Status::Unavailable("its pipeline closed first"));
-      if (j.handle && j.part) {
-        j.handle->FailForGood(Status::Unavailable(
-            Label({j.name, j.step}) + ": the pipeline closed before rank " + std::to_string(j.part->rank) +
-            "'s part was committed on tier 1 (" + opts_.tiers[1].uri + "); the step stays uncommitted"));
-      } else if (j.handle) {
-        j.handle->FailForGood(Status::Unavailable(
-            Label({j.name, j.step}) + ": the pipeline closed before tier " + std::to_string(j.dst) +
-            " (" + opts_.tiers[j.dst].uri + ") committed it; `sluice drain` finishes it"));
-      }
-    }
+    if (drainer_) drainer_->FailLeft();
     // Every thread that touched the arena is gone: its owner may unpin it.
     if (arena_ && !opts_.staging_pool && opts_.on_staging_freeing) {
       opts_.on_staging_freeing(arena_->base(), arena_->bytes());
@@ -284,26 +280,7 @@ class PipelineImpl final : public Pipeline {
 
   Result<DrainReport> Drain(std::string_view name) override {
     if (!name.empty()) RETURN_IF_ERROR(ValidateCheckpointName(name));
-    DrainReport report;
-    ASSIGN_OR_RETURN(auto names, NamesOnAnyTier(Stores(), name));
-    for (const auto& n : names) {
-      auto plans = retention_->Plan(n);
-      for (size_t k = 1; k < stores_.size(); ++k) {
-        report.checkpoints_superseded += plans[k].superseded.size();
-        for (uint64_t step : plans[k].to_drain) {
-          std::atomic<uint64_t> bytes{0};
-          Status st = drainer_->DrainOnce(n, step, k, &bytes);
-          if (st.ok()) {
-            ++report.checkpoints_drained;
-            report.bytes += bytes.load();
-          } else {
-            report.failures.push_back(st.ToString());
-          }
-        }
-      }
-      report.checkpoints_removed += retention_->Apply(n);
-    }
-    return report;
+    return drainer_->DrainNow(name);
   }
 
   Result<std::vector<TieredCheckpointInfo>> List(std::string_view name) override {
@@ -346,7 +323,10 @@ class PipelineImpl final : public Pipeline {
   }
   PipelineMetrics& metrics() { return *metrics_; }
   std::mutex& snapshot_mu() { return snapshot_mu_; }
+  std::mutex& copy_mu() { return copy_mu_; }
   CopyPool& pool() { return *pool_; }
+
+  Stager& stager() { return *stager_; }
 
   void SaveEnded() {
     {
@@ -389,19 +369,7 @@ class PipelineImpl final : public Pipeline {
 
   // Why a new save may not start now, empty if it may (under mu_).
   std::string BacklogOverLimitLocked() const {
-    if (opts_.max_backlog_steps == 0 && opts_.max_backlog_bytes == 0) return "";
-    const auto now = BacklogLocked();
-    for (size_t k = 1; k < now.size(); ++k) {
-      const bool steps = opts_.max_backlog_steps != 0 && now[k].steps >= opts_.max_backlog_steps;
-      const bool bytes = opts_.max_backlog_bytes != 0 && now[k].bytes >= opts_.max_backlog_bytes;
-      if (!steps && !bytes) continue;
-      std::string limit = steps ? std::to_string(opts_.max_backlog_steps) + " steps"
-                                : std::to_string(opts_.max_backlog_bytes) + " bytes";
-      return "tier " + std::to_string(k) + " (" + now[k].uri + ") has a backlog of " +
-             std::to_string(now[k].steps) + " step(s), " + std::to_string(now[k].bytes) +
-             " bytes, not yet drained there (limit " + limit + ")";
-    }
-    return "";
+    return BacklogOverLimit(BacklogLocked(), opts_.max_backlog_steps, opts_.max_backlog_bytes);
   }
 
   std::vector<Store*> Stores() const {
@@ -532,7 +500,9 @@ class PipelineImpl final : public Pipeline {
   // Names this pipeline saved a rank of, and rank 0 of (under mu_).
   std::set<std::string> saved_names_, coordinated_names_;
   bool closing_ = false;
-  std::mutex snapshot_mu_;
+  std::mutex snapshot_mu_;  // saves plan and queue their images in order
+  std::mutex copy_mu_;      // one copy into staging at a time (the pools)
+  std::unique_ptr<Stager> stager_;
   std::thread writer_thread_;
   std::unique_ptr<DrainScheduler> drainer_;
   std::unique_ptr<Retention> retention_;
@@ -549,17 +519,26 @@ PendingImpl::~PendingImpl() {
   }
 }
 
+std::shared_ptr<StagedImage> PendingImpl::PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool tracked) {
+  PipelineImpl* p = p_;
+  *handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable, p->backlog_board());
+  std::lock_guard<std::mutex> in_snapshot_order(p->snapshot_mu());
+  std::shared_ptr<StagedImage> image =
+      StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
+                        p->options().store.object_bytes, p->align(), p->arena());
+  if (tracked) image->TrackItems();
+  // The writer starts at once: an image larger than the arena streams.
+  p->Enqueue(WriteJob{image, std::move(writer_), *handle, rank_, part_});
+  return image;
+}
+
 Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
   snapshotted_ = true;
   PipelineImpl* p = p_;
-  auto handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable, p->backlog_board());
-  std::lock_guard<std::mutex> one_snapshot_at_a_time(p->snapshot_mu());
-  std::shared_ptr<StagedImage> image =
-      StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
-                        p->options().store.object_bytes, p->align(), p->arena());
-  // The writer starts at once: an image larger than the arena streams.
-  p->Enqueue(WriteJob{image, std::move(writer_), handle, rank_, part_});
+  std::shared_ptr<HandleImpl> handle;
+  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, false);
+  std::lock_guard<std::mutex> one_copy_at_a_time(p->copy_mu());
   Status copied = image->CopyIn(p->pool());
   const double stall = SecondsSince(handle->start());
   handle->SetStall(stall);
@@ -569,6 +548,24 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   }
   p->metrics().Snapshotted(image->bytes(), stall);
   return std::shared_ptr<SaveHandle>(handle);
+}
+
+Result<std::shared_ptr<LazySnapshot>> PendingImpl::SnapshotLazily() {
+  if (snapshotted_) return Status::InvalidArgument("Snapshot called twice");
+  snapshotted_ = true;
+  PipelineImpl* p = p_;
+  std::shared_ptr<HandleImpl> handle;
+  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, true);
+  auto lazy = std::make_shared<LazySnapshotImpl>(handle, image);
+  CheckpointId id = id_;
+  p->stager().Copy([image, id](CopyPool& pool) {
+    Status copied = image->CopyIn(pool);
+    if (!copied.ok()) CountError("save", copied.WithContext(Label(id)));
+  }, image);
+  const double stall = SecondsSince(handle->start());
+  handle->SetStall(stall);
+  p->metrics().Snapshotted(image->bytes(), stall);
+  return std::shared_ptr<LazySnapshot>(lazy);
 }
 
 Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name,

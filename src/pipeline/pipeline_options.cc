@@ -35,6 +35,10 @@ Status PipelineOptions::Validate() const {
   if (copy_threads == 0 || copy_threads > 256) {
     return Status::InvalidArgument("copy threads " + std::to_string(copy_threads) + " outside 1..256");
   }
+  if (lazy_copy_threads == 0 || lazy_copy_threads > 256) {
+    return Status::InvalidArgument("lazy copy threads " + std::to_string(lazy_copy_threads) +
+                                   " outside 1..256");
+  }
   if (max_in_flight == 0) return Status::InvalidArgument("max in-flight saves must be at least 1");
   if (retry_initial_ms > retry_max_ms) {
     return Status::InvalidArgument("first drain retry after " + std::to_string(retry_initial_ms) +

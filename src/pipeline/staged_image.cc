@@ -285,16 +285,26 @@ Status StagedImage::CopyIn(CopyPool& pool) {
         Fail(st.WithContext("snapshot item '" + items_[units_[u].item].key + "'"));
         return;
       }
+      if (tracked_) UnitCopied(units_[u].item);
     }
   });
   if (overlap) {
     Status landed = FinishAsyncCopies();
-    if (!landed.ok()) Fail(landed);
+    if (!landed.ok()) {
+      Fail(landed);
+    } else if (tracked_) {
+      std::vector<uint32_t> device_items;
+      for (uint32_t i = 0; i < items_.size(); ++i) {
+        if (items_[i].async != nullptr) device_items.push_back(i);
+      }
+      ItemsCopied(device_items);
+    }
   }
   Status result;
   {
     std::lock_guard<std::mutex> lock(mu_);
     copy_finished_ = true;
+    copy_finished_at_ = std::chrono::steady_clock::now();
     result = copy_status_;
   }
   filled_cv_.notify_all();
@@ -306,6 +316,85 @@ Status StagedImage::CopyIn(CopyPool& pool) {
   }
   async_sources_.clear();
   return result;
+}
+
+void StagedImage::TrackItems() {
+  tracked_ = true;
+  units_left_.reset(new std::atomic<uint32_t>[items_.size()]);
+  std::vector<uint32_t> counts(items_.size(), 0);
+  for (const CopyUnit& u : units_) ++counts[u.item];
+  std::vector<uint32_t> empty;
+  for (uint32_t i = 0; i < items_.size(); ++i) {
+    units_left_[i].store(counts[i]);
+    if (counts[i] == 0) empty.push_back(i);
+  }
+  item_copied_.assign(items_.size(), 0);
+  ItemsCopied(empty);
+}
+
+void StagedImage::UnitCopied(uint32_t item) {
+  if (units_left_[item].fetch_sub(1, std::memory_order_acq_rel) == 1) ItemsCopied({item});
+}
+
+void StagedImage::ItemsCopied(const std::vector<uint32_t>& items) {
+  if (items.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t i : items) item_copied_[i] = 1;
+  }
+  filled_cv_.notify_all();
+}
+
+Status StagedImage::WaitItems(const std::vector<uint32_t>& items) {
+  for (uint32_t i : items) {
+    if (i >= items_.size()) {
+      return Status::InvalidArgument("no item " + std::to_string(i) + " (the snapshot has " +
+                                     std::to_string(items_.size()) + ")");
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_copied = [&] {
+    if (!tracked_) return copy_finished_;
+    for (uint32_t i : items) {
+      if (!item_copied_[i]) return false;
+    }
+    return true;
+  };
+  filled_cv_.wait(lock, [&] { return all_copied() || copy_finished_ || failed_.load(); });
+  if (all_copied()) return Status::OK();
+  return copy_status_.ok() ? Status::Unavailable("the snapshot copy ended before these items were copied") : copy_status_;
+}
+
+Status StagedImage::WaitCopied() {
+  std::unique_lock<std::mutex> lock(mu_);
+  filled_cv_.wait(lock, [&] { return copy_finished_; });
+  return copy_status_;
+}
+
+std::chrono::steady_clock::time_point StagedImage::CopyFinishedAt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return copy_finished_at_;
+}
+
+bool StagedImage::CopyFinished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return copy_finished_;
+}
+
+void StagedImage::Seal(const Status& verdict) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sealed_) return;
+    sealed_ = true;
+  }
+  if (!verdict.ok()) Fail(verdict);
+  filled_cv_.notify_all();
+}
+
+Status StagedImage::WaitSealed() {
+  std::unique_lock<std::mutex> lock(mu_);
+  filled_cv_.wait(lock, [&] { return copy_finished_ && (!tracked_ || sealed_); });
+  return copy_status_;
 }
 
 bool StagedImage::WaitSlabFilled(uint64_t slab) {

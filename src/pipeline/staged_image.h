@@ -13,6 +13,7 @@
 #define SLUICE_PIPELINE_STAGED_IMAGE_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -107,6 +108,23 @@ class StagedImage {
   // Makes CopyIn stop early (the writer failed, or the pipeline closes).
   void Fail(const Status& why);
 
+  // A lazy snapshot (PendingCheckpoint::SnapshotLazily): call before CopyIn.
+  // CopyIn then counts each item's copied bytes, so that WaitItems can tell
+  // when an item is whole, and WriteAndCommit commits only after Seal().
+  void TrackItems();
+  // Waits until every item in `items` (indexes into the planned items) is in
+  // staging: OK, or the copy's error if it failed first.
+  Status WaitItems(const std::vector<uint32_t>& items);
+  // Whether CopyIn has returned.
+  bool CopyFinished();
+  // When CopyIn finished (the epoch before).
+  std::chrono::steady_clock::time_point CopyFinishedAt();
+  // Waits until CopyIn has returned; its outcome.
+  Status WaitCopied();
+  // The caller's verdict on a tracked copy (the first one counts): OK lets
+  // the writer commit, an error fails the save with it.
+  void Seal(const Status& verdict);
+
  private:
   struct ObjectPlan {
     uint64_t first_slab = 0;  // image-relative
@@ -145,6 +163,12 @@ class StagedImage {
   bool WaitSlabFilled(uint64_t slab);
   // Waits until CopyIn has returned.
   void WaitCopyFinished();
+  // Waits until CopyIn has returned and, for a tracked copy, Seal() was
+  // called; returns the copy's outcome (a failed seal's verdict included).
+  Status WaitSealed();
+  // A tracked copy's unit of `item` landed; the item is whole after its last.
+  void UnitCopied(uint32_t item);
+  void ItemsCopied(const std::vector<uint32_t>& items);
   void ReleaseFrom(uint64_t slab);
   // Calls f(pointer, length) for the staged bytes of the chunk at order_[k],
   // slab by slab.
@@ -178,8 +202,15 @@ class StagedImage {
   std::mutex mu_;
   std::condition_variable filled_cv_;
   bool copy_finished_ = false;
+  std::chrono::steady_clock::time_point copy_finished_at_;
   std::atomic<bool> failed_{false};
   Status copy_status_;
+  // Tracked copies only (TrackItems): units not yet copied per item, whether
+  // each item is whole (under mu_), and the seal.
+  bool tracked_ = false;
+  std::unique_ptr<std::atomic<uint32_t>[]> units_left_;
+  std::vector<char> item_copied_;
+  bool sealed_ = false;
 };
 
 }  // namespace sluice

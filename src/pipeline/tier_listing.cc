@@ -176,4 +176,17 @@ std::vector<TierBacklog> BacklogOf(const std::vector<TieredCheckpointInfo>& list
   return out;
 }
 
+std::string BacklogOverLimit(const std::vector<TierBacklog>& now, uint32_t max_steps, uint64_t max_bytes) {
+  if (max_steps == 0 && max_bytes == 0) return "";
+  for (size_t k = 1; k < now.size(); ++k) {
+    const bool steps = max_steps != 0 && now[k].steps >= max_steps;
+    const bool bytes = max_bytes != 0 && now[k].bytes >= max_bytes;
+    if (!steps && !bytes) continue;
+    std::string limit = steps ? std::to_string(max_steps) + " steps" : std::to_string(max_bytes) + " bytes";
+    return "tier " + std::to_string(k) + " (" + now[k].uri + ") has a backlog of " + std::to_string(now[k].steps) +
+           " step(s), " + std::to_string(now[k].bytes) + " bytes, not yet drained there (limit " + limit + ")";
+  }
+  return "";
+}
+
 }  // namespace sluice

@@ -39,6 +39,11 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
                                                      const std::vector<TierOptions>& tiers,
                                                      std::string_view name);
 
+// Why a new save may not start with backlog `now` (per tier) under the
+// limits (PipelineOptions::max_backlog_*; both 0: no limit), naming the
+// tier; empty if it may.
+std::string BacklogOverLimit(const std::vector<TierBacklog>& now, uint32_t max_steps, uint64_t max_bytes);
+
 }  // namespace sluice
 
 #endif  // SLUICE_PIPELINE_TIER_LISTING_H_
