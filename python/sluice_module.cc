@@ -6,7 +6,7 @@
 // (Snapshot, WaitTier/Wait, every read, the pipeline's close). Buffers handed
 // in as raw addresses (tensor data pointers) must stay valid for the call;
 // the Python layer guarantees it by holding the owning objects, which the
-// binding keeps alive as well until Snapshot() returns.
+// binding keeps alive as well until they are in staging (py_save.h).
 //
 // Thread-safety: a Pipeline may be used from several Python threads. Each
 // PendingCheckpoint and Reader wrapper serializes its own calls with a
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cuda_copy.h"
+#include "py_save.h"
 #include "py_support.h"
 #include "sluice/metrics.h"
 #include "sluice/pipeline.h"
@@ -46,151 +47,6 @@ namespace sluice {
 namespace {
 
 using namespace pyb;  // NOLINT: the binding's own support (py_support.h)
-
-class PySaveHandle {
- public:
-  explicit PySaveHandle(std::shared_ptr<SaveHandle> handle, std::shared_ptr<Pipeline> pipeline)
-      : handle_(std::move(handle)), pipeline_(std::move(pipeline)) {}
-
-  double stall_seconds() const { return handle_->stall_seconds(); }
-  bool done() const { return handle_->done(); }
-  void WaitTier(size_t tier) {
-    Status st;
-    {
-      py::gil_scoped_release release;
-      st = handle_->WaitTier(tier);
-    }
-    ThrowIfError(st);
-  }
-  void Wait() {
-    Status st;
-    {
-      py::gil_scoped_release release;
-      st = handle_->Wait();
-    }
-    ThrowIfError(st);
-  }
-  py::list Progress() const {
-    py::list out;
-    for (const auto& p : handle_->progress()) out.append(ProgressDict(p));
-    return out;
-  }
-  std::string name() const { return handle_->id().name; }
-  uint64_t step() const { return handle_->id().step; }
-  py::list Backlog() const { return BacklogList(handle_->backlog()); }
-  py::dict Stats() const {
-    const SaveStats s = handle_->stats();
-    py::dict d;
-    d["bytes"] = s.bytes;
-    d["items"] = s.items;
-    d["chunks"] = s.chunks;
-    d["objects"] = s.objects;
-    d["referenced_bytes"] = s.referenced_bytes;
-    if (s.referenced_bytes > 0) {
-      d["base_step"] = s.base_step;
-    } else {
-      d["base_step"] = py::none();
-    }
-    return d;
-  }
-
- private:
-  std::shared_ptr<SaveHandle> handle_;
-  std::shared_ptr<Pipeline> pipeline_;  // the handle's background work lives there
-};
-
-class PyPendingCheckpoint {
- public:
-  PyPendingCheckpoint(std::unique_ptr<PendingCheckpoint> pending, std::shared_ptr<Pipeline> pipeline)
-      : pending_(std::move(pending)), pipeline_(std::move(pipeline)) {}
-
-  // `owner` is whatever keeps [address, address + size) alive (a tensor); it
-  // is held until Snapshot() has copied the bytes.
-  void AddAddress(const std::string& key, py::bytes metadata, uintptr_t address, uint64_t size,
-                  py::object owner) {
-    std::lock_guard<std::mutex> lock(mu_);
-    RequireOpen();
-    if (address == 0 && size != 0) {
-      throw py::value_error("item '" + key + "': null address for " + std::to_string(size) + " bytes");
-    }
-    ThrowIfError(pending_->AddItem(key, std::string(metadata), AddressOf(address), size));
-    owners_.append(owner);
-  }
-
-  // A CUDA tensor's bytes [address, address + size) on `device`, copied
-  // device-to-host into staging on sluice's stream during Snapshot(), all
-  // pieces in flight at once. The kernels that wrote them must have finished
-  // by then. `owner` is held until Snapshot() returns.
-  void AddCuda(const std::string& key, py::bytes metadata, uint64_t address, uint64_t size, int device,
-               py::object owner) {
-    std::lock_guard<std::mutex> lock(mu_);
-    RequireOpen();
-    if (address == 0 && size != 0) {
-      throw py::value_error("item '" + key + "': null device address for " + std::to_string(size) + " bytes");
-    }
-    ThrowIfError(cuda::Available());
-    cuda_sources_.push_back(std::make_unique<cuda::TensorSource>(device, address, size));
-    ThrowIfError(pending_->AddItem(key, std::string(metadata), size, *cuda_sources_.back()));
-    owners_.append(owner);
-  }
-
-  // Any C-contiguous buffer (bytes, bytearray, memoryview, numpy array).
-  void AddBuffer(const std::string& key, py::bytes metadata, py::buffer data) {
-    std::lock_guard<std::mutex> lock(mu_);
-    RequireOpen();
-    py::buffer_info info = data.request();
-    if (!IsContiguous(info)) throw py::value_error("item '" + key + "': buffer is not C-contiguous");
-    uint64_t size = static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize);
-    ThrowIfError(pending_->AddItem(key, std::string(metadata), info.ptr, size));
-    owners_.append(data);
-  }
-
-  PySaveHandle Snapshot() {
-    std::lock_guard<std::mutex> lock(mu_);
-    RequireOpen();
-    std::optional<Result<std::shared_ptr<SaveHandle>>> handle;
-    {
-      py::gil_scoped_release release;
-      handle.emplace(pending_->Snapshot());
-    }
-    pending_.reset();  // a PendingCheckpoint snapshots once
-    cuda_sources_.clear();
-    owners_ = py::list();
-    return PySaveHandle(ValueOrThrow(std::move(*handle)), pipeline_);
-  }
-
-  // Gives the save up before its snapshot: nothing is written, and its
-  // writer lock goes now rather than whenever Python frees this object.
-  void Abandon() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!pending_) return;
-    {
-      py::gil_scoped_release release;  // the release is a store operation
-      pending_.reset();
-    }
-    cuda_sources_.clear();
-    owners_ = py::list();
-  }
-
- private:
-  static bool IsContiguous(const py::buffer_info& info) {
-    py::ssize_t expected = info.itemsize;
-    for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-      if (info.shape[d] > 1 && info.strides[d] != expected) return false;
-      expected *= info.shape[d];
-    }
-    return true;
-  }
-  void RequireOpen() const {
-    if (!pending_) throw py::value_error("this checkpoint was already snapshotted or abandoned");
-  }
-
-  std::mutex mu_;
-  std::unique_ptr<PendingCheckpoint> pending_;
-  std::vector<std::unique_ptr<cuda::TensorSource>> cuda_sources_;  // outlive pending_'s snapshot
-  std::shared_ptr<Pipeline> pipeline_;
-  py::list owners_;
-};
 
 class PyReader {
  public:
@@ -478,26 +334,7 @@ PYBIND11_MODULE(_sluice, m) {
   BindProcessFunctions(m);
   BindStagingPool(m);
 
-  py::class_<PySaveHandle>(m, "SaveHandle")
-      .def_property_readonly("stall_seconds", &PySaveHandle::stall_seconds)
-      .def_property_readonly("name", &PySaveHandle::name)
-      .def_property_readonly("step", &PySaveHandle::step)
-      .def("done", &PySaveHandle::done)
-      .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
-      .def("wait", &PySaveHandle::Wait)
-      .def("progress", &PySaveHandle::Progress)
-      .def("stats", &PySaveHandle::Stats)
-      .def("backlog", &PySaveHandle::Backlog);
-
-  py::class_<PyPendingCheckpoint>(m, "PendingCheckpoint")
-      .def("add_address", &PyPendingCheckpoint::AddAddress, py::arg("key"), py::arg("metadata"),
-           py::arg("address"), py::arg("size"), py::arg("owner"))
-      .def("add_cuda", &PyPendingCheckpoint::AddCuda, py::arg("key"), py::arg("metadata"),
-           py::arg("address"), py::arg("size"), py::arg("device"), py::arg("owner"))
-      .def("add_buffer", &PyPendingCheckpoint::AddBuffer, py::arg("key"), py::arg("metadata"),
-           py::arg("data"))
-      .def("snapshot", &PyPendingCheckpoint::Snapshot)
-      .def("abandon", &PyPendingCheckpoint::Abandon);
+  BindSave(m);
 
   py::class_<PyReader>(m, "Reader")
       .def_property_readonly("info", &PyReader::Info)

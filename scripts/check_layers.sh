@@ -37,7 +37,7 @@ allow_public_maintenance="^sluice/(status|backend|store)\.h$"
 # bench of the hash kernels includes those.
 tools_facing='io/aligned_buffer|io/stream_copy|format/safetensors|observe/metrics_server'
 allow_tools="^(sluice/[a-z_]+\.h|[a-z_]+\.h|($tools_facing)\.h)$"
-allow_python="^(sluice/[a-z_]+\.h|cuda_copy\.h|py_support\.h)$"
+allow_python="^(sluice/[a-z_]+\.h|cuda_copy\.h|py_save\.h|py_support\.h)$"
 allow_bench="^(sluice/[a-z_]+\.h|($tools_facing|io/content_hash|io/crc32c)\.h)$"
 
 bad=0

@@ -23,7 +23,7 @@ import atexit
 import os
 import threading
 
-from . import _backlog, _sluice
+from . import _backlog, _lazy, _sluice
 from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
                       NoSpaceError, NotFoundError, NotSupportedError, StoreIOError, UnavailableError)
 from ._backlog import BacklogWarning
@@ -191,6 +191,7 @@ def close():
         pipelines = list(_pipelines.values())
         _pipelines.clear()
         _pool[:] = [None, None]  # its memory goes with the last pipeline
+    _lazy.finish_all()  # lazy copies end and are sealed before their pipelines close
     for p in pipelines:
         p.close()
 
@@ -198,7 +199,8 @@ def close():
 atexit.register(close)
 
 
-def save(store, name, step, state_dict, async_=True, incremental=True):
+def save(store, name, step, state_dict, async_=True, incremental=True, snapshot="eager",
+         optimizers=None):
     """Saves `state_dict` (nested dicts/lists/tuples of tensors and plain
     values) as checkpoint name@step.
 
@@ -214,8 +216,17 @@ def save(store, name, step, state_dict, async_=True, incremental=True):
 
     When a later tier falls behind the save rate, the save warns once
     (BacklogWarning; see configure() for the policy and limits), and
-    handle.backlog() reports each tier's backlog."""
-    return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental)
+    handle.backlog() reports each tier's backlog.
+
+    snapshot="lazy": returns before the large tensors are copied; they are
+    copied in the background while training goes on, and each optimizer's
+    step first waits for the tensors it owns (a pre-hook). Change any other
+    saved tensor in place only after handle.wait_staged(); one changed
+    before its copy fails the save at commit instead of mixing states.
+    `optimizers` (default: those that have stepped in this process) are
+    copied first, in step order. See doc/python.md#lazy-snapshots."""
+    return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental,
+                     snapshot=snapshot, optimizers=optimizers)
 
 
 def load(store, name, step="latest", into=None, weights_only=False):

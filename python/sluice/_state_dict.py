@@ -20,13 +20,14 @@ the save begins, so nothing is written or committed then.
 
 import io
 import json
+import time
 import warnings
 import pickle
 import re
 
 import torch
 
-from . import _backlog, _sluice
+from . import _backlog, _lazy, _sluice
 
 STRUCTURE_KEY = "structure"
 FORMAT_NAME = "sluice.torch.state_dict"
@@ -117,17 +118,33 @@ class Staging:
     .cpu() tensor is made). The first CUDA tensor a process saves pins the
     pipeline's arena for DMA (once). snapshot() first waits for every kernel
     queued on the tensors' devices (any stream: a side stream may still be
-    writing them)."""
+    writing them).
 
-    def __init__(self, pipeline, pending):
+    lazy=True: the items are added at snapshot(), buffers and small tensors
+    first, then the tensors of `optimizers` in step order (_lazy), and
+    snapshot() returns a LazySaveHandle once the small ones are copied."""
+
+    def __init__(self, pipeline, pending, lazy=False, optimizers=None, label=""):
         self.pipeline = pipeline
         self.pending = pending
         self._devices = set()
+        self._lazy = lazy
+        self._optimizers = optimizers
+        self._label = label
+        self._buffers = []   # lazy: (key, metadata, buffer)
+        self._tensors = []   # lazy: (key, metadata, tensor)
 
     def add_tensor(self, key, metadata, tensor):
         """Adds `tensor` (row-major memory: host_bytes_of) as item `key`;
         returns its size in bytes."""
         size = tensor.numel() * tensor.element_size()
+        if self._lazy:
+            self._tensors.append((key, metadata, tensor))
+        else:
+            self._add(key, metadata, tensor, size)
+        return size
+
+    def _add(self, key, metadata, tensor, size):
         if tensor.device.type == "cuda":
             device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
             if device not in self._devices:
@@ -136,15 +153,34 @@ class Staging:
             self.pending.add_cuda(key, metadata, tensor.data_ptr(), size, device, tensor)
         else:
             self.pending.add_address(key, metadata, tensor.data_ptr(), size, tensor)
-        return size
 
     def add_buffer(self, key, metadata, buffer):
-        self.pending.add_buffer(key, metadata, buffer)
+        if self._lazy:
+            self._buffers.append((key, metadata, buffer))
+        else:
+            self.pending.add_buffer(key, metadata, buffer)
 
     def snapshot(self):
+        if not self._lazy:
+            for device in sorted(self._devices):
+                torch.cuda.synchronize(device)
+            return SaveHandle(self.pending.snapshot())
+        eager, lazy = _lazy.order_items(self._tensors, self._optimizers)
+        for key, metadata, buffer in self._buffers:
+            self.pending.add_buffer(key, metadata, buffer)
+        for key, metadata, tensor in eager + lazy:
+            self._add(key, metadata, tensor, tensor.numel() * tensor.element_size())
+        first_lazy = len(self._buffers) + len(eager)
+        entries = [_lazy.Entry(first_lazy + i, key, tensor) for i, (key, _, tensor) in enumerate(lazy)]
+        self._buffers, self._tensors = [], []
+        start = time.perf_counter()
         for device in sorted(self._devices):
             torch.cuda.synchronize(device)
-        return SaveHandle(self.pending.snapshot())
+        snapshot = self.pending.snapshot_lazily()
+        handle = snapshot.handle
+        snapshot.wait_items(list(range(first_lazy)))
+        stall = time.perf_counter() - start
+        return LazySaveHandle(_lazy.start(snapshot, self._label, entries), handle, stall)
 
     def abandon(self):
         self.pending.abandon()
@@ -289,11 +325,70 @@ class SaveHandle:
                 f"stall={self.stall_seconds:.3f}s tiers=[{states}]>")
 
 
-def save_with(pipeline, name, step, state_dict, async_=True, incremental=True):
+class LazySaveHandle(SaveHandle):
+    """A lazy save (snapshot="lazy"): save() returned before the large
+    tensors were copied. An optimizer's step waits for the tensors it owns
+    on its own (a pre-hook); change any other saved tensor in place only
+    after wait_staged(). wait() seals the copy first."""
+
+    def __init__(self, save, handle, stall):
+        super().__init__(handle)
+        self._save = save
+        self._stall = stall
+
+    @property
+    def stall_seconds(self):
+        """How long save() blocked the caller (the small tensors' copy)."""
+        return self._stall
+
+    @property
+    def wait_seconds(self):
+        """How long optimizer pre-hooks and wait_staged() blocked the
+        trainer for this save so far: with stall_seconds, the trainer's
+        whole stall."""
+        return self._save.wait_seconds
+
+    @property
+    def staged(self):
+        """True once every tensor is in staging and the copy was checked."""
+        return self._save.sealed
+
+    @property
+    def staged_seconds(self):
+        """Seconds from save() to the end of the copy (0 before)."""
+        lazy = self._save.lazy
+        return self._save.copy_seconds if lazy is None else lazy.copy_seconds
+
+    def wait_staged(self):
+        """Waits until every tensor of the save is in staging: from then on
+        any of them may change."""
+        self._save.wait_staged()
+        return self
+
+    def when_staged(self, callback):
+        """Calls callback() once staged (on the sealing thread, or now)."""
+        self._save.when_staged(callback)
+
+    def wait(self, tier=None):
+        self._save.finish()
+        return super().wait(tier)
+
+
+def save_with(pipeline, name, step, state_dict, async_=True, incremental=True, snapshot="eager",
+              optimizers=None):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"sluice.save: step must be a non-negative int, not {step!r}")
+    if snapshot not in ("eager", "lazy"):
+        raise ValueError(f"sluice.save: snapshot must be 'eager' or 'lazy', not {snapshot!r}")
+    if optimizers is not None:
+        optimizers = list(optimizers)
+        for o in optimizers:
+            if not isinstance(o, torch.optim.Optimizer):
+                raise TypeError(f"sluice.save: optimizers must be torch.optim.Optimizer objects, not "
+                                f"{type(o).__name__}")
     plan = plan_state_dict(state_dict)
-    staging = Staging(pipeline, pipeline.begin(name, step, incremental=bool(incremental)))
+    staging = Staging(pipeline, pipeline.begin(name, step, incremental=bool(incremental)),
+                      lazy=snapshot == "lazy", optimizers=optimizers, label=f"{name}@{step}")
     for key, tensor, meta in plan.tensors:
         staging.add_tensor(key, meta, tensor)
     structure_meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode()

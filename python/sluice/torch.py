@@ -110,7 +110,10 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         super().__init__()
         # True: stage() returns a Future, so dcp.async_save returns an
         # AsyncSaveResponse whose staging_completion resolves once the
-        # snapshot is in staging.
+        # snapshot is in staging. The snapshot is then lazy (sluice.save's
+        # snapshot="lazy"): stage() returns before the large tensors are
+        # copied, an optimizer's step waits for the ones it owns, and any
+        # other in-place change must wait for staging_completion.
         self.async_staging = bool(async_staging)
         # Chunks unchanged since the newest committed step of the name are
         # referenced there, per rank, instead of written (sluice.save's
@@ -263,13 +266,14 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         future.set_result([staged.results[item.index] for item in plan.items])
         return future
 
-    def _stage(self, plan, planner, assignment):
+    def _stage(self, plan, planner, assignment, lazy=False):
         # A collective save's attempt id is a fresh uuid: a rank that gives up
         # can tell the others at once (an abort note).
         p = pipeline(self.store)
         pending = _state_dict.Staging(p, p.begin(self.name, self.step, assignment.rank, assignment.world,
                                                  assignment.attempt, attempt_is_unique=assignment.collective,
-                                                 incremental=self.incremental))
+                                                 incremental=self.incremental),
+                                      lazy=lazy, label=f"{self.name}@{self.step}")
         try:
             return self._add_items(pending, plan, planner, assignment)
         except BaseException:
@@ -332,7 +336,8 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     # AsyncStager ---------------------------------------------------------
     def stage(self, state_dict):
         """Copies `state_dict` into sluice's staging arena: the tensors may
-        change once this returns. Plans the save the way dcp.save will (DCP's
+        change once this returns (with async_staging=True, once the returned
+        Future is done, or, for what an optimizer owns, at its next step). Plans the save the way dcp.save will (DCP's
         default planner; in a process group, over `self.process_group` from
         this thread: gather the local plans to its rank 0, scatter the global
         plan, agree that every rank could stage) and snapshots it. Returns a
@@ -347,7 +352,12 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             return staged
         from concurrent.futures import Future
         future = Future()
-        future.set_result(staged)  # the snapshot is in staging already
+        if isinstance(self.handle, _state_dict.LazySaveHandle):
+            # Resolved by the thread that seals the copy; a copy that failed
+            # or was changed too early fails the upload, not this future.
+            self.handle.when_staged(lambda: future.set_result(staged))
+        else:
+            future.set_result(staged)  # staged off the main thread: a full copy
         return future
 
     def _stage_now(self, state_dict):
@@ -371,7 +381,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         plan = planner.finish_plan(self._plan_globally(planner, local, rank, world, group))
         assignment = plan.storage_data
         try:
-            pending, results = self._stage(plan, planner, assignment)
+            pending, results = self._stage(plan, planner, assignment, lazy=self.async_staging)
         except Exception as error:
             _agree_before_writing(assignment, error, group)
             raise
@@ -411,7 +421,11 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         return mine[0]
 
     def synchronize_staging(self):
-        """Nothing to wait for: stage() returns once the copy is complete."""
+        """Waits until the last stage() is in staging: at once, except for a
+        lazy one (async_staging=True)."""
+        handle = self.handle
+        if isinstance(handle, _state_dict.LazySaveHandle):
+            handle.wait_staged()
 
     def close(self):
         """Nothing to release: the staging arena belongs to the process's

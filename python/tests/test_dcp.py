@@ -404,7 +404,7 @@ def test_async_staging_returns_dcps_response_with_staging_completion(store):
     writer = st.StorageWriter(store, "resp", 1, async_staging=True)
     response = dcp.async_save(state, storage_writer=writer, no_dist=True)
     assert isinstance(response, dcp.state_dict_saver.AsyncSaveResponse)
-    response.staging_completion.result(timeout=0)  # the snapshot is in staging
+    response.staging_completion.result(timeout=60)  # the lazy snapshot is in staging
     for t in (state["model"]["w"], state["model"]["b"], state["optim"]["exp_avg"]):
         t.fill_(-1.0)
     response.upload_completion.result()
