@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The checkpoint stall, made visible: one small PyTorch training loop on the
 CPU, trained without checkpoints, checkpointing with torch.save + fsync in the
-training thread, with sluice.save (async), with torch's dcp.async_save to its
-FileSystemWriter, and with dcp.async_save to sluice's StorageWriter (each in
-DCP's default thread mode and in its process mode, -process), and the
-figures side by side.
+training thread, with sluice.save (async; -lazy: snapshot="lazy"), with
+torch's dcp.async_save to its FileSystemWriter, and with dcp.async_save to
+sluice's StorageWriter (each in DCP's default thread mode and in its process
+mode, -process; dcp+sluice-lazy: async_staging=True, the loop waiting on
+staging_completion before optimizer.step() as DCP's tutorial does), and the
+figures side by side. A lazy save's stall is the save call plus every wait
+it caused before a step (the pre-hook, staging_completion).
 
     PYTHONPATH=build/python .venv/bin/python examples/train_demo.py            # ~1 minute
     PYTHONPATH=build/python .venv/bin/python examples/train_demo.py --hidden 4096 --layers 6 \\
@@ -33,7 +36,8 @@ import torch.distributed.checkpoint as dcp
 import sluice
 import sluice.torch
 
-MODES = ("none", "torch.save", "sluice", "dcp", "dcp+sluice", "dcp-process", "dcp+sluice-process")
+MODES = ("none", "torch.save", "sluice", "sluice-lazy", "dcp", "dcp+sluice", "dcp+sluice-lazy",
+         "dcp-process", "dcp+sluice-process")
 # DCP's process-based checkpointer (AsyncCheckpointerType.PROCESS): the save
 # runs in a daemon process DCP starts at the first checkpoint.
 PROCESS_MODES = ("dcp-process", "dcp+sluice-process")
@@ -87,17 +91,26 @@ class Mode:
         self.segments = []     # mean step seconds of each segment
         self.checkpoints = []  # (stall, time to durable)
         self.pending = []      # (stall, sluice handle) not yet durable
+        self.staging = None    # dcp+sluice-lazy: the last save's staging_completion
+        self.staging_waits = []  # dcp+sluice-lazy: seconds the loop waited on it, per save
+        self.writers = []      # dcp+sluice-lazy: each save's writer (its handle)
 
     def collect(self, wait=False):
         for item in list(self.pending):
             stall, handle, started, done_at = item
-            if self.name == "sluice":
+            if self.name in ("sluice", "sluice-lazy"):
                 if wait or handle.done():
                     handle.wait()  # re-raises if the save failed
+                    # A lazy save also blocks the trainer in optimizer
+                    # pre-hooks: that is stall too.
+                    stall += getattr(handle, "wait_seconds", 0.0)
                     self.checkpoints.append((stall, handle.durable_seconds))
                     self.pending.remove(item)
             elif wait or handle.done():
                 handle.result()  # re-raises if the save failed
+                if self.name == "dcp+sluice-lazy":
+                    # The loop's wait on staging_completion, and any pre-hook wait.
+                    stall += self.staging_waits.pop(0) + self.writers.pop(0).handle.wait_seconds
                 self.checkpoints.append((stall, done_at[0] - started))
                 self.pending.remove(item)
                 self._keep_newest_dirs(2)
@@ -127,12 +140,16 @@ class Mode:
             for old in os.listdir(self.directory):  # keep the newest only
                 if old != os.path.basename(path):
                     os.remove(os.path.join(self.directory, old))
-        elif self.name == "sluice":
-            handle = sluice.save(self.directory, "demo", self.step, state)
+        elif self.name in ("sluice", "sluice-lazy"):
+            snapshot = "lazy" if self.name == "sluice-lazy" else "eager"
+            handle = sluice.save(self.directory, "demo", self.step, state, snapshot=snapshot)
             self.pending.append((time.perf_counter() - t0, handle, t0, None))
         else:
             if self.name.startswith("dcp+sluice"):
-                writer = sluice.torch.StorageWriter(self.directory, "demo", self.step)
+                lazy = self.name == "dcp+sluice-lazy"
+                writer = sluice.torch.StorageWriter(self.directory, "demo", self.step, async_staging=lazy)
+                if lazy:
+                    self.writers.append(writer)
             else:
                 writer = dcp.FileSystemWriter(os.path.join(self.directory, f"step-{self.step}"))
             kwargs = {}
@@ -141,6 +158,9 @@ class Mode:
                 kwargs["async_checkpointer_type"] = AsyncCheckpointerType.PROCESS
             future = dcp.async_save(state, storage_writer=writer, no_dist=True, **kwargs)
             stall = time.perf_counter() - t0
+            if self.name == "dcp+sluice-lazy":
+                self.staging, future = future.staging_completion, future.upload_completion
+                self.staging_waits.append(0.0)
             done_at = [None]
             future.add_done_callback(lambda _: done_at.__setitem__(0, time.perf_counter()))
             self.pending.append((stall, future, t0, done_at))
@@ -153,6 +173,12 @@ class Mode:
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
+            if self.staging is not None:
+                # DCP's tutorial loop: wait for staging before the step.
+                waited = time.perf_counter()
+                self.staging.result()
+                self.staging_waits[-1] += time.perf_counter() - waited
+                self.staging = None
             optimizer.step()
             if self.name != "none" and i == args.every // 2:
                 self.checkpoint(model, optimizer)
@@ -205,7 +231,7 @@ def main():
     # Staging holds one whole checkpoint, so a save never streams; keep the
     # newest two steps on disk.
     sluice.configure(staging_bytes=nbytes + (64 << 20), keep_last=[2])
-    for m in ("sluice", "dcp+sluice", "dcp+sluice-process"):
+    for m in ("sluice", "sluice-lazy", "dcp+sluice", "dcp+sluice-lazy", "dcp+sluice-process"):
         if m in dirs:
             sluice.pipeline(dirs[m])  # open once: the arena is allocated and faulted here
     if any(m in PROCESS_MODES for m in chosen):
@@ -227,7 +253,8 @@ def main():
         m.collect(wait=True)
 
     titles = {"none": "no checkpoint", "torch.save": "torch.save+fsync", "sluice": "sluice async",
-              "dcp": "DCP async_save", "dcp+sluice": "DCP+sluice", "dcp-process": "DCP process",
+              "sluice-lazy": "sluice lazy", "dcp": "DCP async_save", "dcp+sluice": "DCP+sluice",
+              "dcp+sluice-lazy": "DCP+sluice lazy", "dcp-process": "DCP process",
               "dcp+sluice-process": "DCP+sluice proc"}
     print()
     print(f"{'':28}" + "".join(f"{titles[m]:>18}" for m in modes))
@@ -252,6 +279,11 @@ def main():
                                           for m in named])
     row("checkpoints", ["-"] + [str(len(modes[m].checkpoints)) for m in named])
     row("step-time overhead (med)", ["-"] + [f"{100 * overhead(m):+.1f} %" for m in named])
+    # What one checkpoint cost the loop: the round's extra seconds over its
+    # no-checkpoint round (one checkpoint per round).
+    row("overhead per checkpoint (med)", ["-"] + [
+        f"{statistics.median((m - b) * args.every for m, b in zip(modes[n].segments, modes['none'].segments)):+.3f} s"
+        for n in named])
     sluice.close()
     if any(m in PROCESS_MODES for m in chosen):
         torch.distributed.destroy_process_group()

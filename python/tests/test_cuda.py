@@ -84,6 +84,22 @@ def test_the_snapshot_holds_the_values_when_save_returns(store):
 
 
 @requires_cuda
+def test_a_lazy_save_then_a_step_at_once_keeps_the_state_at_the_save(store):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.Linear(4096, 1024)).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(8, 1024, device="cuda")).sum().backward()
+    optimizer.step()
+    want = {k: v.cpu() for k, v in model.state_dict().items()}
+    handle = sluice.save(store, "lazy", 1, {"model": model.state_dict()}, snapshot="lazy")
+    optimizer.step()  # the pre-hook waits until the device-to-host copies landed
+    handle.wait()
+    got = sluice.load(store, "lazy", 1)["model"]
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    assert handle.staged and handle.wait_seconds >= 0
+
+
+@requires_cuda
 def test_an_image_larger_than_the_arena_streams_through_it(store):
     before = sluice._options["staging_bytes"]
     sluice.configure(staging_bytes=16 << 20)
