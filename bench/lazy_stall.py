@@ -11,13 +11,14 @@ For every lazy checkpoint it prints:
   - stall: the save() call (the small tensors' copy);
   - hook wait: the time the next optimizer.step()'s pre-hook waited;
   - copy: the background copy's time (handle.staged_seconds);
-  - remainder: what was left of the copy when the pre-hook began (copy
-    minus the time from save() to the pre-hook), the least a pre-hook can
-    wait. When forward and backward are shorter than the copy, the hook's
+  - remainder: what was left of the copy when the step began (from then
+    to the moment sluice's sealing thread saw the copy end, on the same
+    clock), the least a pre-hook can wait. When forward and backward are shorter than the copy, the hook's
     wait should be that remainder and nothing more.
 Eager and lazy checkpoints alternate; the summary gives medians and the
 ratio of the trainer-visible stalls (save + hook wait, lazy; save, eager),
-and the ceiling: one bare memcpy of the state (torch's clone) in the same run.
+and the ceiling: one bare memcpy of the state (copy_ into tensors allocated
+and faulted in once) in the same run.
 """
 
 import argparse
@@ -73,6 +74,7 @@ def main():
     sluice.pipeline(args.dir)  # the arena is made and faulted in here
 
     eager, lazy, memcpy = [], [], []
+    targets = []  # the memcpy ceiling's destination, allocated once
     for k in range(2 * args.checkpoints):
         mode = "eager" if k % 2 == 0 else "lazy"
         state = {"model": model.state_dict(), "optim": optimizer.state_dict()}
@@ -82,20 +84,26 @@ def main():
         t1 = time.perf_counter()
         forward_backward()
         fb = time.perf_counter() - t1
-        hook_start = time.perf_counter() - t0
+        hook_start = time.perf_counter()
         optimizer.step()
         handle.wait()
         if mode == "eager":
             eager.append(stall)
+            sources = list(state["model"].values())
+            sources += [v for s in optimizer.state.values() for v in s.values()]
+            if not targets:
+                targets.extend(torch.empty_like(t) for t in sources)
+                for t in targets:
+                    t.fill_(0)  # faulted in once, as sluice's staging is
             t2 = time.perf_counter()
-            copies = [t.clone() for t in state["model"].values()]
-            copies += [v.clone() for s in optimizer.state.values() for v in s.values()]
+            for dst, src in zip(targets, sources):
+                dst.copy_(src)
             memcpy.append(time.perf_counter() - t2)
-            del copies
             print(f"eager #{k // 2}: stall {stall:.4f} s, forward+backward {fb:.4f} s", flush=True)
         else:
             copy = handle.staged_seconds
-            remainder = max(0.0, copy - hook_start)
+            # When the sealing thread saw the copy end, on this clock.
+            remainder = max(0.0, handle._save.staged_at - hook_start)
             lazy.append((stall, handle.wait_seconds, copy, remainder, fb))
             print(f"lazy  #{k // 2}: stall {stall:.4f} s, hook wait {handle.wait_seconds:.4f} s, "
                   f"copy {copy:.4f} s, remainder at the hook {remainder:.4f} s, "
@@ -105,7 +113,7 @@ def main():
     visible = [s + w for s, w, _, _, _ in lazy]
     print(f"\nstate {nbytes / 2**30:.2f} GiB, {args.threads} compute thread(s), "
           f"forward+backward {med(f for *_, f in lazy):.4f} s (median)")
-    print(f"one bare memcpy of the state (clone):  {med(memcpy):.4f} s")
+    print(f"one bare memcpy of the state (copy_):  {med(memcpy):.4f} s")
     print(f"eager save stall:                       {med(eager):.4f} s  ({med(eager) / med(memcpy):.2f}x memcpy)")
     print(f"lazy save: save() {med(s for s, *_ in lazy):.4f} s + hook wait "
           f"{med(w for _, w, *_ in lazy):.4f} s = {med(visible):.4f} s trainer-visible")

@@ -10,6 +10,8 @@ of --runs rounds it measures
   - torch.save(state, f) + flush + fsync: the stall is the whole call;
   - sluice.save(store, ...): the stall is the save() call, time to durable
     the commit on disk (handle.wait());
+  - sluice.save(..., snapshot="lazy"): the save() call, then wait_staged()
+    (the background copy, with nothing training meanwhile), then durable;
   - torch.load and sluice.load (fresh tensors) and sluice.load(into=...)
     (preallocated tensors) from a cold page cache (sync; echo 3 >
     /proc/sys/vm/drop_caches, which needs root: without it the figures are
@@ -92,14 +94,14 @@ def main():
     gib = size / 2**30
     print(f"state: {gib:.2f} GiB in {len(state['model']) * 4} tensors; {args.runs} runs; "
           f"dir {args.dir}")
-    sluice.configure(staging_bytes=size + (64 << 20), keep_last=[1])
+    sluice.configure(staging_bytes=size + (64 << 20), keep_last=[1])  # one arena for both names
     t0 = time.perf_counter()
     sluice.pipeline(store)
     print(f"sluice pipeline open (staging arena of {gib:.2f} GiB allocated and faulted, once "
           f"per process): {time.perf_counter() - t0:.3f} s")
 
-    r = {k: [] for k in ("torch_save", "sluice_stall", "sluice_durable", "torch_load",
-                         "sluice_load", "sluice_load_into")}
+    r = {k: [] for k in ("torch_save", "sluice_stall", "sluice_durable", "lazy_stall", "lazy_staged",
+                         "lazy_durable", "torch_load", "sluice_load", "sluice_load_into")}
     cold = True
     dest = None
     for run in range(args.runs):
@@ -115,6 +117,17 @@ def main():
         r["sluice_stall"].append(time.perf_counter() - t0)
         handle.wait()
         r["sluice_durable"].append(time.perf_counter() - t0)
+
+        # Lazy: the call returns before the large tensors are copied; here
+        # nothing trains meanwhile, so the copy's time is not hidden behind
+        # anything (train_demo.py and lazy_stall.py measure that).
+        t0 = time.perf_counter()
+        handle = sluice.save(store, "lazy", run, state, snapshot="lazy")
+        r["lazy_stall"].append(time.perf_counter() - t0)
+        handle.wait_staged()
+        r["lazy_staged"].append(time.perf_counter() - t0)
+        handle.wait()
+        r["lazy_durable"].append(time.perf_counter() - t0)
 
         cold &= drop_caches()
         t0 = time.perf_counter()
@@ -145,6 +158,11 @@ def main():
           f"{gib / med['sluice_stall']:.2f} GiB/s")
     print(f"{'sluice.save time to durable':34}{summary(r['sluice_durable'])}  "
           f"{gib / med['sluice_durable']:.2f} GiB/s")
+    print(f"{'sluice.save lazy: save() returns':34}{summary(r['lazy_stall'])}")
+    print(f"{'sluice.save lazy: all staged':34}{summary(r['lazy_staged'])}  "
+          f"{gib / med['lazy_staged']:.2f} GiB/s")
+    print(f"{'sluice.save lazy: durable':34}{summary(r['lazy_durable'])}  "
+          f"{gib / med['lazy_durable']:.2f} GiB/s")
     print(f"{'torch.load, ' + ('cold' if cold else 'warm'):34}{summary(r['torch_load'])}  "
           f"{gib / med['torch_load']:.2f} GiB/s")
     print(f"{'sluice.load (new tensors)':34}{summary(r['sluice_load'])}  "
@@ -156,6 +174,7 @@ def main():
           f"(target <= 0.1)")
     print(f"durable ratio sluice/torch.save:    {med['sluice_durable'] / med['torch_save']:.3f} "
           f"(target <= 1)")
+    print(f"lazy save() / eager stall:          {med['lazy_stall'] / med['sluice_stall']:.3f}")
     print(f"load speedup vs torch.load:         {med['torch_load'] / med['sluice_load']:.2f}x new "
           f"tensors, {med['torch_load'] / med['sluice_load_into']:.2f}x into= (target >= 3x; "
           f"{cache})")

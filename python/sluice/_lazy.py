@@ -48,7 +48,9 @@ _sealer_queue = queue.Queue()
 
 
 def _span(tensor):
-    """(storage address, first byte, end byte) of a tensor's memory."""
+    """(storage address, first byte, end byte) of a tensor's memory (a
+    DTensor's: its local shard's)."""
+    tensor = getattr(tensor, "_local_tensor", tensor)
     storage = tensor.untyped_storage()
     start = tensor.storage_offset() * tensor.element_size()
     return storage.data_ptr(), start, start + tensor.numel() * tensor.element_size()
@@ -56,14 +58,14 @@ def _span(tensor):
 
 def optimizer_tensors(optimizer):
     """The tensors `optimizer`'s step changes, in the order it walks them:
-    each parameter, then its state."""
+    each parameter, then its state. Tensors without memory of their own
+    (meta, fake) are left out."""
     out = []
     for group in optimizer.param_groups:
         for p in group["params"]:
-            out.append(p)
-            for value in optimizer.state.get(p, {}).values():
-                if isinstance(value, torch.Tensor):
-                    out.append(value)
+            for t in [p] + list(optimizer.state.get(p, {}).values()):
+                if isinstance(t, torch.Tensor) and getattr(t, "_local_tensor", t).device.type != "meta":
+                    out.append(t)
     return out
 
 
@@ -72,7 +74,10 @@ def _step_order(optimizers):
     order = {}
     for optimizer in optimizers:
         for t in optimizer_tensors(optimizer):
-            address, start, _ = _span(t)
+            try:
+                address, start, _ = _span(t)
+            except RuntimeError:  # no storage of its own: nothing of it is saved
+                continue
             order.setdefault((address, start), len(order))
     return order
 
@@ -116,7 +121,7 @@ class LazySave:
     def __init__(self, lazy, label, entries):
         self.lazy = lazy
         self.label = label
-        self._entries = entries                 # _Entry per lazily copied tensor
+        self._entries = entries                 # an Entry per lazily copied tensor
         self._by_storage = {}
         for index, e in enumerate(entries):
             self._by_storage.setdefault(e.span[0], []).append(index)
@@ -128,6 +133,7 @@ class LazySave:
         self._on_staged = []                    # callables run once sealed
         self.wait_seconds = 0.0                 # the trainer blocked in hooks and wait_staged
         self.copy_seconds = 0.0                 # set once sealed
+        self.staged_at = None                   # time.perf_counter() when the copy was seen done
 
     @property
     def sealed(self):
@@ -163,7 +169,14 @@ class LazySave:
         entries, lazy = self._entries, self.lazy  # finish() drops them once sealed
         if self.sealed or lazy is None:
             return
-        indexes = [i for i in self._entries_of(optimizer) if i not in self._checked]
+        try:
+            owned = self._entries_of(optimizer)
+        except RuntimeError:
+            # A tensor whose memory cannot be told (no storage of its own):
+            # wait for the whole copy rather than guess.
+            self.wait_staged()
+            return
+        indexes = [i for i in owned if i not in self._checked]
         if not indexes:
             return
         start = time.perf_counter()
@@ -188,6 +201,8 @@ class LazySave:
             lazy.wait_all()
         except _sluice.Error as e:
             copy_error = e
+        if self.staged_at is None:
+            self.staged_at = time.perf_counter()
         with self._lock:
             if self.sealed:
                 return
