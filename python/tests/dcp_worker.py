@@ -6,7 +6,7 @@ With SLUICE_TEST_PER_HOST=DIR, STORE is ignored: rank R's tiers are
 [DIR/hostR, DIR/shared] with tier0_per_host.
 
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
-save-async (dcp.async_save), save-process and save-process-default-stager
+save-async (dcp.async_save), save-async-lazy (async_staging=True), save-process and save-process-default-stager
 (dcp.async_save in DCP's checkpoint process; process_mode()), load;
 save-replicated and load-replicated (replicated_mode()); with DTensors: save-dtensor,
 load-dtensor-rows, load-dtensor-cols.
@@ -198,6 +198,15 @@ def main():
             assert writer.handle is not None and writer.handle.stall_seconds > 0
             state["weights"].local_shards()[0].tensor.fill_(-7.0)  # after staging: not saved
             future.result()
+        elif mode == "save-async-lazy":
+            # async_staging=True: a lazy snapshot; the tutorial's loop waits
+            # on staging_completion before it changes the state.
+            writer = StorageWriter(store, name, step, async_staging=True)
+            response = dcp.async_save(state, storage_writer=writer)
+            response.staging_completion.result()
+            assert writer.handle.staged
+            state["weights"].local_shards()[0].tensor.fill_(-7.0)  # after staging: not saved
+            response.upload_completion.result()
         else:
             dcp.save(state, storage_writer=writer)
         dist.barrier()

@@ -269,6 +269,11 @@ def test_gloo_async_save_stages_on_every_rank_before_returning(store, tmp_path, 
     run_world("load", store, "gasync", 1, world, tmp_path)  # the values from before the fill
 
 
+def test_gloo_lazy_async_staging_commits_the_state_at_the_save_on_every_rank(store, tmp_path):
+    run_world("save-async-lazy", store, "glazy", 1, 2, tmp_path)
+    run_world("load", store, "glazy", 1, 2, tmp_path)  # the values from before the fill
+
+
 @pytest.mark.parametrize("mode", ["save-process", "save-process-default-stager"])
 def test_gloo_async_save_in_dcps_checkpoint_process_reports_each_save_exactly(store, tmp_path, mode):
     # DCP's PROCESS mode pickles the writer into a daemon per rank. With
