@@ -185,6 +185,8 @@ Ceiling RadosCeiling(const std::string& uri, uint64_t block) {
 
 }  // namespace
 
+Result<int> RunTool(const std::vector<std::string>& argv, std::string* out) { return Run(argv, "", out); }
+
 Status PrepareReport(const std::string& dir) {
   std::string out;
   auto rc = Run({"gnuplot", "--version"}, "", &out);

@@ -78,6 +78,10 @@ struct ReportPlot {
 Status WriteReport(const std::string& dir, const std::string& title, const std::string& summary_html,
                    const std::vector<ReportPlot>& plots, const std::string& json);
 
+// Runs argv (PATH lookup), its stdout into *out; the exit status, or
+// NotFound if the program is not installed.
+Result<int> RunTool(const std::vector<std::string>& argv, std::string* out);
+
 // Escapes text for HTML; quotes text for a gnuplot string; a number for a
 // data file or a table (4 significant digits).
 std::string HtmlEscape(const std::string& s);

@@ -63,6 +63,8 @@ const std::vector<Command>& Commands() {
       {"gc", "reclaim everything no committed checkpoint references", CmdGc, GcSpec},
       {"drain", "copy checkpoints to the later tiers that lack them, apply retention", CmdDrain, DrainSpec},
       {"bench", "MLPerf-Storage-style checkpoint write/read benchmark", CmdBench, BenchSpec},
+      {"plan", "predict a job's checkpoint costs on a cluster from measured rates;\n"
+               "              compare layouts; calibrate a host and its tiers", CmdPlan, PlanSpec},
       {"export", "write a checkpoint's tensors as Hugging Face safetensors files", CmdExport, ExportSpec},
       {"import", "save safetensors files as a checkpoint", CmdImport, ImportSpec},
       {"completion", "print a bash completion script (source <(sluice completion bash))", CmdCompletion,

@@ -104,6 +104,8 @@ int CmdRebuild(int argc, char** argv);
 CommandSpec RebuildSpec();
 int CmdRm(int argc, char** argv);
 CommandSpec RmSpec();
+int CmdPlan(int argc, char** argv);
+CommandSpec PlanSpec();
 int CmdGc(int argc, char** argv);
 CommandSpec GcSpec();
 int CmdDrain(int argc, char** argv);
