@@ -464,6 +464,18 @@ sl rm --store "$U" --name tree --step 1
 check "rm tree@1 removes its every object" \
   bash -c "[ $RC -eq 0 ] && ! rados -p '$POOL' ls | grep -q '^$PREFIX/ckpt/tree/'"
 
+# ---------------------------------------------------------------- plan calibrate
+t=$(date +%s)
+sl plan calibrate --tier "$W/plan-nvme" --tier "rados://$POOL/$PREFIX/plan?conf=$CEPH_CONF&id=sluice" \
+  --bytes 256MiB --nic 1GiB --out "$W/plan.json"
+secs=$(($(date +%s) - t))
+osds=$(ceph --conf "$CEPH_CONF" osd ls --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+size=$(ceph --conf "$CEPH_CONF" osd pool get "$POOL" size --format json | python3 -c 'import json,sys; print(float(json.load(sys.stdin)["size"]))')
+check "plan calibrate of a file tier and this cluster (exit $RC, ${secs} s) finds its $osds OSDs and pool size $size" \
+  [ "$RC" -eq 0 -a "$(pyj '(d["tiers"]["ceph"]["osds"], d["tiers"]["ceph"]["write_amplification"])' "$W/plan.json")" = "($osds, $size)" ]
+check "...in under 2 minutes" [ "$secs" -lt 120 ]
+check "...with a rate per OSD" [ "$(pyj 'd["tiers"]["ceph"]["osd_write_bytes_per_s"] > 0 and d["tiers"]["ceph"]["osd_read_bytes_per_s"] > 0' "$W/plan.json")" = True ]
+
 echo "# $(($(date +%s) - T0)) s"
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

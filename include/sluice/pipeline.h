@@ -296,15 +296,19 @@ class SaveHandle {
 // Thread-safety: thread-safe.
 class LazySnapshot {
  public:
-  // Dropped before Seal(): sealed with Unavailable (the save does not commit).
-  // The caller's buffers may still be read until WaitAll() returns.
+  // Dropped before Seal(): sealed with Unavailable (the save does not
+  // commit). Waits for the copy to stop: the caller's buffers may go then.
+  // Seal every LazySnapshot before its pipeline closes: one still unsealed
+  // then fails with Unavailable.
   virtual ~LazySnapshot() = default;
   // The save, as Snapshot() returns it; stall_seconds() is the time
   // SnapshotLazily() blocked.
   virtual std::shared_ptr<SaveHandle> handle() const = 0;
   // Waits until the items with these indexes (the order AddItem added them,
   // from 0) are in staging: their buffers are free again. The copy's error
-  // if it failed before they were.
+  // if it failed before they were (after the copy stopped reading). Device
+  // items (AsyncItemSource) are copied and waited for piece by piece, so
+  // each is marked as it lands.
   virtual Status WaitItems(const std::vector<uint32_t>& items) = 0;
   // Waits until every item is in staging (or the copy failed).
   virtual Status WaitAll() = 0;
@@ -342,7 +346,9 @@ class PendingCheckpoint {
   // Snapshot() that returns before copying: the copy runs on a pipeline
   // thread (PipelineOptions::lazy_copy_threads), items in the order they
   // were added, so add first what the caller will change first. Nothing is
-  // committed until the LazySnapshot is sealed.
+  // committed until the LazySnapshot is sealed. Copies into staging run
+  // one at a time in the order saves snapshot: a Snapshot() after a lazy
+  // one waits (in its stall) for the rest of that copy.
   virtual Result<std::shared_ptr<LazySnapshot>> SnapshotLazily() = 0;
 };
 

@@ -223,7 +223,7 @@ def save(store, name, step, state_dict, async_=True, incremental=True, snapshot=
     step first waits for the tensors it owns (a pre-hook). Change any other
     saved tensor in place only after handle.wait_staged(); one changed
     before its copy fails the save at commit instead of mixing states.
-    `optimizers` (default: those that have stepped in this process) are
+    `optimizers` (default: those that have stepped since the first lazy save) are
     copied first, in step order. See doc/python.md#lazy-snapshots."""
     return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental,
                      snapshot=snapshot, optimizers=optimizers)

@@ -7,7 +7,7 @@ background while training goes on, and the trainer is blocked only when it
 is about to change one that is not copied yet:
 
 - Every torch.optim.Optimizer step runs a pre-hook (one, process-wide,
-  installed when this module loads) that waits until every tensor of a
+  installed at the first lazy save) that waits until every tensor of a
   pending lazy save that this optimizer owns (its parameters and their
   state) is copied. Those are copied first, in the order the step walks
   them, for the optimizers sluice has seen step (or was given).
@@ -26,6 +26,7 @@ done (in the pre-hook, or once the whole copy is), so a stray change made
 after its copy is reported too.
 """
 
+import logging
 import queue
 import threading
 import time
@@ -44,6 +45,7 @@ _lock = threading.Lock()
 _pending = []                     # LazySave objects not yet sealed
 _optimizers = weakref.WeakSet()   # every optimizer seen stepping
 _sealer = [None]                  # the thread that seals copies nobody waits for
+_hook = [None]                    # the optimizer step pre-hook's handle, once installed
 _sealer_queue = queue.Queue()
 
 
@@ -98,7 +100,7 @@ def order_items(tensors, optimizers=None):
     lazy ones in the order they should be copied: the tensors of
     `optimizers` (None: those seen stepping) in step order, then the rest in
     state-dict order."""
-    order = _step_order(list(_optimizers) if optimizers is None else optimizers)
+    order = _step_order(seen_optimizers() if optimizers is None else optimizers)
     eager, owned, rest = [], [], []
     for entry in tensors:
         tensor = entry[2]
@@ -121,10 +123,12 @@ class LazySave:
     def __init__(self, lazy, label, entries):
         self.lazy = lazy
         self.label = label
-        self._entries = entries                 # an Entry per lazily copied tensor
-        self._by_storage = {}
+        by_storage = {}
         for index, e in enumerate(entries):
-            self._by_storage.setdefault(e.span[0], []).append(index)
+            by_storage.setdefault(e.span[0], []).append(index)
+        # (an Entry per lazily copied tensor, their indexes by storage),
+        # replaced as one by finish() once sealed.
+        self._index = (entries, by_storage)
         self._checked = set()                   # entry indexes checked and released
         self._per_optimizer = weakref.WeakKeyDictionary()
         self._errors = []
@@ -139,10 +143,9 @@ class LazySave:
     def sealed(self):
         return self._sealed.is_set()
 
-    def _entries_of(self, optimizer):
+    def _entries_of(self, optimizer, entries, by_storage):
         found = self._per_optimizer.get(optimizer)
         if found is None:
-            entries, by_storage = self._entries, self._by_storage
             found = set()
             for t in optimizer_tensors(optimizer):
                 address, start, end = _span(t)
@@ -154,29 +157,29 @@ class LazySave:
             self._per_optimizer[optimizer] = found
         return found
 
-    def _check(self, indexes):
+    def _check(self, entries, indexes):
         """Under _lock: records each entry changed since the save."""
         for index in indexes:
             if index in self._checked:
                 continue
             self._checked.add(index)
-            e = self._entries[index]
+            e = entries[index]
             if e.tensor._version != e.version:
                 self._errors.append(f"'{e.key}' (version {e.version} at the save, {e.tensor._version} "
                                     f"when its copy was done)")
 
     def before_step(self, optimizer):
-        entries, lazy = self._entries, self.lazy  # finish() drops them once sealed
+        """The optimizer pre-hook's part: waits for the tensors `optimizer`
+        changes. Never raises into the step: what it cannot tell, it waits
+        for in full."""
+        (entries, by_storage), lazy = self._index, self.lazy
         if self.sealed or lazy is None:
             return
         try:
-            owned = self._entries_of(optimizer)
-        except RuntimeError:
-            # A tensor whose memory cannot be told (no storage of its own):
-            # wait for the whole copy rather than guess.
-            self.wait_staged()
+            indexes = [i for i in self._entries_of(optimizer, entries, by_storage) if i not in self._checked]
+        except Exception:  # a tensor whose memory cannot be told: wait for the whole copy
+            self._finish_quietly()
             return
-        indexes = [i for i in owned if i not in self._checked]
         if not indexes:
             return
         start = time.perf_counter()
@@ -188,7 +191,7 @@ class LazySave:
             self.wait_seconds += time.perf_counter() - start
         with self._lock:
             if not self.sealed:
-                self._check(indexes)
+                self._check(entries, indexes)
 
     def finish(self):
         """Waits for the whole copy, checks what no hook checked, and seals:
@@ -203,33 +206,45 @@ class LazySave:
             copy_error = e
         if self.staged_at is None:
             self.staged_at = time.perf_counter()
+        error = None
         with self._lock:
             if self.sealed:
                 return
-            self._check(range(len(self._entries)))
-            if self._errors and copy_error is None:
-                error = (f"{self.label}: not committed: tensors changed in place before the lazy "
-                         f"snapshot copied them: {', '.join(self._errors[:5])}"
-                         f"{' and more' if len(self._errors) > 5 else ''}. Call handle.wait_staged() "
-                         f"before changing saved tensors outside optimizer.step(), or save with "
-                         f"snapshot='eager'")
+            try:
+                entries = self._index[0]
+                self._check(entries, range(len(entries)))
+                if self._errors and copy_error is None:
+                    error = (f"{self.label}: not committed: tensors changed in place before the lazy "
+                             f"snapshot copied them: {', '.join(self._errors[:5])}"
+                             f"{' and more' if len(self._errors) > 5 else ''}. Call handle.wait_staged() "
+                             f"before changing saved tensors outside optimizer.step(), or save with "
+                             f"snapshot='eager'")
+            finally:
+                # Sealed whatever happened above: the writer waits for it.
                 lazy.seal(error)
-                warnings.warn(f"sluice: {error}", RuntimeWarning, stacklevel=2)
-            else:
-                lazy.seal(None)
-            # The tensors may go, and the snapshot with its hold on the
-            # pipeline (sluice.close() then waits for the commit).
-            self.copy_seconds = lazy.copy_seconds
-            self.lazy = None
-            self._entries = []
-            self._by_storage = {}
-            self._sealed.set()
-            callbacks, self._on_staged = self._on_staged, []
+                # The tensors may go, and the snapshot with its hold on the
+                # pipeline (sluice.close() then waits for the commit).
+                self.copy_seconds = lazy.copy_seconds
+                self.lazy = None
+                self._index = ([], {})
+                self._sealed.set()
+                callbacks, self._on_staged = self._on_staged, []
         with _lock:
             if self in _pending:
                 _pending.remove(self)
+        if error is not None:
+            _report(f"sluice: {error}")
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception as e:  # one failing callback does not starve the others
+                _report(f"sluice: a callback waiting for {self.label} to be staged failed: {e!r}")
+
+    def _finish_quietly(self):
+        try:
+            self.wait_staged()
+        except Exception as e:
+            _report(f"sluice: waiting for {self.label} to be staged failed: {e!r}")
 
     def wait_staged(self):
         start = time.perf_counter()
@@ -245,11 +260,18 @@ class LazySave:
         callback()
 
 
+def _report(message):
+    """A RuntimeWarning, or a log record where warnings are errors (this
+    runs in the pre-hook and on the sealing thread: never raise there)."""
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    except Exception:
+        logging.getLogger("sluice").error(message)
+
+
 def _before_step(optimizer, args, kwargs):
-    _optimizers.add(optimizer)
-    if not _pending:
-        return None
     with _lock:
+        _optimizers.add(optimizer)
         saves = list(_pending)
     for save in saves:
         save.before_step(optimizer)
@@ -261,14 +283,30 @@ def _seal_in_background():
         save = _sealer_queue.get()
         try:
             save.finish()
-        except Exception as e:  # never lose the thread: the next save needs it
-            warnings.warn(f"sluice: sealing {save.label} failed: {e}", RuntimeWarning)
+        except BaseException as e:  # never lose the thread: later saves need it
+            logging.getLogger("sluice").error("sluice: sealing %s failed: %r", save.label, e)
         del save  # not kept while waiting for the next one
+        _sealer_queue.task_done()
+
+
+def install_step_hook():
+    """Registers the process-wide optimizer step pre-hook, once (at the
+    first lazy save: eager-only users never run it)."""
+    with _lock:
+        if _hook[0] is None:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+            _hook[0] = register_optimizer_step_pre_hook(_before_step)
+
+
+def seen_optimizers():
+    with _lock:
+        return list(_optimizers)
 
 
 def start(lazy, label, entries):
     """Registers the lazy snapshot `lazy` (a _sluice.LazySnapshot) of
     `entries` for the pre-hook and the background sealer."""
+    install_step_hook()
     save = LazySave(lazy, label, entries)
     with _lock:
         _pending.append(save)
@@ -281,14 +319,14 @@ def start(lazy, label, entries):
 
 
 def finish_all():
-    """Seals every pending lazy save (waiting for its copy): before the
-    pipelines close."""
+    """Seals every pending lazy save (waiting for its copy), and waits until
+    the sealing thread let go of them all: before the pipelines close, so
+    that nothing of a save holds its pipeline open past sluice.close()."""
     with _lock:
         saves = list(_pending)
+        sealer = _sealer[0]
     for save in saves:
         save.finish()
-
-
-from torch.optim.optimizer import register_optimizer_step_pre_hook  # noqa: E402
-
-register_optimizer_step_pre_hook(_before_step)
+    del saves
+    if sealer is not None and sealer.is_alive():
+        _sealer_queue.join()

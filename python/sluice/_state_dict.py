@@ -176,11 +176,14 @@ class Staging:
         start = time.perf_counter()
         for device in sorted(self._devices):
             torch.cuda.synchronize(device)
+        _lazy.install_step_hook()
         snapshot = self.pending.snapshot_lazily()
         handle = snapshot.handle
+        # Registered before anything else runs: a step on another thread
+        # from now on waits for what it changes.
+        save = _lazy.start(snapshot, self._label, entries)
         snapshot.wait_items(list(range(first_lazy)))
-        stall = time.perf_counter() - start
-        return LazySaveHandle(_lazy.start(snapshot, self._label, entries), handle, stall)
+        return LazySaveHandle(save, handle, time.perf_counter() - start)
 
     def abandon(self):
         self.pending.abandon()

@@ -20,8 +20,10 @@ class LazySnapshotImpl final : public LazySnapshot {
   // `image` was planned with TrackItems(); its copy has been queued.
   LazySnapshotImpl(std::shared_ptr<HandleImpl> handle, std::shared_ptr<StagedImage> image)
       : handle_(std::move(handle)), image_(std::move(image)), start_(std::chrono::steady_clock::now()) {}
+  // Waits for the copy: the caller's buffers may go once this returns.
   ~LazySnapshotImpl() override {
     image_->Seal(Status::Unavailable("the lazy snapshot was dropped before it was sealed"));
+    (void)image_->WaitCopied();
   }
 
   std::shared_ptr<SaveHandle> handle() const override { return handle_; }

@@ -219,5 +219,53 @@ TEST_F(LazySnapshotTest, AnEagerSaveAfterALazyOneCommitsBothInOrder) {
   EXPECT_EQ(Read(*p, 7, "x", b.size()), b);
 }
 
+TEST_F(LazySnapshotTest, AnEagerSaveLargerThanTheArenaAfterALazyOneWaitsItsTurnAndBothCommit) {
+  auto p = Open();  // 16 MiB of staging
+  ASSERT_TRUE(p);
+  std::vector<uint8_t> a = Pattern(12 << 20, 8), b = Pattern(40 << 20, 9);
+  auto pa = p->Begin({"m", 8}, 0, 1);
+  ASSERT_TRUE(pa.ok());
+  ASSERT_TRUE((*pa)->AddItem("x", "", a.data(), a.size()).ok());
+  auto lazy = (*pa)->SnapshotLazily();
+  ASSERT_TRUE(lazy.ok());
+  // Whoever owns the lazy save seals it once copied (sluice's Python
+  // package does it on a thread of its own), while this thread saves on.
+  std::thread sealer([&] {
+    ASSERT_TRUE((*lazy)->WaitAll().ok());
+    (*lazy)->Seal(Status::OK());
+  });
+  auto pb = p->Begin({"m", 9}, 0, 1);
+  ASSERT_TRUE(pb.ok());
+  ASSERT_TRUE((*pb)->AddItem("x", "", b.data(), b.size()).ok());
+  auto hb = (*pb)->Snapshot();  // streams through the arena after the lazy copy
+  sealer.join();
+  ASSERT_TRUE(hb.ok()) << hb.status().ToString();
+  EXPECT_TRUE((*lazy)->handle()->Wait().ok());
+  EXPECT_TRUE((*hb)->Wait().ok());
+  EXPECT_EQ(Read(*p, 8, "x", a.size()), a);
+  EXPECT_EQ(Read(*p, 9, "x", b.size()), b);
+}
+
+TEST_F(LazySnapshotTest, ClosingSealsAnUnsealedSnapshotBeforeRunningTheCopiesQueuedAfterIt) {
+  auto p = Open();
+  ASSERT_TRUE(p);
+  std::vector<uint8_t> a = Pattern(8 << 20, 10), b = Pattern(40 << 20, 11);
+  auto pa = p->Begin({"m", 10}, 0, 1);
+  ASSERT_TRUE(pa.ok());
+  ASSERT_TRUE((*pa)->AddItem("x", "", a.data(), a.size()).ok());
+  auto la = (*pa)->SnapshotLazily();
+  ASSERT_TRUE(la.ok());
+  ASSERT_TRUE((*la)->WaitAll().ok());  // copied, never sealed
+  auto pb = p->Begin({"m", 11}, 0, 1);
+  ASSERT_TRUE(pb.ok());
+  ASSERT_TRUE((*pb)->AddItem("x", "", b.data(), b.size()).ok());
+  auto lb = (*pb)->SnapshotLazily();  // larger than the arena: needs the writer past a
+  ASSERT_TRUE(lb.ok());
+  auto ha = (*la)->handle(), hb = (*lb)->handle();
+  p.reset();  // must not hang
+  EXPECT_EQ(ha->WaitTier(0).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(hb->WaitTier(0).code(), StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -75,8 +75,9 @@ class PendingImpl final : public PendingCheckpoint {
 
  private:
   // Lays the image out and queues it for the writer, in the order saves
-  // snapshot; returns the image, with `handle` set.
-  std::shared_ptr<StagedImage> PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool tracked);
+  // snapshot, with its turn to copy (`ticket`); a lazy one's copy is queued
+  // for the stager then too. Returns the image, with `handle` set.
+  std::shared_ptr<StagedImage> PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool lazy, uint64_t* ticket);
 
   template <typename SetBytes>
   Status Add(std::string_view key, std::string_view metadata, uint64_t size, SetBytes set_bytes) {
@@ -146,7 +147,7 @@ class PipelineImpl final : public Pipeline {
     RETURN_IF_ERROR(StagingArena::CheckBudget(opts_.staging_bytes, slab_bytes_));
     if (opts_.staging_at_open) RETURN_IF_ERROR(EnsureArena());
     pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
-    stager_ = std::make_unique<Stager>(opts_.lazy_copy_threads, copy_mu_);
+    stager_ = std::make_unique<Stager>(opts_.lazy_copy_threads, copy_turns_);
     // The tier-0 writer's own: it hashes while the next snapshot copies.
     hash_pool_ = std::make_unique<CopyPool>(opts_.copy_threads);
     // Made before the threads that Wake() it, started after them.
@@ -323,7 +324,7 @@ class PipelineImpl final : public Pipeline {
   }
   PipelineMetrics& metrics() { return *metrics_; }
   std::mutex& snapshot_mu() { return snapshot_mu_; }
-  std::mutex& copy_mu() { return copy_mu_; }
+  CopyTurns& copy_turns() { return copy_turns_; }
   CopyPool& pool() { return *pool_; }
 
   Stager& stager() { return *stager_; }
@@ -501,7 +502,7 @@ class PipelineImpl final : public Pipeline {
   std::set<std::string> saved_names_, coordinated_names_;
   bool closing_ = false;
   std::mutex snapshot_mu_;  // saves plan and queue their images in order
-  std::mutex copy_mu_;      // one copy into staging at a time (the pools)
+  CopyTurns copy_turns_;    // and copy them into staging in that order, one at a time
   std::unique_ptr<Stager> stager_;
   std::thread writer_thread_;
   std::unique_ptr<DrainScheduler> drainer_;
@@ -519,16 +520,25 @@ PendingImpl::~PendingImpl() {
   }
 }
 
-std::shared_ptr<StagedImage> PendingImpl::PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool tracked) {
+std::shared_ptr<StagedImage> PendingImpl::PlanAndQueue(std::shared_ptr<HandleImpl>* handle, bool lazy,
+                                                       uint64_t* ticket) {
   PipelineImpl* p = p_;
   *handle = std::make_shared<HandleImpl>(id_, p->Uris(), p->metrics().durable, p->backlog_board());
   std::lock_guard<std::mutex> in_snapshot_order(p->snapshot_mu());
   std::shared_ptr<StagedImage> image =
       StagedImage::Plan(std::move(items_), p->options().store.chunk_bytes,
                         p->options().store.object_bytes, p->align(), p->arena());
-  if (tracked) image->TrackItems();
+  *ticket = p->copy_turns().Take();
   // The writer starts at once: an image larger than the arena streams.
   p->Enqueue(WriteJob{image, std::move(writer_), *handle, rank_, part_});
+  if (lazy) {
+    image->TrackItems();
+    CheckpointId id = id_;
+    p->stager().Copy(*ticket, [image, id](CopyPool& pool) {
+      Status copied = image->CopyIn(pool);
+      if (!copied.ok()) CountError("save", copied.WithContext(Label(id)));
+    }, image);
+  }
   return image;
 }
 
@@ -537,9 +547,11 @@ Result<std::shared_ptr<SaveHandle>> PendingImpl::Snapshot() {
   snapshotted_ = true;
   PipelineImpl* p = p_;
   std::shared_ptr<HandleImpl> handle;
-  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, false);
-  std::lock_guard<std::mutex> one_copy_at_a_time(p->copy_mu());
+  uint64_t ticket = 0;
+  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, false, &ticket);
+  p->copy_turns().Wait(ticket);
   Status copied = image->CopyIn(p->pool());
+  p->copy_turns().End(ticket);
   const double stall = SecondsSince(handle->start());
   handle->SetStall(stall);
   if (!copied.ok()) {
@@ -555,13 +567,9 @@ Result<std::shared_ptr<LazySnapshot>> PendingImpl::SnapshotLazily() {
   snapshotted_ = true;
   PipelineImpl* p = p_;
   std::shared_ptr<HandleImpl> handle;
-  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, true);
+  uint64_t ticket = 0;
+  std::shared_ptr<StagedImage> image = PlanAndQueue(&handle, true, &ticket);
   auto lazy = std::make_shared<LazySnapshotImpl>(handle, image);
-  CheckpointId id = id_;
-  p->stager().Copy([image, id](CopyPool& pool) {
-    Status copied = image->CopyIn(pool);
-    if (!copied.ok()) CountError("save", copied.WithContext(Label(id)));
-  }, image);
   const double stall = SecondsSince(handle->start());
   handle->SetStall(stall);
   p->metrics().Snapshotted(image->bytes(), stall);

@@ -273,7 +273,8 @@ Status StagedImage::CopyIn(CopyPool& pool) {
   // when every slab of the image is free now. Otherwise the image streams
   // through the arena, and each device piece is copied and waited for in
   // image order like any other piece.
-  const bool overlap = has_async_ && FitsInFreeArena();
+  // A tracked (lazy) copy marks each device item as it lands instead.
+  const bool overlap = has_async_ && !tracked_ && FitsInFreeArena();
   Status started = overlap ? StartAsyncCopies() : Status::OK();
   if (!started.ok()) Fail(started);
   pool.Run(tasks_.size(), [this, overlap](size_t t) {
@@ -290,15 +291,7 @@ Status StagedImage::CopyIn(CopyPool& pool) {
   });
   if (overlap) {
     Status landed = FinishAsyncCopies();
-    if (!landed.ok()) {
-      Fail(landed);
-    } else if (tracked_) {
-      std::vector<uint32_t> device_items;
-      for (uint32_t i = 0; i < items_.size(); ++i) {
-        if (items_[i].async != nullptr) device_items.push_back(i);
-      }
-      ItemsCopied(device_items);
-    }
+    if (!landed.ok()) Fail(landed);
   }
   Status result;
   {
@@ -362,6 +355,9 @@ Status StagedImage::WaitItems(const std::vector<uint32_t>& items) {
   };
   filled_cv_.wait(lock, [&] { return all_copied() || copy_finished_ || failed_.load(); });
   if (all_copied()) return Status::OK();
+  // Failed: the copy threads stop soon, but may still be reading the
+  // caller's buffers until CopyIn returns.
+  filled_cv_.wait(lock, [&] { return copy_finished_; });
   return copy_status_.ok() ? Status::Unavailable("the snapshot copy ended before these items were copied") : copy_status_;
 }
 
@@ -383,12 +379,18 @@ bool StagedImage::CopyFinished() {
 
 void StagedImage::Seal(const Status& verdict) {
   {
+    // The verdict lands with the seal, in one step: a writer that sees the
+    // seal sees a failed one as failed.
     std::lock_guard<std::mutex> lock(mu_);
     if (sealed_) return;
     sealed_ = true;
+    if (!verdict.ok() && !failed_.load()) {
+      failed_.store(true, std::memory_order_release);
+      if (copy_status_.ok()) copy_status_ = verdict;
+    }
   }
-  if (!verdict.ok()) Fail(verdict);
   filled_cv_.notify_all();
+  if (!verdict.ok()) arena_.Kick();
 }
 
 Status StagedImage::WaitSealed() {

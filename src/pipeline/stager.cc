@@ -4,14 +4,32 @@
 
 namespace sluice {
 
-void Stager::Copy(std::function<void(CopyPool&)> copy, const std::shared_ptr<StagedImage>& image) {
+uint64_t CopyTurns::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_++;
+}
+
+void CopyTurns::Wait(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return serving_ == ticket; });
+}
+
+void CopyTurns::End(uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_ = ticket + 1;
+  }
+  cv_.notify_all();
+}
+
+void Stager::Copy(uint64_t ticket, std::function<void(CopyPool&)> copy, const std::shared_ptr<StagedImage>& image) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) {
       pool_ = std::make_unique<CopyPool>(threads_);
       thread_ = std::thread([this] { Loop(); });
     }
-    copies_.push_back(std::move(copy));
+    copies_.push_back(Queued{ticket, std::move(copy)});
     unsealed_.erase(std::remove_if(unsealed_.begin(), unsealed_.end(),
                                    [](const std::weak_ptr<StagedImage>& w) { return w.expired(); }),
                     unsealed_.end());
@@ -21,36 +39,37 @@ void Stager::Copy(std::function<void(CopyPool&)> copy, const std::shared_ptr<Sta
 }
 
 void Stager::Close() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closing_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
   std::vector<std::weak_ptr<StagedImage>> unsealed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
     unsealed.swap(unsealed_);
   }
+  // Sealed first: a queued copy may be waiting for slabs that only the
+  // writer frees, and the writer for an earlier image's seal. A caller's
+  // seal, if it already came, is the one that counts.
   for (auto& weak : unsealed) {
     if (auto image = weak.lock()) {
       image->Seal(Status::Unavailable("the pipeline closed before the lazy snapshot was sealed"));
     }
   }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Stager::Loop() {
   for (;;) {
-    std::function<void(CopyPool&)> copy;
+    Queued next;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return closing_ || !copies_.empty(); });
       if (copies_.empty()) return;  // closing, nothing left
-      copy = std::move(copies_.front());
+      next = std::move(copies_.front());
       copies_.pop_front();
     }
-    std::lock_guard<std::mutex> one_copy_at_a_time(copy_mu_);
-    copy(*pool_);
+    turns_.Wait(next.ticket);
+    next.copy(*pool_);
+    turns_.End(next.ticket);
   }
 }
 
