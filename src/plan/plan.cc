@@ -226,7 +226,10 @@ Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const Plan
                           : Bounded{floor_interval, "the shortest interval whose backlog stays bounded (" +
                                                         p.min_interval.bound + ")"};
     auto lost_per_day = [&](double interval) {
-      const double waste = c / interval + (interval / 2 + p.durable.value + p.recovery.value) / mtbf;
+      // A step becomes durable at most once per drain: checkpointing more
+      // often adds stalls, not durable steps to roll back to.
+      const double durable_every = std::max(interval, p.drain.value);
+      const double waste = c / interval + (durable_every / 2 + p.durable.value + p.recovery.value) / mtbf;
       return gpus * 24 * std::min(1.0, waste);
     };
     p.gpu_hours_lost_per_day = lost_per_day(p.best_interval.value);
