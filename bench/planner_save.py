@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""One host's part of bench/planner_validation.py: saves a state of MIB MiB
+(random float32, in memory) with sluice.save to [NVME, RADOS] and prints
+its stall and each tier's time to durable as JSON.
+
+    PYTHONPATH=build/python python3 bench/planner_save.py NVME RADOS_URI NAME STEP MIB [--drain-cap RATE] [--keep]
+
+The checkpoint is removed from both tiers afterwards unless --keep.
+"""
+import json
+import sys
+
+import torch
+
+import sluice
+
+
+def main():
+    nvme, rados, name, step, mib = sys.argv[1:6]
+    rest = sys.argv[6:]
+    state = {"state": torch.rand(int(mib) << 18)}  # MIB MiB of float32
+    options = {"staging_bytes": (int(mib) + 64) << 20}
+    if rest[:1] == ["--drain-cap"]:
+        options["rate_bytes_per_sec"] = [0, int(rest[1])]
+    sluice.configure(**options)
+    store = [nvme, rados]
+    sluice.pipeline(store)  # the arena is made and faulted in before the save, as in training
+    handle = sluice.save(store, name, int(step), state, incremental=False)
+    handle.wait()
+    progress = handle.progress()
+    out = {"stall_seconds": handle.stall_seconds,
+           "tiers": [{"uri": p["uri"], "durable_seconds": p["durable_seconds"]} for p in progress]}
+    if "--keep" not in rest:
+        sluice.remove(store, name, int(step))
+    sluice.close()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
