@@ -3,12 +3,15 @@
 (random float32, in memory) with sluice.save to [NVME, RADOS] and prints
 its stall and each tier's time to durable as JSON.
 
-    PYTHONPATH=build/python python3 bench/planner_save.py NVME RADOS_URI NAME STEP MIB [--drain-cap RATE] [--keep]
+    PYTHONPATH=build/python python3 bench/planner_save.py NVME RADOS_URI NAME STEP MIB [--drain-cap RATE] [--keep] [--at T]
 
-The checkpoint is removed from both tiers afterwards unless --keep.
+The checkpoint is removed from both tiers afterwards unless --keep. --at T
+(a Unix time): the save starts then, after the state and the pipeline are
+ready, so that the saves of several hosts start together.
 """
 import json
 import sys
+import time
 
 import torch
 
@@ -20,11 +23,13 @@ def main():
     rest = sys.argv[6:]
     state = {"state": torch.rand(int(mib) << 18)}  # MIB MiB of float32
     options = {"staging_bytes": (int(mib) + 64) << 20}
-    if rest[:1] == ["--drain-cap"]:
-        options["rate_bytes_per_sec"] = [0, int(rest[1])]
+    if "--drain-cap" in rest:
+        options["rate_bytes_per_sec"] = [0, int(rest[rest.index("--drain-cap") + 1])]
     sluice.configure(**options)
     store = [nvme, rados]
     sluice.pipeline(store)  # the arena is made and faulted in before the save, as in training
+    if "--at" in rest:
+        time.sleep(max(0.0, float(rest[rest.index("--at") + 1]) - time.time()))
     handle = sluice.save(store, name, int(step), state, incremental=False)
     handle.wait()
     progress = handle.progress()

@@ -115,9 +115,11 @@ def saves(bed, hosts, mib, step, tag, extra=()):
     trainer runs: bench/planner_save.py); per host its JSON."""
     procs = []
     env = f"PYTHONPATH={os.path.join(HERE, 'build', 'python')}"
+    at = time.time() + 6 + 3 * len(hosts)  # every host ready (torch imported, arena faulted) by then
     for h in hosts:
         procs.append(on(h, "env", env, PYTHON, os.path.join(HERE, "bench", "planner_save.py"), nvme(h),
-                        rados_uri(bed.uri, f"pv-{tag}-{h}"), f"pv-{h}", str(step), str(mib), *extra))
+                        rados_uri(bed.uri, f"pv-{tag}-{h}"), f"pv-{h}", str(step), str(mib), *extra,
+                        "--at", str(at)))
     return [json.loads(finished(p).strip().splitlines()[-1]) for p in procs]
 
 
