@@ -202,10 +202,80 @@ def main():
                "osd_debug_inject_dispatch_delay_duration", d)
         config("1-host-slow-osd", ["c1"], {"failures.slow_osd": True},
                before=lambda: slow(True), after=lambda: slow(False))
+        link_share(bed, args, profile, rows, step)
+        backlog(bed, args, profile, rows, step)
         recovery_and_rebuild(bed, args, profile, rows, step)
+        fewer_osds(bed, args, profile, rows, step, config)
     finally:
         bed.down()
     write_table(args.out, rows)
+
+
+def tx_bytes(host):
+    return int(tb("exec", host, "cat", "/sys/class/net/eth0/statistics/tx_bytes").stdout)
+
+
+def link_share(bed, args, profile, rows, step):
+    """c1's link capped at 200 Mbit/s, drains capped at half of it: the share
+    training keeps while a drain runs, from the bytes c1's link sent."""
+    link, cap = 25e6, 12 * MiB
+    pred = predict(args.out, "link-share", profile, 1, args.mib,
+                   {"host.nic_bytes_per_s": link, "host.storage_link_share": cap / link})
+    tb("cap", "c1", "200mbit")
+    measured = []
+    try:
+        for _ in range(args.rounds):
+            step[0] += 1
+            before = tx_bytes("c1")
+            run_ = saves(bed, ["c1"], args.mib, step[0], "share", ("--drain-cap", str(cap)))[0]
+            sent = tx_bytes("c1") - before
+            drain = run_["tiers"][1]["durable_seconds"] - run_["tiers"][0]["durable_seconds"]
+            measured.append(1 - sent / drain / link)
+    finally:
+        tb("uncap", "c1")
+    rows.append(("1-host-200mbit-drain-cap-12MiB", "training_link_share_during_drain",
+                 pred["training_link_share_during_drain"], statistics.median(measured),
+                 "drains capped at 12 MiB/s of a 24 MiB/s link",
+                 "a fraction, not seconds: 1 - (bytes c1 sent / drain time) / link"))
+
+
+def backlog(bed, args, profile, rows, step):
+    """Saves every I seconds against a drain of ~11 s (c1's link at 200
+    Mbit/s): the backlog grows below the drain time and stays bounded above."""
+    tb("cap", "c1", "200mbit")
+    try:
+        for every in (4, 16):
+            job_edits = {"host.nic_bytes_per_s": 25e6}
+            pred = predict(args.out, f"backlog-{every}s", profile, 1, args.mib, job_edits)
+            step[0] += 10
+            env = f"PYTHONPATH={os.path.join(HERE, 'build', 'python')}"
+            out = finished(on("c1", "env", env, PYTHON, os.path.join(HERE, "bench", "planner_save.py"), nvme("c1"),
+                              rados_uri(bed.uri, f"pv-backlog-{every}"), "pv-backlog", str(step[0]), str(args.mib),
+                              "--every", str(every), "--count", "4"))
+            found = json.loads(out.strip().splitlines()[-1])["backlog"]
+            grew = any(b["steps"] >= 2 or b["superseded"] > 0 for b in found)
+            predicted_grows = every < pred["min_interval"]["seconds"]
+            rows.append((f"backlog-every-{every}s", "backlog grows", float(predicted_grows), float(grew),
+                         f"a drain takes {pred['drain']['seconds']:.1f} s",
+                         "1 = grows, 0 = bounded; per save, steps due on RADOS / superseded: " +
+                         ", ".join(f"{b['steps']}/{b['superseded']}" for b in found)))
+    finally:
+        tb("uncap", "c1")
+
+
+def fewer_osds(bed, args, profile, rows, step, config):
+    """The same saves on a test bed of 3 OSDs (one per storage host), from
+    the profile calibrated on 6: the OSD count is the model's input."""
+    tb("down")
+    tb("up", "--compute", "4", "--storage", "3", "--osds-per-host", "1")
+    bed.started = True
+    bed.up()
+    three = json.loads(json.dumps(profile))
+    three["tiers"]["ceph"]["osds"] = 3
+    profile.clear()
+    profile.update(three)
+    config("1-host-3-osds", ["c1"], {})
+    config("2-hosts-3-osds", ["c1", "c2"], {})
 
 
 def shared_host_rates(profile, n):
@@ -256,8 +326,13 @@ def write_table(out_dir, rows):
     lines = ["| configuration | figure | predicted | measured | error | bound by | note |",
              "|---|---|---|---|---|---|---|"]
     for name, q, p, m, bound, note in rows:
+        if q == "backlog grows":
+            lines.append(f"| {name} | {q} | {'yes' if p else 'no'} | {'yes' if m else 'no'} | "
+                         f"{'same' if p == m else 'MISS'} | {bound} | {note} |")
+            continue
+        unit = "" if q.startswith("training_link_share") else " s"
         err = (p - m) / m * 100 if m > 0 else float("nan")
-        lines.append(f"| {name} | {q} | {p:.3f} s | {m:.3f} s | {err:+.0f}% | {bound} | {note} |")
+        lines.append(f"| {name} | {q} | {p:.3f}{unit} | {m:.3f}{unit} | {err:+.0f}% | {bound} | {note} |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
         f.write(text)
