@@ -24,6 +24,8 @@ packages=(
   util-linux procps e2fsprogs        # losetup, mount, mkfs.ext4; ps
   faketime                           # tests/clock_skew_test.sh: hosts whose clocks disagree
   librados-dev libradospp-dev        # the rados:// backend (C library, C++ header)
+  libcurl4-openssl-dev libexpat1-dev # the s3:// backend: libcurl (HTTP, SigV4 signing), expat (S3's XML answers)
+  radosgw                            # scripts/ceph-dev-cluster: Ceph's S3 gateway, for the s3:// tests
   ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime  # scripts/ceph-dev-cluster for tests/ceph_test.sh
   python3 python3-venv               # python/: a virtual environment with torch 2.x (below)
   python3-dev                        # python/: Python's headers, for the _sluice extension

@@ -7,6 +7,9 @@
 #ifdef SLUICE_HAVE_RADOS
 #include "backends/rados/rados_backend.h"
 #endif
+#ifdef SLUICE_HAVE_S3
+#include "backends/s3/s3_backend.h"
+#endif
 #include "sluice/backend.h"
 
 namespace sluice {
@@ -45,8 +48,17 @@ Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create
                                 "and libradospp-dev at build time)");
 #endif
   }
+  if (scheme == "s3") {
+#ifdef SLUICE_HAVE_S3
+    return OpenS3Backend(uri, rest, query, create_if_missing);
+#else
+    return Status::NotSupported("store URI '" + uri.substr(0, uri.find('?')) +
+                                "': this sluice was built without S3 support (needs libcurl4-openssl-dev "
+                                "and libexpat1-dev at build time)");
+#endif
+  }
   return Status::InvalidArgument("store URI '" + uri + "': unknown scheme '" + scheme +
-                                 "' (supported: file://, rados://, or a plain path)");
+                                 "' (supported: file://, rados://, s3://, or a plain path)");
 }
 
 }  // namespace sluice
