@@ -24,8 +24,10 @@ std::string TopHelp() {
   }
   return out +
          "\n"
-         "A store is a URI: file:///path (any mounted filesystem), a plain path, or\n"
-         "rados://POOL/PREFIX?conf=PATH (Ceph). --tier URI, repeated, gives tiers fastest\n"
+         "A store is a URI: file:///path (any mounted filesystem), a plain path,\n"
+         "rados://POOL/PREFIX?conf=PATH (Ceph), or s3://BUCKET/PREFIX[?endpoint=URL] (any\n"
+         "S3 object store; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or\n"
+         "~/.aws/credentials). --tier URI, repeated, gives tiers fastest\n"
          "first: saves commit on tier 0 and drain to each later tier in the background.\n"
          "Run 'sluice COMMAND --help' for a command's flags.\n"
          "Exit status: 0 success, 1 operational error, 2 usage error.\n";

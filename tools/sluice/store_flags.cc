@@ -6,7 +6,7 @@ namespace sluice::cli {
 
 std::vector<FlagSpec> StoreFlagSpecs(bool writer) {
   std::vector<FlagSpec> f = {
-      {"store", "URI", "store: file:///path[?dirs=/path2,/path3], rados://POOL/PREFIX?conf=..., or a plain path"},
+      {"store", "URI", "store: file:///path[?dirs=/path2,/path3], rados://POOL/PREFIX?conf=..., s3://BUCKET/PREFIX?endpoint=..., or a plain path"},
       {"tier", "URI", "a tier, fastest first; repeat for each tier (instead of --store)", true},
   };
   if (writer) {

@@ -164,7 +164,7 @@ class S3Backend final : public Backend {
     g->left = names.size();
     for (const std::string& name : names) {
       auto head = std::make_unique<HttpRequest>(Request("HEAD", Key(name), ""));
-      auto http = http_;
+      S3Http* http = http_.get();  // never owned here: see s3_http.h
       head->done = [g, http, name](HttpResponse r) {
         Status st = http->ToStatus(r, "HEAD " + name);
         std::lock_guard<std::mutex> lock(g->mu);

@@ -211,6 +211,7 @@ class S3Http::Loop {
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (getenv("SLUICE_S3_TRACE_TMP")) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4_.c_str());
     curl_easy_setopt(e, CURLOPT_USERNAME, config_.credentials.access_key.c_str());
     curl_easy_setopt(e, CURLOPT_PASSWORD, config_.credentials.secret_key.c_str());
@@ -218,13 +219,17 @@ class S3Http::Loop {
     // A transfer that moves under 1 byte/s for timeout_s is dead.
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(config_.timeout_s));
+    // No wait for a "100 Continue" before a body: the request is signed,
+    // so a refusal costs one body at most. (Not by removing the Expect
+    // header: libcurl 7.88 would sign the removed header, and the server
+    // would refuse the signature.)
+    curl_easy_setopt(e, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, WriteBody);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     curl_slist* h = nullptr;
     h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    h = curl_slist_append(h, "Expect:");  // no 100-continue round trip before a body
     if (!config_.credentials.session_token.empty()) {
       h = curl_slist_append(h, ("x-amz-security-token: " + config_.credentials.session_token).c_str());
     }

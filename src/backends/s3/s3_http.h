@@ -16,7 +16,9 @@
 // a log line.
 //
 // Thread-safety: Submit and Call from any thread. `done` callbacks run on
-// the client's thread and must not block on another request.
+// the client's thread and must not block on another request, nor own the
+// S3Http (the last owner's release would join the thread from itself):
+// whoever submits keeps the client alive until its callbacks have run.
 #ifndef SLUICE_BACKENDS_S3_S3_HTTP_H_
 #define SLUICE_BACKENDS_S3_S3_HTTP_H_
 

@@ -225,7 +225,7 @@ class S3Writable final : public WritableObject {
     request->query = S3Query({{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}});
     for (const Piece& p : pieces) request->body.push_back({p.data, p.len});
     auto shared = shared_;
-    auto http = http_;
+    S3Http* http = http_.get();  // never owned here: see s3_http.h
     std::string what = "UploadPart " + std::to_string(number) + " of " + name_;
     request->done = [shared, http, what, number, pieces](HttpResponse r) {
       Status st = http->ToStatus(r, what);
@@ -315,7 +315,7 @@ class S3Readable final : public ReadableObject {
     request->sink = static_cast<uint8_t*>(buf);
     request->sink_capacity = len;
     auto shared = shared_;
-    auto http = http_;
+    S3Http* http = http_.get();  // never owned here: see s3_http.h
     std::string what = "GET " + name_;
     request->done = [shared, http, what, tag](HttpResponse r) {
       IoCompletion c;
