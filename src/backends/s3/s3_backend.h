@@ -33,8 +33,8 @@
 //                       naming one skips the AWS_ACCESS_KEY_ID variables)
 //   addressing=path|virtual   ENDPOINT/BUCKET/KEY or BUCKET.HOST/KEY (default: path with an
 //                       endpoint, virtual on AWS)
-//   part_mib=N          multipart part size, 5..5120 MiB (default 16)
-//   qd=N                writes or reads in flight per object, 1..1024 (default 32)
+//   part_mib=N          multipart part size, 5..5120 MiB (default 32)
+//   qd=N                writes or reads in flight per object, 1..1024 (default 64)
 //   connections=N       HTTP connections to the endpoint at most, 1..1024 (default 64)
 //   retries=N           tries after the first for 5xx, SlowDown and dropped connections, 0..20 (default 6)
 //   timeout_s=S         a request that moves no byte for S seconds fails (default 60)

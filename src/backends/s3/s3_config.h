@@ -37,8 +37,8 @@ struct S3Config {
   std::string region = "us-east-1";
   std::string profile;   // the profile credentials and region were looked up in
   bool path_style = true;  // endpoint/BUCKET/KEY; false: BUCKET.host/KEY
-  uint64_t part_bytes = 16ull << 20;
-  unsigned queue_depth = 32;  // writes (or reads) in flight per object
+  uint64_t part_bytes = 32ull << 20;
+  unsigned queue_depth = 64;  // writes (or reads) in flight per object: with 4 MiB writes, 8 parts
   unsigned connections = 64;  // HTTP connections to the endpoint at most
   unsigned retries = 6;       // attempts after the first for 5xx, SlowDown and dropped connections
   unsigned timeout_s = 60;    // a request that moves no byte for this long fails

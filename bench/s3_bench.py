@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""sluice save / restore of one file to s3:// against boto3's transfer
+manager (upload_file / download_file) on the same S3 server, alternating,
+medians. Each tool's own figure: sluice's --json seconds, boto3's time
+around its call in this process.
+
+boto3 is first swept over part sizes and concurrencies (one run each) and
+then run at its best; sluice runs at its defaults unless --sluice-options
+adds URI options. The file comes from the page cache for both (it is read
+once before the runs); restores and downloads write into a scratch
+directory on the same filesystem.
+
+    eval "$(scripts/ceph-dev-cluster env)"
+    .venv/bin/python bench/s3_bench.py --size 1GiB --rounds 5
+
+Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else
+SLUICE_S3_ACCESS_KEY / SLUICE_S3_SECRET_KEY (scripts/ceph-dev-cluster env).
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# Debian 12's radosgw refuses boto3's newer flexible-checksum headers.
+os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
+
+import boto3  # noqa: E402
+from boto3.s3.transfer import TransferConfig  # noqa: E402
+from botocore.config import Config  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MIB = 1 << 20
+
+
+def size_bytes(text):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for u, m in units.items():
+        if text.endswith(u):
+            return int(float(text[:-len(u)]) * m)
+    return int(text)
+
+
+def client(endpoint, connections):
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                        config=Config(max_pool_connections=connections, s3={"addressing_style": "path"}))
+
+
+CPU = {}  # tool -> CPU seconds of each run
+
+
+def cpu_now():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def boto3_put(s3, bucket, key, path, part, threads):
+    cfg = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=threads,
+                         use_threads=True)
+    c, t = cpu_now(), time.perf_counter()
+    s3.upload_file(path, bucket, key, Config=cfg)
+    CPU.setdefault("boto3 upload", []).append(cpu_now() - c)
+    return time.perf_counter() - t
+
+
+def boto3_get(s3, bucket, key, path, part, threads):
+    cfg = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=threads,
+                         use_threads=True)
+    c, t = cpu_now(), time.perf_counter()
+    s3.download_file(bucket, key, path, Config=cfg)
+    CPU.setdefault("boto3 download", []).append(cpu_now() - c)
+    return time.perf_counter() - t
+
+
+def sluice(args, *cmd, json_out=True):
+    out = subprocess.run([args.sluice, *cmd] + (["--json"] if json_out else []), capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"sluice {' '.join(cmd)}: {out.stderr.strip()}")
+    return json.loads(out.stdout) if json_out else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="1GiB")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--endpoint", default=os.environ.get("SLUICE_S3_ENDPOINT", "http://127.0.0.1:7480"))
+    p.add_argument("--bucket", default=os.environ.get("SLUICE_S3_BUCKET", "sluice-test"))
+    p.add_argument("--sluice", default=os.path.join(HERE, "..", "build", "sluice"))
+    p.add_argument("--sluice-options", default="", help="URI options added to sluice's store, e.g. part_mib=32&qd=16")
+    p.add_argument("--parts", default="8,16,32,64", help="boto3 part sizes to sweep, MiB")
+    p.add_argument("--threads", default="4,8,16,32", help="boto3 concurrencies to sweep")
+    p.add_argument("--dir", default=None, help="scratch directory (default: a new one under /tmp)")
+    args = p.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", os.environ.get("SLUICE_S3_ACCESS_KEY", ""))
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", os.environ.get("SLUICE_S3_SECRET_KEY", ""))
+    size = size_bytes(args.size)
+    work = args.dir or tempfile.mkdtemp(prefix="sluice-s3-bench-")
+    src = os.path.join(work, "src")
+    os.makedirs(src, exist_ok=True)
+    blob = os.path.join(src, "blob.bin")
+    if not os.path.exists(blob) or os.path.getsize(blob) != size:
+        with open(blob, "wb") as f:
+            for _ in range(0, size, 64 * MIB):
+                f.write(os.urandom(min(64 * MIB, size - f.tell())))
+    with open(blob, "rb") as f:  # into the page cache
+        while f.read(64 * MIB):
+            pass
+    prefix = f"s3-bench-{os.getpid()}"
+    opts = "&" + args.sluice_options if args.sluice_options else ""
+    store = f"s3://{args.bucket}/{prefix}/sluice?endpoint={args.endpoint}&addressing=path{opts}"
+    s3 = client(args.endpoint, 64)
+    key = f"{prefix}/boto3/blob.bin"
+    out = os.path.join(work, "out")
+
+    print(f"# {size / MIB:.0f} MiB from the page cache, {args.endpoint}, bucket {args.bucket}")
+    print("# boto3 sweep (upload, one run each):")
+    best = None
+    for part in [int(x) * MIB for x in args.parts.split(",")]:
+        for threads in [int(x) for x in args.threads.split(",")]:
+            s = boto3_put(client(args.endpoint, threads), args.bucket, key, blob, part, threads)
+            print(f"#   part {part // MIB:3d} MiB, {threads:2d} threads: {size / s / MIB:7.1f} MiB/s")
+            if best is None or s < best[0]:
+                best = (s, part, threads)
+    _, part, threads = best
+    print(f"# boto3 best: part {part // MIB} MiB, {threads} threads")
+    s3 = client(args.endpoint, threads)
+
+    rows = {"sluice save": [], "boto3 upload": [], "sluice restore": [], "boto3 download": []}
+    for r in range(args.rounds):
+        step = r + 1
+        d = sluice(args, "save", "--store", store, "--name", "blob", "--step", str(step), "--from", src, "--full")
+        rows["sluice save"].append(d["seconds"])
+        CPU.setdefault("sluice save", []).append(d["cpu_seconds"])
+        rows["boto3 upload"].append(boto3_put(s3, args.bucket, key, blob, part, threads))
+        shutil.rmtree(out, ignore_errors=True)
+        d = sluice(args, "restore", "--store", store, "--name", "blob", "--step", str(step), "--to", out)
+        rows["sluice restore"].append(d["seconds"])
+        CPU.setdefault("sluice restore", []).append(d["cpu_seconds"])
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        rows["boto3 download"].append(boto3_get(s3, args.bucket, key, os.path.join(out, "blob.bin"), part, threads))
+        shutil.rmtree(out, ignore_errors=True)
+        if step > 1:
+            sluice(args, "rm", "--store", store, "--name", "blob", "--step", str(step - 1), json_out=False)
+        print(f"# round {step}: " + ", ".join(f"{k} {size / v[-1] / MIB:.1f} MiB/s" for k, v in rows.items()))
+
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"{'':16s} {'median s':>9s} {'MiB/s':>8s} (min..max MiB/s)  client CPU s/GiB (median)")
+    for k, v in rows.items():
+        cpu = statistics.median(CPU[k][-len(v):]) / (size / (1 << 30))
+        print(f"{k:16s} {med[k]:9.3f} {size / med[k] / MIB:8.1f} ({size / max(v) / MIB:.1f}..{size / min(v) / MIB:.1f})"
+              f"  {cpu:.2f}")
+    print(f"save:    sluice / boto3 = {med['boto3 upload'] / med['sluice save']:.2f}x")
+    print(f"restore: sluice / boto3 = {med['boto3 download'] / med['sluice restore']:.2f}x")
+    # Leave nothing behind.
+    sluice(args, "rm", "--store", store, "--name", "blob", "--step", str(args.rounds), json_out=False)
+    s3.delete_object(Bucket=args.bucket, Key=key)
+    if not args.dir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
