@@ -115,5 +115,30 @@ fi
 
 . "$HERE/tests/s3_cases.sh"
 
+# ---------------------------------------------------------------- DCP and sluice.save on s3://
+PY_TESTS=(
+  test_save_and_load_without_process_group
+  test_a_second_save_of_the_same_step_fails_and_keeps_the_first
+  test_gloo_group_each_rank_writes_its_shards_and_one_commit
+  test_gloo_load_with_another_world_size_reshards
+  test_gloo_lazy_async_staging_commits_the_state_at_the_save_on_every_rank
+  test_async_save_stages_once_and_training_may_change_the_state_at_once
+  test_async_staging_returns_dcps_response_with_staging_completion
+  test_loading_a_missing_step_or_name_says_which
+)
+PYBUILD=$(dirname "$SLUICE")/python
+if [ -x "$HERE/.venv/bin/python" ] && ls "$PYBUILD"/sluice/_sluice*.so >/dev/null 2>&1; then
+  filter=$(printf ' or %s' "${PY_TESTS[@]}")
+  SLUICE_TEST_STORE_ROOT=$(suri python) "$HERE/python/tests/run_tests.sh" "$HERE/.venv/bin/python" "$PYBUILD" \
+    "$HERE/python/tests" -k "${filter# or }" >"$W/pytest.out" 2>&1
+  prc=$?
+  check "DCP on s3:// (one process, gloo ranks, async and lazy staging, resharding): $(tail -1 "$W/pytest.out")" \
+    bash -c "[ $prc -eq 0 ] && grep -q ' passed' '$W/pytest.out' && ! grep -q ' failed' '$W/pytest.out'"
+elif [ "${CI:-}" = true ]; then
+  nok "DCP on s3://: no .venv or no _sluice module beside $SLUICE"
+else
+  echo "ok - DCP on s3:// # SKIP no .venv or no _sluice module beside $SLUICE"
+fi
+
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -1,5 +1,6 @@
 import glob
 import os
+import uuid
 
 import pytest
 
@@ -8,8 +9,15 @@ import sluice
 
 @pytest.fixture
 def store(tmp_path):
-    """A fresh file store; the pipelines opened on it are closed afterwards."""
-    yield str(tmp_path / "store")
+    """A fresh store; the pipelines opened on it are closed afterwards. A
+    file store under tmp_path, or, with SLUICE_TEST_STORE_ROOT set to a store
+    URI (tests/s3_test.sh sets an s3:// one), a fresh prefix under it."""
+    root = os.environ.get("SLUICE_TEST_STORE_ROOT")
+    if root:
+        location, sep, query = root.partition("?")
+        yield f"{location.rstrip('/')}/{uuid.uuid4().hex[:12]}{sep}{query}"
+    else:
+        yield str(tmp_path / "store")
     sluice.close()
 
 
