@@ -23,6 +23,7 @@ against the server is reported with its error, and left out of the ratios.
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -39,6 +40,7 @@ import sluice  # noqa: E402
 import sluice.torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+SLUICE_BIN = os.environ.get("SLUICE_BIN", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "sluice"))
 from torch_bench import drop_caches, make_state, nbytes  # noqa: E402
 from dcp_bench import zeros_like_state  # noqa: E402
 
@@ -89,14 +91,37 @@ def s3torch_peer(bucket, prefix, endpoint):
         r = S3StorageReader("us-east-1", f"{root}/{run}", s3client_config=cfg)
         r.run = run
         return at_endpoint(r)
-    return Peer("s3torchconnector S3StorageWriter", writer, reader, lambda run: None)
+    return Peer("s3torchconnector S3StorageWriter", writer, reader,
+                lambda run: remove_prefix(bucket, f"{prefix}/s3torch/{run}/", endpoint))
+
+
+def sluice_rm(store, run):
+    subprocess.run([SLUICE_BIN, "rm", "--store", store, "--name", "bench", "--step", str(run)],
+                   capture_output=True, check=True)
+
+
+def remove_prefix(bucket, prefix, endpoint):
+    """Every object and open multipart upload under `prefix`: the bench
+    leaves nothing on the server, whatever a peer left."""
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+    for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []):
+        s3.abort_multipart_upload(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"])
 
 
 def sluice_peer(bucket, prefix, endpoint):
     store = f"s3://{bucket}/{prefix}/sluice?endpoint={endpoint}&addressing=path"
-    return Peer("sluice StorageWriter (s3://)", lambda run: sluice.torch.StorageWriter(store, "bench", run),
+    # incremental=False: every round writes every byte, as the peers do (the
+    # state does not change between rounds, so an incremental save would
+    # write nothing after the first).
+    return Peer("sluice StorageWriter (s3://)",
+                lambda run: sluice.torch.StorageWriter(store, "bench", run, incremental=False),
                 lambda run: sluice.torch.StorageReader(store, "bench", run),
-                lambda run: None)
+                lambda run: sluice_rm(store, run))
 
 
 def one_round(peer, state, dest, run, cold):
@@ -155,11 +180,8 @@ def main():
                 continue
             print(f"round {run} {peer.name}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in peer.times.items()),
                   flush=True)
-            if run > 1:
-                try:
-                    peer.cleanup(run - 1)
-                except Exception:
-                    pass
+            # Removed at once: a small test cluster holds few such states.
+            peer.cleanup(run)
 
     print(f"\nstate {size / (1 << 30):.2f} GiB, {args.runs} rounds, torch {torch.__version__}, {args.endpoint}, "
           f"loads {'cold' if cold else 'WARM (no root to drop the page cache)'}")
@@ -177,12 +199,8 @@ def main():
         s = {k: statistics.median(v) for k, v in ours.times.items()}
         print(f"sluice vs {peer.name} (medians): resume {s['resume'] / m['resume']:.3f}x, "
               f"durable {s['durable'] / m['durable']:.3f}x, load {m['load'] / s['load']:.2f}x faster")
-    for peer in peers:
-        try:
-            peer.cleanup(args.runs)
-        except Exception:
-            pass
     sluice.close()
+    remove_prefix(args.bucket, prefix + "/", args.endpoint)
 
 
 if __name__ == "__main__":

@@ -213,14 +213,14 @@ Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, 
     }
   }
   if (options_.bucket != nullptr) {
-    // A throttled flow waits for tokens far longer than its writes take:
-    // reap them first, so their buffers and progress come back now rather
-    // than a queue's worth of tokens later.
-    while (in_flight_ > 0 && options_.bucket->WouldWait(len)) {
-      if (!ReapOne().ok()) {
-        Completed(tag);
-        return error_;
-      }
+    // A throttled flow waits for tokens: reap what has completed first, so
+    // that buffers and progress come back now rather than a queue's worth
+    // of tokens later. Without blocking on a write still in flight: on a
+    // store whose writes complete late and in bunches (an S3 part holds
+    // several), waiting for one would let tokens go unused past the burst.
+    if (in_flight_ > 0 && options_.bucket->WouldWait(len) && !ReapReady().ok()) {
+      Completed(tag);
+      return error_;
     }
     if (!options_.bucket->Acquire(len, options_.stop)) {
       Completed(tag);
@@ -343,6 +343,26 @@ Status WriteQueue::ReapOne() {
     return error_;
   }
   Apply(*open, c, **got);
+  FinishReady();
+  return error_;
+}
+
+Status WriteQueue::ReapReady() {
+  for (auto& o : open_) {
+    for (size_t k = 0; k < o.copies.size(); ++k) {
+      Copy& copy = o.copies[k];
+      while (!stuck_ && copy.object->in_flight() > 0) {
+        auto got = copy.object->ReapUntil(Clock::now());
+        if (!got.ok()) {
+          stuck_ = true;  // as in ReapOne: the write's buffer is never handed back
+          Fail(got.status().WithContext("reap a write of " + copy.name));
+          return error_;
+        }
+        if (!got->has_value()) break;
+        Apply(o, k, **got);
+      }
+    }
+  }
   FinishReady();
   return error_;
 }

@@ -207,6 +207,8 @@ class WriteQueue {
   void FinishReady();
   // Sends `open`'s pieces to copy `c` from its `next`, while it has room.
   Status Send(Open& open, size_t c);
+  // Reaps every completion ready now, waiting for none.
+  Status ReapReady();
   // What ReapOne does with one completion of `open`'s copy `c`.
   void Apply(Open& open, size_t c, const IoCompletion& done);
   // Makes another copy that can still take every piece the target (whose

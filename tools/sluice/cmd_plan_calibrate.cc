@@ -209,6 +209,14 @@ int CmdPlanCalibrate(const Flags& flags) {
       profile.tiers["ceph"] = t;
       measured[uri]["osds"] = t.osds;
       measured[uri]["pool_size"] = t.write_amplification;
+    } else if (uri.rfind("s3://", 0) == 0) {
+      // An object store: its rate as one figure, measured through its gateway.
+      PlanTier t;
+      t.kind = PlanTierKind::kS3;
+      t.write_bytes_per_s = b / run->write_s;
+      t.read_bytes_per_s = b / run->read_s;
+      profile.tiers["s3"] = t;
+      measured[uri]["role"] = "S3 object store";
     } else if (!have_local) {
       have_local = true;
       profile.host.nvme_write_bytes_per_s = b / run->write_s;

@@ -124,7 +124,7 @@ class S3Backend final : public Backend {
   Result<std::string> ReadSmall(const std::string& name) override {
     HttpResponse r = http_->Call(Request("GET", Key(name), ""));
     RETURN_IF_ERROR(http_->ToStatus(r, "GET " + name));
-    if (r.content_length != r.body.size()) {
+    if (r.has_content_length && r.content_length != r.body.size()) {
       return Status::IOError(http_->store() + ": GET " + name + ": " + std::to_string(r.body.size()) + " of " +
                              std::to_string(r.content_length) + " bytes came");
     }

@@ -112,6 +112,7 @@ size_t OnHeader(char* line, size_t size, size_t n, void* data) {
     t->response.etag = HeaderValue(line, len, 4);
   } else if (HeaderIs(line, len, "Content-Length")) {
     t->response.content_length = std::strtoull(HeaderValue(line, len, 14).c_str(), nullptr, 10);
+    t->response.has_content_length = true;
   } else if (HeaderIs(line, len, "Last-Modified")) {
     std::string v = HeaderValue(line, len, 13);
     t->response.last_modified_ms = static_cast<int64_t>(curl_getdate(v.c_str(), nullptr)) * 1000;
@@ -203,6 +204,8 @@ class S3Http::Loop {
     t->response.body.clear();
     t->response.sunk = 0;
     t->response.etag.clear();
+    t->response.has_content_length = false;
+    t->response.content_length = 0;
     t->response.transport_error.clear();
     t->error[0] = '\0';
     ++t->response.tries;
@@ -211,7 +214,6 @@ class S3Http::Loop {
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    if (getenv("SLUICE_S3_TRACE_TMP")) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4_.c_str());
     curl_easy_setopt(e, CURLOPT_USERNAME, config_.credentials.access_key.c_str());
     curl_easy_setopt(e, CURLOPT_PASSWORD, config_.credentials.secret_key.c_str());

@@ -40,6 +40,7 @@ struct HttpResponse {
   std::string transport_error;  // libcurl's reason, when code is 0 or the answer was cut short
   std::string etag;
   uint64_t content_length = 0;  // the Content-Length header (a HEAD's object size)
+  bool has_content_length = false;
   int64_t last_modified_ms = 0;
   std::string body;             // the answer's body when it went to no sink (XML, an error, a small object)
   size_t sunk = 0;              // bytes written into the request's sink

@@ -140,6 +140,7 @@ class S3Writable final : public WritableObject {
         --in_flight_;
         return true;
       }
+      if (deadline <= Clock::now()) return false;  // a poll: nothing ready
       if (shared_->parts_in_flight == 0) {
         // Nothing will complete unless the gathered writes move.
         lock.unlock();
