@@ -10,6 +10,9 @@
 # three hosts; a job of 4 ranks on 4 hosts commits on RADOS; per-host jobs
 # save to [the host's own NVMe directory, RADOS]; a job of 4 ranks on 4
 # hosts saves to [each host's own NVMe directory, RADOS] (--tier0-per-host);
+# the same with S3 (the testbed's radosgw on s1) as the shared tier, restored
+# on another host from S3 alone, and an S3 save from a cut-off host failing
+# fast (tests/testbed_s3_cases.sh);
 # a compute host is lost and a replacement restores its checkpoints and the
 # lost rank from Ceph bit-exact while survivors restore from their own tier
 # 0; `ls` on any host tells the truth; a tc cap
@@ -40,11 +43,14 @@ unavailable() {
 [ -x "$1" ] || unavailable "no sluice binary at $1"
 SLUICE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [ "$(id -u)" = 0 ] || unavailable "needs root (network namespaces)"
-for p in ip tc ceph-mon ceph-osd ceph-mgr ceph rados ceph-authtool monmaptool uuidgen python3; do
+for p in ip tc ceph-mon ceph-osd ceph-mgr ceph rados ceph-authtool monmaptool uuidgen python3 radosgw radosgw-admin curl; do
   command -v "$p" >/dev/null || unavailable "$p not installed (scripts/install-deps.sh)"
 done
 if "$SLUICE" ls --store 'rados://probe/x' 2>&1 | grep -q 'without RADOS support'; then
   unavailable "sluice was built without RADOS support"
+fi
+if "$SLUICE" ls --store 's3://probe/x?endpoint=http://127.0.0.1:1' 2>&1 | grep -q 'without S3 support'; then
+  unavailable "sluice was built without S3 support"
 fi
 
 # Our own testbed, apart from any other one on the machine.
@@ -202,6 +208,9 @@ for h in c1 c2 c3 c4; do
 done
 check "ls on each host: its own rank as a part on tier 0, committed on RADOS ($parts)" \
   [ "$parts" = "[('part', 'rank 0 of 4 held here', 'committed')];[('part', 'rank 1 of 4 held here', 'committed')];[('part', 'rank 2 of 4 held here', 'committed')];[('part', 'rank 3 of 4 held here', 'committed')];" ]
+
+# ------------------- the same on [own NVMe, S3 gateway on s1], and a cut link
+. "$HERE/tests/testbed_s3_cases.sh"
 
 # ----------------------------------------------------- a compute host lost
 tb lose c2 >/dev/null 2>&1
