@@ -43,13 +43,16 @@ fi
 # python/: the _sluice module is built for a virtual environment, .venv in
 # the checkout, made from the `python3` on PATH (or $SLUICE_PYTHON), holding
 # torch 2.13 (CPU) from PyPI, pybind11, numpy and pytest; safetensors,
-# lightning and torch-checkpointing for the interop tests.
+# lightning and torch-checkpointing for the interop tests; boto3, s3fs and
+# s3torchconnector, the S3 peers bench/s3_bench.py and bench/dcp_s3_bench.py
+# time sluice against.
 # `.venv/bin/python` is then the interpreter that has torch and sluice.
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   "${SLUICE_PYTHON:-python3}" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest, safetensors, lightning, prometheus_client, torch_checkpointing; assert torch.__version__.startswith("2.")' 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest safetensors lightning prometheus_client "torch-checkpointing==0.1.1"
+if ! "$venv/bin/python" -c 'import torch, pybind11, numpy, pytest, safetensors, lightning, prometheus_client, torch_checkpointing, boto3, s3fs, s3torchconnector, tenacity; assert torch.__version__.startswith("2.")' 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q "torch==2.13.0" pybind11 numpy pytest safetensors lightning prometheus_client "torch-checkpointing==0.1.1" \
+    boto3 "s3fs>=2024.1" "s3torchconnector==1.5.0" tenacity
 fi
