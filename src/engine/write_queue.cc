@@ -218,9 +218,18 @@ Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, 
     // of tokens later. Without blocking on a write still in flight: on a
     // store whose writes complete late and in bunches (an S3 part holds
     // several), waiting for one would let tokens go unused past the burst.
+    // A bucket that also caps concurrency may be waiting for a slot that
+    // only a reap frees: there, reap blocking as long as it would wait.
+    const bool slots = options_.bucket->max_concurrent() > 0;
     if (in_flight_ > 0 && options_.bucket->WouldWait(len) && !ReapReady().ok()) {
       Completed(tag);
       return error_;
+    }
+    while (slots && in_flight_ > 0 && options_.bucket->WouldWait(len)) {
+      if (!ReapOne().ok()) {
+        Completed(tag);
+        return error_;
+      }
     }
     if (!options_.bucket->Acquire(len, options_.stop)) {
       Completed(tag);

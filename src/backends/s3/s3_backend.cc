@@ -5,6 +5,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/s3/s3_config.h"
@@ -42,20 +43,35 @@ class S3Backend final : public Backend {
   const BackendCaps& caps() const override { return caps_; }
   const std::string& uri() const override { return uri_; }
 
-  // Checks the bucket and the credentials with a listing of one key, then
-  // whether the server honours If-None-Match.
-  Status Probe() {
+  // Checks the bucket and the credentials with a listing of one key (which
+  // read-only credentials may do).
+  Status CheckBucket() {
     const S3Config& c = http_->config();
     HttpResponse r = http_->Call(Request("GET", "", S3Query({{"list-type", "2"}, {"max-keys", "1"},
                                                             {"prefix", c.prefix.empty() ? "" : c.prefix + "/"}})));
-    RETURN_IF_ERROR(http_->ToStatus(r, "list"));
-    if (c.conditional == S3Conditional::kUnsafe) return Status::OK();
+    return http_->ToStatus(r, "list");
+  }
+
+  // Whether the server honours If-None-Match, asked once, before the first
+  // publish (so that a store opened only to read writes nothing).
+  Status EnsureExclusive() {
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    if (!probed_) {
+      probe_status_ = ProbeConditional();
+      // A transient failure is asked again next time; an answer is kept.
+      probed_ = probe_status_.ok() || probe_status_.code() == StatusCode::kNotSupported;
+    }
+    return probe_status_;
+  }
+
+  Status ProbeConditional() {
+    const S3Config& c = http_->config();
     std::mt19937_64 rng(std::random_device{}());
     char id[24];
     snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(rng()));
     const std::string probe = std::string(kProbePrefix) + id;
-    RETURN_IF_ERROR(PublishIfAbsent(probe, "1"));
-    Status again = PublishIfAbsent(probe, "2");
+    RETURN_IF_ERROR(PutIfAbsent(probe, "1", true));
+    Status again = PutIfAbsent(probe, "2", true);
     Status removed = Remove(probe);
     if (again.ok()) {
       return Status::NotSupported(http_->store() + ": the server at " + c.endpoint +
@@ -80,6 +96,9 @@ class S3Backend final : public Backend {
     } else {
       HttpResponse r = http_->Call(Request("HEAD", Key(name), ""));
       RETURN_IF_ERROR(http_->ToStatus(r, "HEAD " + name));
+      if (!r.has_content_length) {
+        return Status::IOError(http_->store() + ": HEAD " + name + ": the answer has no Content-Length");
+      }
       size = r.content_length;
     }
     return NewS3Readable(http_, Key(name), name, size);
@@ -90,20 +109,10 @@ class S3Backend final : public Backend {
     if (!exclusive) {
       ASSIGN_OR_RETURN(bool exists, Exists(name));
       if (exists) return Status::AlreadyExists(http_->store() + ": " + name + " exists");
+      return PutIfAbsent(name, bytes, false);
     }
-    // AWS answers 409 ConditionalRequestConflict to a conditional PUT racing
-    // another; a retry then sees the winner's object (412).
-    for (int attempt = 0;; ++attempt) {
-      HttpRequest put = Request("PUT", Key(name), "");
-      put.body_text.assign(bytes.data(), bytes.size());
-      if (bytes.empty()) put.body.push_back({nullptr, 0});
-      if (exclusive) put.headers.push_back("If-None-Match: *");
-      HttpResponse r = http_->Call(std::move(put));
-      if (r.code == 409 && attempt < 5) continue;
-      Status st = http_->ToStatus(r, "PUT " + name);
-      if (st.IsAlreadyExists()) return Status::AlreadyExists(http_->store() + ": " + name + " exists");
-      return st;
-    }
+    RETURN_IF_ERROR(EnsureExclusive());
+    return PutIfAbsent(name, bytes, true);
   }
 
   Status Replace(const std::string& staged, const std::string& target) override {
@@ -192,6 +201,7 @@ class S3Backend final : public Backend {
   Status ReclaimLeftovers(const std::string& prefix, uint64_t min_age_ms) override {
     std::string key_marker, id_marker;
     const int64_t now = NowUnixMs();
+    RETURN_IF_ERROR(ReclaimProbes(min_age_ms, now));
     for (;;) {
       std::vector<std::pair<std::string, std::string>> q = {{"uploads", ""}, {"prefix", KeyPrefix() + prefix}};
       if (!key_marker.empty()) q.push_back({"key-marker", key_marker});
@@ -200,7 +210,11 @@ class S3Backend final : public Backend {
       RETURN_IF_ERROR(http_->ToStatus(r, "ListMultipartUploads " + prefix));
       ASSIGN_OR_RETURN(S3UploadsPage page, ParseListMultipartUploads(r.body));
       for (const auto& u : page.uploads) {
-        if (u.initiated_unix_ms > 0 && now - u.initiated_unix_ms < static_cast<int64_t>(min_age_ms)) continue;
+        // By its start: an upload still being written longer than min_age
+        // (a drain capped far below the object's size per min_age) would go
+        // too, so gc's --min-age must exceed the longest upload (doc/s3.md).
+        // A start that does not parse counts as young.
+        if (u.initiated_unix_ms == 0 || now - u.initiated_unix_ms < static_cast<int64_t>(min_age_ms)) continue;
         HttpResponse a = http_->Call(Request("DELETE", u.key, S3Query({{"uploadId", u.upload_id}})));
         Status st = http_->ToStatus(a, "AbortMultipartUpload " + u.key);
         if (!st.ok() && !st.IsNotFound()) return st;
@@ -229,6 +243,49 @@ class S3Backend final : public Backend {
     return r;
   }
 
+  // A PUT of `name`, with If-None-Match: * when `exclusive`.
+  Status PutIfAbsent(const std::string& name, std::string_view bytes, bool exclusive) {
+    for (int attempt = 0;; ++attempt) {
+      HttpRequest put = Request("PUT", Key(name), "");
+      put.body_text.assign(bytes.data(), bytes.size());
+      if (bytes.empty()) put.body.push_back({nullptr, 0});
+      if (exclusive) put.headers.push_back("If-None-Match: *");
+      HttpResponse r = http_->Call(std::move(put));
+      // AWS answers 409 ConditionalRequestConflict to a conditional PUT
+      // racing another; a retry then sees the winner's object (412).
+      if (r.code == 409 && attempt < 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
+        continue;
+      }
+      Status st = http_->ToStatus(r, "PUT " + name);
+      if (!st.IsAlreadyExists()) return st;
+      if (r.tries > 1 || attempt > 0) {
+        // A try before may have stored it, its answer lost: then the 412 is
+        // ours. Records are unique (writer and seal ids), so equal bytes
+        // mean this publish won.
+        auto have = ReadSmall(name);
+        if (have.ok() && *have == bytes) return Status::OK();
+      }
+      return Status::AlreadyExists(http_->store() + ": " + name + " exists");
+    }
+  }
+
+  // Probe keys a process left when it died between the probe's PUT and
+  // its DELETE (never listed, so no gc would find them).
+  Status ReclaimProbes(uint64_t min_age_ms, int64_t now) {
+    HttpResponse r = http_->Call(Request("GET", "", S3Query({{"list-type", "2"}, {"prefix", KeyPrefix() + kProbePrefix}})));
+    RETURN_IF_ERROR(http_->ToStatus(r, "list probes"));
+    ASSIGN_OR_RETURN(S3ListPage page, ParseListObjectsV2(r.body));
+    for (const auto& e : page.entries) {
+      // Never one a store opening now is probing with: a minute at least.
+      const int64_t age = std::max<int64_t>(static_cast<int64_t>(min_age_ms), 60000);
+      if (e.mtime_unix_ms == 0 || now - e.mtime_unix_ms < age) continue;
+      Status st = http_->ToStatus(http_->Call(Request("DELETE", e.key, "")), "DELETE " + e.key);
+      if (!st.ok() && !st.IsNotFound()) return st;
+    }
+    return Status::OK();
+  }
+
   Result<bool> Exists(const std::string& name) {
     HttpResponse r = http_->Call(Request("HEAD", Key(name), ""));
     if (r.code == 404) return false;
@@ -239,6 +296,9 @@ class S3Backend final : public Backend {
   std::string uri_;
   std::shared_ptr<S3Http> http_;
   BackendCaps caps_;
+  std::mutex probe_mu_;
+  bool probed_ = false;  // guarded by probe_mu_
+  Status probe_status_;  // guarded by probe_mu_
 };
 
 }  // namespace
@@ -249,7 +309,7 @@ Result<std::unique_ptr<Backend>> OpenS3Backend(const std::string& uri, const std
   const std::string what = "s3://" + location;
   ASSIGN_OR_RETURN(std::unique_ptr<S3Http> http, S3Http::Start(config, what));
   auto backend = std::make_unique<S3Backend>(uri, std::shared_ptr<S3Http>(std::move(http)));
-  RETURN_IF_ERROR(backend->Probe());
+  RETURN_IF_ERROR(backend->CheckBucket());
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

@@ -9,9 +9,10 @@
 // GETs. PublishIfAbsent is a PUT with `If-None-Match: *`: the server stores
 // the record only if no object has the name, so of two publishers exactly
 // one wins, and a reader sees the whole record or none. Whether the server
-// honours the condition is probed when the store opens (two conditional
-// PUTs of one probe key); a server that ignores it is refused unless the
-// URI says conditional=unsafe. Replace is a server-side copy then a delete
+// honours the condition is probed before the first publish (two conditional
+// PUTs of one probe key; opening only checks the bucket and the keys with a
+// listing); a server that ignores it is refused unless the URI says
+// conditional=unsafe. Replace is a server-side copy then a delete
 // (a copy replaces the target whole, as any PUT does), so the largest
 // object is 5 GiB, CopyObject's limit. Remove is a HEAD then a DELETE
 // (DELETE answers the same for a missing key). List is ListObjectsV2,

@@ -40,6 +40,11 @@ Status ParseOption(const std::string& uri, const std::string& key, const std::st
   };
   if (key == "endpoint") {
     if (val.rfind("http://", 0) != 0 && val.rfind("https://", 0) != 0) return bad("http://HOST[:PORT] or https://...");
+    if (val.find('@') != std::string::npos) {
+      return Status::InvalidArgument("store URI '" + uri.substr(0, uri.find('?')) +
+                                     "': an endpoint with user information refused: credentials never go in a "
+                                     "store URI");
+    }
     c->endpoint = val;
     while (!c->endpoint.empty() && c->endpoint.back() == '/') c->endpoint.pop_back();
   } else if (key == "region") {
@@ -67,14 +72,16 @@ Status ParseOption(const std::string& uri, const std::string& key, const std::st
     if (val != "require" && val != "unsafe") return bad("require or unsafe");
     c->conditional = val == "require" ? S3Conditional::kRequire : S3Conditional::kUnsafe;
   } else if (key == "access_key" || key == "secret_key" || key == "aws_access_key_id" ||
-             key == "aws_secret_access_key" || key == "session_token" || key == "key" || key == "secret") {
+             key == "aws_secret_access_key" || key == "session_token" || key == "aws_session_token" ||
+             key == "token" || key == "password" || key == "key" || key == "secret") {
     // The value is not repeated: it may be a secret.
     return Status::InvalidArgument("store URI '" + uri.substr(0, uri.find('?')) + "': option " + key +
                                    " refused: credentials never go in a store URI (set AWS_ACCESS_KEY_ID and "
                                    "AWS_SECRET_ACCESS_KEY, or use a profile of ~/.aws/credentials)");
   } else {
-    return Status::InvalidArgument("store URI '" + uri + "': unknown option '" + key + "' (s3 stores take " +
-                                   kOptions + ")");
+    // The URI without its query: an unknown option's value may be a secret.
+    return Status::InvalidArgument("store URI '" + uri.substr(0, uri.find('?')) + "': unknown option '" + key +
+                                   "' (s3 stores take " + kOptions + ")");
   }
   return Status::OK();
 }

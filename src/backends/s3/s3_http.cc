@@ -124,7 +124,7 @@ bool Retryable(const Transfer& t, CURLcode rc) {
   if (t.overflow) return false;
   if (rc != CURLE_OK) return true;  // no answer, a dropped connection, a truncated body
   long c = t.response.code;
-  return c == 500 || c == 502 || c == 503 || c == 504;
+  return c == 429 || c == 500 || c == 502 || c == 503 || c == 504;
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 // body is written straight into the caller's buffer.
 //
 // Requests that fail in a way a retry may cure (no connection, a dropped or
-// truncated answer, 500, 502, 503 SlowDown, 504) are retried with
+// truncated answer, 429, 500, 502, 503 SlowDown, 504) are retried with
 // exponential backoff and jitter, config.retries times at most (100 ms
 // doubling to 5 s between tries); the error then says how many tries over
 // how long.
@@ -73,7 +73,8 @@ class S3Http {
  public:
   // Starts the client's thread. `what` names the store in messages.
   static Result<std::unique_ptr<S3Http>> Start(const S3Config& config, std::string what);
-  // Stops the thread; requests still in flight complete with an error first.
+  // Stops the thread once the requests in flight have run to their end;
+  // those waiting to be retried complete with their last answer.
   ~S3Http();
   S3Http(const S3Http&) = delete;
   S3Http& operator=(const S3Http&) = delete;

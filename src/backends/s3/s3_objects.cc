@@ -107,12 +107,24 @@ class S3Writable final : public WritableObject {
     RETURN_IF_ERROR(err);
     HttpRequest complete{"POST", key_, S3Query({{"uploadId", upload_id_}}), {}, {}, xml, nullptr, 0, nullptr};
     HttpResponse r = http_->Call(std::move(complete));
-    RETURN_IF_ERROR(http_->ToStatus(r, "CompleteMultipartUpload " + name_));
-    // A 200 may still carry an error in its body.
-    if (S3ErrorBody e = ParseS3Error(r.body); !e.code.empty()) {
-      return Status::IOError(http_->store() + ": CompleteMultipartUpload " + name_ + ": " + e.code + " (" +
-                             e.message + ")");
+    Status st = http_->ToStatus(r, "CompleteMultipartUpload " + name_);
+    if (st.IsNotFound() && r.tries > 1) {
+      // NoSuchUpload after a retry: the try before may have completed it,
+      // its answer lost. The object is there, whole, if its size is.
+      HttpResponse head = http_->Call(HttpRequest{"HEAD", key_, "", {}, {}, "", nullptr, 0, nullptr});
+      if (head.code == 200 && head.has_content_length && head.content_length == appended_) st = Status::OK();
+    } else if (st.ok()) {
+      // A 200 may still carry an error (sent after a keep-alive): only the
+      // result document says the object exists.
+      auto doc = ParseXml(r.body);
+      if (!doc.ok() || doc->name != "CompleteMultipartUploadResult") {
+        S3ErrorBody e = ParseS3Error(r.body);
+        st = Status::IOError(http_->store() + ": CompleteMultipartUpload " + name_ + ": " +
+                             (e.code.empty() ? "the answer is not a CompleteMultipartUploadResult"
+                                             : e.code + " (" + e.message + ")"));
+      }
     }
+    RETURN_IF_ERROR(st);
     finished_ = true;
     return Status::OK();
   }
@@ -214,12 +226,15 @@ class S3Writable final : public WritableObject {
     if (st.ok() && number > kS3MaxParts) {
       st = Status::InvalidArgument(name_ + ": more than " + std::to_string(kS3MaxParts) + " parts");
     }
-    std::lock_guard<std::mutex> lock(shared_->mu);
     if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(shared_->mu);
       Fail(pieces, st);
       return;
     }
-    ++shared_->parts_in_flight;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      ++shared_->parts_in_flight;
+    }
     auto request = std::make_unique<HttpRequest>();
     request->method = "PUT";
     request->key = key_;
@@ -301,14 +316,16 @@ class S3Readable final : public ReadableObject {
 
   Status StartRead(uint64_t offset, void* buf, size_t len, uint64_t tag) override {
     ++in_flight_;
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    if (offset >= size_ || len == 0) {
-      IoCompletion c;
-      c.tag = tag;
-      shared_->completions.push_back(std::move(c));
-      return Status::OK();
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      if (offset >= size_ || len == 0) {
+        IoCompletion c;
+        c.tag = tag;
+        shared_->completions.push_back(std::move(c));
+        return Status::OK();
+      }
+      ++shared_->parts_in_flight;
     }
-    ++shared_->parts_in_flight;
     auto request = std::make_unique<HttpRequest>();
     request->method = "GET";
     request->key = key_;
@@ -318,7 +335,7 @@ class S3Readable final : public ReadableObject {
     auto shared = shared_;
     S3Http* http = http_.get();  // never owned here: see s3_http.h
     std::string what = "GET " + name_;
-    request->done = [shared, http, what, tag](HttpResponse r) {
+    request->done = [shared, http, what, tag, offset](HttpResponse r) {
       IoCompletion c;
       c.tag = tag;
       if (r.code == 416) {
@@ -326,6 +343,10 @@ class S3Readable final : public ReadableObject {
         r.sunk = 0;
       }
       c.status = http->ToStatus(r, what);
+      if (c.status.ok() && r.code == 200 && offset > 0) {
+        // The whole object from its start, not the range asked for.
+        c.status = Status::IOError(http->store() + ": " + what + ": the server ignored the Range header");
+      }
       c.bytes = c.status.ok() ? r.sunk : 0;
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->completions.push_back(std::move(c));
