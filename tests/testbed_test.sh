@@ -209,9 +209,6 @@ done
 check "ls on each host: its own rank as a part on tier 0, committed on RADOS ($parts)" \
   [ "$parts" = "[('part', 'rank 0 of 4 held here', 'committed')];[('part', 'rank 1 of 4 held here', 'committed')];[('part', 'rank 2 of 4 held here', 'committed')];[('part', 'rank 3 of 4 held here', 'committed')];" ]
 
-# ------------------- the same on [own NVMe, S3 gateway on s1], and a cut link
-. "$HERE/tests/testbed_s3_cases.sh"
-
 # ----------------------------------------------------- a compute host lost
 tb lose c2 >/dev/null 2>&1
 check "c2 lost: its namespace and its directory are gone" \
@@ -470,6 +467,19 @@ EOF
 )
 check "down (exit $rc, $(($(date +%s) - t)) s) leaves no namespace ($left_ns), mount ($left_mounts), process ($left_procs) or directory" \
   [ "$rc" -eq 0 -a -z "$left_ns" -a "$left_mounts" = 0 -a "$left_procs" = 0 -a ! -e "$SLUICE_TESTBED_DIR" ]
+
+# ------------- [own NVMe, S3] on a bed of its own with the S3 gateway (up --s3)
+t=$(date +%s)
+tb up --compute 4 --storage 3 --osds-per-host 1 --s3 >"$W/up-s3.out" 2>"$W/up-s3.err"
+rc=$?
+if [ $rc -ne 0 ]; then
+  nok "testbed up --s3: exit $rc: $(tail -5 "$W/up-s3.err" | tr '\n' '|')"
+else
+  ok "testbed up --s3 (4 compute hosts, 3 storage hosts with an OSD each, radosgw on s1) in $(($(date +%s) - t)) s"
+  eval "$(tb env)"
+  . "$HERE/tests/testbed_s3_cases.sh"
+fi
+tb down >/dev/null 2>&1
 
 echo "# testbed_test.sh took $(($(date +%s) - T0)) s"
 echo "$PASS passed, $FAIL failed"
