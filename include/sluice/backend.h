@@ -150,6 +150,11 @@ struct BackendCaps {
   // descriptor and an I/O ring, so a few; a RADOS object costs nothing open,
   // and objects in different placement groups are written in parallel.
   size_t objects_in_flight = 3;
+  // A write's completion may wait for later writes and then come with
+  // theirs, late (S3: a multipart part gathers several writes). A writer
+  // throttled by a rate cap then must not block reaping while it waits for
+  // tokens: it reaps only what has completed (the write queue does this).
+  bool writes_complete_in_bunches = false;
 };
 
 // One completed asynchronous operation.

@@ -213,19 +213,20 @@ Status WriteQueue::Write(uint64_t offset, void* data, size_t len, uint64_t tag, 
     }
   }
   if (options_.bucket != nullptr) {
-    // A throttled flow waits for tokens: reap what has completed first, so
-    // that buffers and progress come back now rather than a queue's worth
-    // of tokens later. Without blocking on a write still in flight: on a
-    // store whose writes complete late and in bunches (an S3 part holds
-    // several), waiting for one would let tokens go unused past the burst.
-    // A bucket that also caps concurrency may be waiting for a slot that
-    // only a reap frees: there, reap blocking as long as it would wait.
+    // A throttled flow waits for tokens far longer than its writes take:
+    // reap them first, so their buffers and progress come back now rather
+    // than a queue's worth of tokens later. On a store whose writes
+    // complete late and in bunches (BackendCaps::writes_complete_in_bunches)
+    // only what has completed: blocking there would let tokens go unused
+    // past the burst. Unless the bucket also caps concurrency: then only a
+    // reap frees the slot it may be waiting for.
+    const bool bunched = backend_.caps().writes_complete_in_bunches;
     const bool slots = options_.bucket->max_concurrent() > 0;
-    if (in_flight_ > 0 && options_.bucket->WouldWait(len) && !ReapReady().ok()) {
+    if (bunched && in_flight_ > 0 && options_.bucket->WouldWait(len) && !ReapReady().ok()) {
       Completed(tag);
       return error_;
     }
-    while (slots && in_flight_ > 0 && options_.bucket->WouldWait(len)) {
+    while ((!bunched || slots) && in_flight_ > 0 && options_.bucket->WouldWait(len)) {
       if (!ReapOne().ok()) {
         Completed(tag);
         return error_;

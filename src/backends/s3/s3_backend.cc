@@ -33,6 +33,7 @@ class S3Backend final : public Backend {
     caps_.max_object_bytes = std::min<uint64_t>(5ull << 30, c.part_bytes * kS3MaxParts);
     caps_.atomic_publish_if_absent = true;  // by the probe, or by the user's conditional=unsafe
     caps_.objects_in_flight = 4;
+    caps_.writes_complete_in_bunches = true;  // a write completes with its part
     caps_.io_path = "S3 at " + c.endpoint + " (libcurl, SigV4, " + (c.path_style ? "path" : "virtual") +
                     " addressing), parts " + std::to_string(c.part_bytes >> 20) + " MiB, qd " +
                     std::to_string(c.queue_depth) +
