@@ -542,7 +542,7 @@ sl gc --store "$S" --min-age 999999999999d
 expect_err "gc --min-age beyond 3650d is a usage error, not an overflow" 2
 sl ls --store "file://$S?qd=0"
 expect_err "a malformed store URI is a usage error" 2
-sl ls --store "s3://bucket/x"
+sl ls --store "gopher://bucket/x"
 expect_err "an unknown store scheme is a usage error" 2
 # restore --force into a directory holding a symlink must not write through it
 mkdir -p "$W/elsewhere" "$W/trap"
