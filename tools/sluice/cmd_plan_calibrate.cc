@@ -209,26 +209,21 @@ int CmdPlanCalibrate(const Flags& flags) {
       profile.tiers["ceph"] = t;
       measured[uri]["osds"] = t.osds;
       measured[uri]["pool_size"] = t.write_amplification;
-    } else if (uri.rfind("s3://", 0) == 0) {
-      // An object store: its rate as one figure, measured through its gateway.
-      PlanTier t;
-      t.kind = PlanTierKind::kS3;
-      t.write_bytes_per_s = b / run->write_s;
-      t.read_bytes_per_s = b / run->read_s;
-      profile.tiers["s3"] = t;
-      measured[uri]["role"] = "S3 object store";
-    } else if (!have_local) {
+    } else if (!have_local && uri.rfind("s3://", 0) != 0) {
       have_local = true;
       profile.host.nvme_write_bytes_per_s = b / run->write_s;
       profile.host.nvme_read_bytes_per_s = b / run->read_s;
       measured[uri]["role"] = "local tier 0";
     } else {
+      // A shared tier measured as one rate through this host: an object
+      // store (through its gateway) or a shared filesystem.
+      const bool s3 = uri.rfind("s3://", 0) == 0;
       PlanTier t;
-      t.kind = PlanTierKind::kSharedFs;
+      t.kind = s3 ? PlanTierKind::kS3 : PlanTierKind::kSharedFs;
       t.write_bytes_per_s = b / run->write_s;
       t.read_bytes_per_s = b / run->read_s;
-      profile.tiers["shared-fs"] = t;
-      measured[uri]["role"] = "shared filesystem";
+      profile.tiers[s3 ? "s3" : "shared-fs"] = t;
+      measured[uri]["role"] = s3 ? "S3 object store" : "shared filesystem";
     }
   }
   measured["seconds"] = SecondsSince(started);
