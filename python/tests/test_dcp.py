@@ -150,7 +150,9 @@ def test_metadata_less_checkpoint_is_refused_clearly(store):
 
 
 def run_world(mode, store, name, step, world, tmp_path, rows=16, cols=6, expect_ok=True, env=None):
-    init_file = tmp_path / f"init-{mode}-{world}"
+    # A fresh rendezvous file per world: torch's FileStore need not delete
+    # its file, and a second world on a left-over file can hang.
+    init_file = tmp_path / f"init-{mode}-{world}-{time.monotonic_ns()}"
     env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     procs = [subprocess.Popen([sys.executable, WORKER, mode, store, name, str(step), str(rank),
                                str(world), str(init_file), str(rows), str(cols)],
