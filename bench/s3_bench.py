@@ -55,6 +55,18 @@ def client(endpoint, connections):
 CPU = {}  # tool -> CPU seconds of each run
 
 
+MACHINE = {}  # tool -> the machine's busy CPU seconds (every process) during each run
+
+
+def machine_busy():
+    """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice,
+    system, irq, softirq, steal): the client's and the server's together."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_now():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -63,25 +75,30 @@ def cpu_now():
 def boto3_put(s3, bucket, key, path, part, threads):
     cfg = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=threads,
                          use_threads=True)
-    c, t = cpu_now(), time.perf_counter()
+    c, m, t = cpu_now(), machine_busy(), time.perf_counter()
     s3.upload_file(path, bucket, key, Config=cfg)
     CPU.setdefault("boto3 upload", []).append(cpu_now() - c)
+    MACHINE.setdefault("boto3 upload", []).append(machine_busy() - m)
     return time.perf_counter() - t
 
 
 def boto3_get(s3, bucket, key, path, part, threads):
     cfg = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=threads,
                          use_threads=True)
-    c, t = cpu_now(), time.perf_counter()
+    c, m, t = cpu_now(), machine_busy(), time.perf_counter()
     s3.download_file(bucket, key, path, Config=cfg)
     CPU.setdefault("boto3 download", []).append(cpu_now() - c)
+    MACHINE.setdefault("boto3 download", []).append(machine_busy() - m)
     return time.perf_counter() - t
 
 
-def sluice(args, *cmd, json_out=True):
+def sluice(args, *cmd, json_out=True, label=None):
+    m = machine_busy()
     out = subprocess.run([args.sluice, *cmd] + (["--json"] if json_out else []), capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"sluice {' '.join(cmd)}: {out.stderr.strip()}")
+    if label:
+        MACHINE.setdefault(label, []).append(machine_busy() - m)
     return json.loads(out.stdout) if json_out else None
 
 
@@ -134,12 +151,14 @@ def main():
     rows = {"sluice save": [], "boto3 upload": [], "sluice restore": [], "boto3 download": []}
     for r in range(args.rounds):
         step = r + 1
-        d = sluice(args, "save", "--store", store, "--name", "blob", "--step", str(step), "--from", src, "--full")
+        d = sluice(args, "save", "--store", store, "--name", "blob", "--step", str(step), "--from", src, "--full",
+                   label="sluice save")
         rows["sluice save"].append(d["seconds"])
         CPU.setdefault("sluice save", []).append(d["cpu_seconds"])
         rows["boto3 upload"].append(boto3_put(s3, args.bucket, key, blob, part, threads))
         shutil.rmtree(out, ignore_errors=True)
-        d = sluice(args, "restore", "--store", store, "--name", "blob", "--step", str(step), "--to", out)
+        d = sluice(args, "restore", "--store", store, "--name", "blob", "--step", str(step), "--to", out,
+                   label="sluice restore")
         rows["sluice restore"].append(d["seconds"])
         CPU.setdefault("sluice restore", []).append(d["cpu_seconds"])
         shutil.rmtree(out, ignore_errors=True)
@@ -151,11 +170,25 @@ def main():
         print(f"# round {step}: " + ", ".join(f"{k} {size / v[-1] / MIB:.1f} MiB/s" for k, v in rows.items()))
 
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"{'':16s} {'median s':>9s} {'MiB/s':>8s} (min..max MiB/s)  client CPU s/GiB (median)")
+    gib = size / (1 << 30)
+    ncpu = os.cpu_count()
+    print(f"{'':16s} {'median s':>9s} {'MiB/s':>8s} (min..max MiB/s)  CPU s/GiB (medians): client, machine"
+          f" (busy of {ncpu} CPUs)")
+    client_cpu, machine_cpu = {}, {}
     for k, v in rows.items():
-        cpu = statistics.median(CPU[k][-len(v):]) / (size / (1 << 30))
+        client_cpu[k] = statistics.median(CPU[k][-len(v):]) / gib
+        machine_cpu[k] = statistics.median(MACHINE[k]) / gib
+        busy = statistics.median(m / (ncpu * s) for m, s in zip(MACHINE[k], v))
         print(f"{k:16s} {med[k]:9.3f} {size / med[k] / MIB:8.1f} ({size / max(v) / MIB:.1f}..{size / min(v) / MIB:.1f})"
-              f"  {cpu:.2f}")
+              f"  {client_cpu[k]:.2f}, {machine_cpu[k]:.2f} ({busy:.0%})")
+    # When the client shares the machine with the server and the machine is
+    # saturated, a client that used no CPU at all would free only its own
+    # share: the upload's ceiling against boto3 on this machine.
+    server = machine_cpu["boto3 upload"] - client_cpu["boto3 upload"]
+    if server > 0:
+        print(f"save ceiling on this machine: a client using no CPU would reach at most "
+              f"{machine_cpu['boto3 upload'] / server:.2f}x boto3 (the server's CPU is "
+              f"{server:.2f} s/GiB of boto3's {machine_cpu['boto3 upload']:.2f})")
     print(f"save:    sluice / boto3 = {med['boto3 upload'] / med['sluice save']:.2f}x")
     print(f"restore: sluice / boto3 = {med['boto3 download'] / med['sluice restore']:.2f}x")
     # Leave nothing behind.
