@@ -1,6 +1,10 @@
 #include "backends/s3/s3_http.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "backends/s3/s3_xml.h"
 
@@ -20,6 +25,53 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxTextBody = 64ull << 20;  // an answer kept as text (records, XML) at most
+
+// Why answers are ACKed at once: a server that writes an answer's headers
+// and its body in two writes with Nagle's algorithm on (Ceph RGW's beast
+// frontend unless `tcp_nodelay=1`) holds the body until the headers are
+// ACKed, and Linux delays that ACK by up to 40 ms on a request/response
+// connection. Every small GET and every PUT's answer then took ~44 ms, and
+// a save or restore makes several in a row (records, the commit, the
+// latest-step hint). When an answer's first line and its header end
+// arrive, the client ACKs at once (TCP_QUICKACK).
+//
+// Which socket: libcurl 7.88 names a transfer's socket only once it has
+// ended (CURLINFO_ACTIVESOCKET), so the client records the sockets it opens
+// and finds a transfer's by the local port its connection reports before
+// the request is sent (CURLOPT_PREREQFUNCTION, libcurl 7.80). Every call
+// is on the client's thread.
+class ConnectionSockets {
+ public:
+  void Opened(int fd) { local_port_[fd] = 0; }
+  void Closed(int fd) { local_port_.erase(fd); }
+  // The open socket whose local port is `port`, or -1.
+  int ByLocalPort(int port) {
+    for (auto& [fd, known] : local_port_) {
+      if (known == 0) {
+        sockaddr_storage a{};
+        socklen_t len = sizeof a;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) continue;
+        if (a.ss_family == AF_INET) known = ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+        if (a.ss_family == AF_INET6) known = ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
+      }
+      if (known == port) return fd;
+    }
+    return -1;
+  }
+
+ private:
+  std::unordered_map<int, int> local_port_;  // fd -> local port (0: not looked up yet)
+};
+
+void AckAtOnce(int fd) {
+#ifdef TCP_QUICKACK
+  if (fd < 0) return;
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+#else
+  (void)fd;
+#endif
+}
 
 // A request on the wire: the caller's request, its response so far, and
 // where its body is being read from.
@@ -35,7 +87,27 @@ struct Transfer {
   Clock::time_point retry_at;
   std::string url;
   char error[CURL_ERROR_SIZE] = {0};
+  ConnectionSockets* sockets = nullptr;
+  int fd = -1;  // the connection's socket, once known
 };
+
+int OnSocketOpened(void* sockets, curl_socket_t fd, curlsocktype) {
+  static_cast<ConnectionSockets*>(sockets)->Opened(fd);
+  return CURL_SOCKOPT_OK;
+}
+
+int OnSocketClosed(void* sockets, curl_socket_t fd) {
+  static_cast<ConnectionSockets*>(sockets)->Closed(fd);
+  return close(fd);
+}
+
+#if LIBCURL_VERSION_NUM >= 0x075000
+int OnRequestReady(void* data, char*, char*, int, int local_port) {
+  auto* t = static_cast<Transfer*>(data);
+  t->fd = t->sockets->ByLocalPort(local_port);
+  return CURL_PREREQFUNC_OK;
+}
+#endif
 
 size_t ReadBody(char* out, size_t size, size_t n, void* data) {
   auto* t = static_cast<Transfer*>(data);
@@ -108,6 +180,9 @@ std::string HeaderValue(const char* line, size_t len, size_t name_len) {
 size_t OnHeader(char* line, size_t size, size_t n, void* data) {
   auto* t = static_cast<Transfer*>(data);
   const size_t len = size * n;
+  if ((len >= 5 && std::memcmp(line, "HTTP/", 5) == 0) || (len <= 2 && len > 0 && line[0] == '\r')) {
+    AckAtOnce(t->fd);  // an answer's first line, or its headers' end
+  }
   if (HeaderIs(line, len, "ETag")) {
     t->response.etag = HeaderValue(line, len, 4);
   } else if (HeaderIs(line, len, "Content-Length")) {
@@ -208,6 +283,8 @@ class S3Http::Loop {
     t->response.content_length = 0;
     t->response.transport_error.clear();
     t->error[0] = '\0';
+    t->sockets = &sockets_;
+    t->fd = -1;
     ++t->response.tries;
     CURL* e = t->easy;
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
@@ -234,6 +311,14 @@ class S3Http::Loop {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, WriteBody);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, OnSocketOpened);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, &sockets_);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, OnSocketClosed);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, &sockets_);
+#if LIBCURL_VERSION_NUM >= 0x075000
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, OnRequestReady);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, t);
+#endif
     curl_slist* h = nullptr;
     h = curl_slist_append(h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!config_.credentials.session_token.empty()) {
@@ -344,6 +429,7 @@ class S3Http::Loop {
 
   const S3Config& config_;
   std::string sigv4_;
+  ConnectionSockets sockets_;  // before multi_: its connections close into it
   CURLM* multi_ = nullptr;
   std::thread thread_;
   std::mutex mu_;
