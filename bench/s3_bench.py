@@ -60,11 +60,12 @@ MACHINE = {}  # tool -> the machine's busy CPU seconds (every process) during ea
 
 def machine_busy():
     """Busy CPU seconds of the whole machine so far (/proc/stat: user, nice,
-    system, irq, softirq, steal): the client's and the server's together."""
+    system, irq, softirq): the client's and the server's together, and the
+    server's background work (RGW's and the OSDs' flushes) in that window."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_now():
