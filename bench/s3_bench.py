@@ -4,9 +4,12 @@ manager (upload_file / download_file) on the same S3 server, alternating,
 medians. Each tool's own figure: sluice's --json seconds, boto3's time
 around its call in this process.
 
-boto3 is first swept over part sizes and concurrencies (one run each) and
-then run at its best; sluice runs at its defaults unless --sluice-options
-adds URI options. The file comes from the page cache for both (it is read
+boto3 is first swept over part sizes and concurrencies (one upload and one
+download each) and then run at its best for each; sluice runs at its
+defaults unless --sluice-options adds URI options. Which tool goes first
+alternates between rounds, and each timed run waits for a quiet machine, so
+that the server's work after a run (flushes, garbage collection of what it
+replaced) lands on neither tool. The file comes from the page cache for both (it is read
 once before the runs); restores and downloads write into a scratch
 directory on the same filesystem.
 
@@ -66,6 +69,17 @@ def machine_busy():
         fields = [int(x) for x in f.readline().split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def quiesce(most_busy=0.15, window=0.5, give_up_s=30):
+    """Waits until the machine is quiet (under `most_busy` of its CPUs busy
+    over `window` seconds), at most give_up_s."""
+    deadline = time.monotonic() + give_up_s
+    while time.monotonic() < deadline:
+        before = machine_busy()
+        time.sleep(window)
+        if (machine_busy() - before) / (window * os.cpu_count()) < most_busy:
+            return
 
 
 def cpu_now():
@@ -132,40 +146,67 @@ def main():
     prefix = f"s3-bench-{os.getpid()}"
     opts = "&" + args.sluice_options if args.sluice_options else ""
     store = f"s3://{args.bucket}/{prefix}/sluice?endpoint={args.endpoint}&addressing=path{opts}"
-    s3 = client(args.endpoint, 64)
     key = f"{prefix}/boto3/blob.bin"
     out = os.path.join(work, "out")
 
     print(f"# {size / MIB:.0f} MiB from the page cache, {args.endpoint}, bucket {args.bucket}")
-    print("# boto3 sweep (upload, one run each):")
-    best = None
-    for part in [int(x) * MIB for x in args.parts.split(",")]:
-        for threads in [int(x) for x in args.threads.split(",")]:
-            s = boto3_put(client(args.endpoint, threads), args.bucket, key, blob, part, threads)
-            print(f"#   part {part // MIB:3d} MiB, {threads:2d} threads: {size / s / MIB:7.1f} MiB/s")
-            if best is None or s < best[0]:
-                best = (s, part, threads)
-    _, part, threads = best
-    print(f"# boto3 best: part {part // MIB} MiB, {threads} threads")
-    s3 = client(args.endpoint, threads)
+    configs = [(int(p) * MIB, int(t)) for p in args.parts.split(",") for t in args.threads.split(",")]
+    print("# boto3 sweep (one run each): upload, download")
+    up_best = down_best = None
+    for part, threads in configs:
+        c = client(args.endpoint, threads)
+        quiesce()
+        su = boto3_put(c, args.bucket, key, blob, part, threads)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        quiesce()
+        sd = boto3_get(c, args.bucket, key, os.path.join(out, "blob.bin"), part, threads)
+        print(f"#   part {part // MIB:3d} MiB, {threads:2d} threads: {size / su / MIB:7.1f}, {size / sd / MIB:7.1f} MiB/s")
+        up_best = min(up_best or (su, part, threads), (su, part, threads))
+        down_best = min(down_best or (sd, part, threads), (sd, part, threads))
+    CPU.clear()
+    MACHINE.clear()
+    _, up_part, up_threads = up_best
+    _, down_part, down_threads = down_best
+    print(f"# boto3 at its best: upload {up_part // MIB} MiB x {up_threads} threads, "
+          f"download {down_part // MIB} MiB x {down_threads} threads")
+    up_client, down_client = client(args.endpoint, up_threads), client(args.endpoint, down_threads)
 
-    rows = {"sluice save": [], "boto3 upload": [], "sluice restore": [], "boto3 download": []}
-    for r in range(args.rounds):
-        step = r + 1
+    def sluice_save(step):
         d = sluice(args, "save", "--store", store, "--name", "blob", "--step", str(step), "--from", src, "--full",
                    label="sluice save")
-        rows["sluice save"].append(d["seconds"])
         CPU.setdefault("sluice save", []).append(d["cpu_seconds"])
-        rows["boto3 upload"].append(boto3_put(s3, args.bucket, key, blob, part, threads))
+        return d["seconds"]
+
+    def sluice_restore(step):
         shutil.rmtree(out, ignore_errors=True)
         d = sluice(args, "restore", "--store", store, "--name", "blob", "--step", str(step), "--to", out,
                    label="sluice restore")
-        rows["sluice restore"].append(d["seconds"])
         CPU.setdefault("sluice restore", []).append(d["cpu_seconds"])
         shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        rows["boto3 download"].append(boto3_get(s3, args.bucket, key, os.path.join(out, "blob.bin"), part, threads))
+        return d["seconds"]
+
+    def boto3_download(_step):
         shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        s = boto3_get(down_client, args.bucket, key, os.path.join(out, "blob.bin"), down_part, down_threads)
+        shutil.rmtree(out, ignore_errors=True)
+        return s
+
+    writes = [("sluice save", sluice_save),
+              ("boto3 upload", lambda _step: boto3_put(up_client, args.bucket, key, blob, up_part, up_threads))]
+    reads = [("sluice restore", sluice_restore), ("boto3 download", boto3_download)]
+    rows = {name: [] for name, _ in writes + reads}
+    for r in range(args.rounds):
+        step = r + 1
+        # Which tool goes first alternates, and each timed run starts on a
+        # quiet machine: the gateway's and OSDs' work after a run (flushes,
+        # garbage collection of what the last run replaced) lands on
+        # neither tool.
+        order = (lambda pair: pair) if r % 2 == 0 else (lambda pair: pair[::-1])
+        for name, run in order(writes) + order(reads):
+            quiesce()
+            rows[name].append(run(step))
         if step > 1:
             sluice(args, "rm", "--store", store, "--name", "blob", "--step", str(step - 1), json_out=False)
         print(f"# round {step}: " + ", ".join(f"{k} {size / v[-1] / MIB:.1f} MiB/s" for k, v in rows.items()))
@@ -194,7 +235,7 @@ def main():
     print(f"restore: sluice / boto3 = {med['boto3 download'] / med['sluice restore']:.2f}x")
     # Leave nothing behind.
     sluice(args, "rm", "--store", store, "--name", "blob", "--step", str(args.rounds), json_out=False)
-    s3.delete_object(Bucket=args.bucket, Key=key)
+    up_client.delete_object(Bucket=args.bucket, Key=key)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
 
