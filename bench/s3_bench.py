@@ -117,6 +117,30 @@ def sluice(args, *cmd, json_out=True, label=None):
     return json.loads(out.stdout) if json_out else None
 
 
+def sweep_boto3(args, key, blob, out, size):
+    """boto3's best (part size, threads) for uploads and for downloads: one
+    run of each configuration."""
+    configs = [(int(p) * MIB, int(t)) for p in args.parts.split(",") for t in args.threads.split(",")]
+    print("# boto3 sweep (one run each): upload, download")
+    up_best = down_best = None
+    for part, threads in configs:
+        c = client(args.endpoint, threads)
+        quiesce()
+        su = boto3_put(c, args.bucket, key, blob, part, threads)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        quiesce()
+        sd = boto3_get(c, args.bucket, key, os.path.join(out, "blob.bin"), part, threads)
+        print(f"#   part {part // MIB:3d} MiB, {threads:2d} threads: {size / su / MIB:7.1f}, {size / sd / MIB:7.1f} MiB/s")
+        up_best = min(up_best or (su, part, threads), (su, part, threads))
+        down_best = min(down_best or (sd, part, threads), (sd, part, threads))
+    CPU.clear()
+    MACHINE.clear()
+    print(f"# boto3 at its best: upload {up_best[1] // MIB} MiB x {up_best[2]} threads, "
+          f"download {down_best[1] // MIB} MiB x {down_best[2]} threads")
+    return up_best[1:], down_best[1:]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", default="1GiB")
@@ -150,26 +174,7 @@ def main():
     out = os.path.join(work, "out")
 
     print(f"# {size / MIB:.0f} MiB from the page cache, {args.endpoint}, bucket {args.bucket}")
-    configs = [(int(p) * MIB, int(t)) for p in args.parts.split(",") for t in args.threads.split(",")]
-    print("# boto3 sweep (one run each): upload, download")
-    up_best = down_best = None
-    for part, threads in configs:
-        c = client(args.endpoint, threads)
-        quiesce()
-        su = boto3_put(c, args.bucket, key, blob, part, threads)
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        quiesce()
-        sd = boto3_get(c, args.bucket, key, os.path.join(out, "blob.bin"), part, threads)
-        print(f"#   part {part // MIB:3d} MiB, {threads:2d} threads: {size / su / MIB:7.1f}, {size / sd / MIB:7.1f} MiB/s")
-        up_best = min(up_best or (su, part, threads), (su, part, threads))
-        down_best = min(down_best or (sd, part, threads), (sd, part, threads))
-    CPU.clear()
-    MACHINE.clear()
-    _, up_part, up_threads = up_best
-    _, down_part, down_threads = down_best
-    print(f"# boto3 at its best: upload {up_part // MIB} MiB x {up_threads} threads, "
-          f"download {down_part // MIB} MiB x {down_threads} threads")
+    (up_part, up_threads), (down_part, down_threads) = sweep_boto3(args, key, blob, out, size)
     up_client, down_client = client(args.endpoint, up_threads), client(args.endpoint, down_threads)
 
     def sluice_save(step):
