@@ -58,7 +58,7 @@ def client(endpoint, connections):
 CPU = {}  # tool -> CPU seconds of each run
 
 
-MACHINE = {}  # tool -> the machine's busy CPU seconds (every process) during each run
+MACHINE = {}  # tool -> (the machine's busy CPU seconds, every process; wall seconds) of each run
 
 
 def machine_busy():
@@ -92,9 +92,10 @@ def boto3_put(s3, bucket, key, path, part, threads):
                          use_threads=True)
     c, m, t = cpu_now(), machine_busy(), time.perf_counter()
     s3.upload_file(path, bucket, key, Config=cfg)
+    s = time.perf_counter() - t
     CPU.setdefault("boto3 upload", []).append(cpu_now() - c)
-    MACHINE.setdefault("boto3 upload", []).append(machine_busy() - m)
-    return time.perf_counter() - t
+    MACHINE.setdefault("boto3 upload", []).append((machine_busy() - m, s))
+    return s
 
 
 def boto3_get(s3, bucket, key, path, part, threads):
@@ -102,18 +103,20 @@ def boto3_get(s3, bucket, key, path, part, threads):
                          use_threads=True)
     c, m, t = cpu_now(), machine_busy(), time.perf_counter()
     s3.download_file(bucket, key, path, Config=cfg)
+    s = time.perf_counter() - t
     CPU.setdefault("boto3 download", []).append(cpu_now() - c)
-    MACHINE.setdefault("boto3 download", []).append(machine_busy() - m)
-    return time.perf_counter() - t
+    MACHINE.setdefault("boto3 download", []).append((machine_busy() - m, s))
+    return s
 
 
 def sluice(args, *cmd, json_out=True, label=None):
-    m = machine_busy()
+    m, t = machine_busy(), time.perf_counter()
     out = subprocess.run([args.sluice, *cmd] + (["--json"] if json_out else []), capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"sluice {' '.join(cmd)}: {out.stderr.strip()}")
     if label:
-        MACHINE.setdefault(label, []).append(machine_busy() - m)
+        # The machine's CPU over the whole process's wall time: one window.
+        MACHINE.setdefault(label, []).append((machine_busy() - m, time.perf_counter() - t))
     return json.loads(out.stdout) if json_out else None
 
 
@@ -224,8 +227,8 @@ def main():
     client_cpu, machine_cpu = {}, {}
     for k, v in rows.items():
         client_cpu[k] = statistics.median(CPU[k][-len(v):]) / gib
-        machine_cpu[k] = statistics.median(MACHINE[k]) / gib
-        busy = statistics.median(m / (ncpu * s) for m, s in zip(MACHINE[k], v))
+        machine_cpu[k] = statistics.median(m for m, _ in MACHINE[k]) / gib
+        busy = statistics.median(m / (ncpu * wall) for m, wall in MACHINE[k])
         print(f"{k:16s} {med[k]:9.3f} {size / med[k] / MIB:8.1f} ({size / max(v) / MIB:.1f}..{size / min(v) / MIB:.1f})"
               f"  {client_cpu[k]:.2f}, {machine_cpu[k]:.2f} ({busy:.0%})")
     # When the client shares the machine with the server and the machine is

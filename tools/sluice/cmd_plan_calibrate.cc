@@ -192,6 +192,7 @@ int CmdPlanCalibrate(const Flags& flags) {
     if (profile.host.memcpy_bytes_per_s == 0 || b / run->stall_s > profile.host.memcpy_bytes_per_s) {
       profile.host.memcpy_bytes_per_s = b / run->stall_s;  // the fastest copy seen: the others waited on a tier
     }
+    const bool s3 = uri.rfind("s3://", 0) == 0;
     if (uri.rfind("rados://", 0) == 0) {
       std::string pool;
       const auto ceph = CephArgs(uri, &pool);
@@ -209,7 +210,7 @@ int CmdPlanCalibrate(const Flags& flags) {
       profile.tiers["ceph"] = t;
       measured[uri]["osds"] = t.osds;
       measured[uri]["pool_size"] = t.write_amplification;
-    } else if (!have_local && uri.rfind("s3://", 0) != 0) {
+    } else if (!have_local && !s3) {
       have_local = true;
       profile.host.nvme_write_bytes_per_s = b / run->write_s;
       profile.host.nvme_read_bytes_per_s = b / run->read_s;
@@ -217,7 +218,6 @@ int CmdPlanCalibrate(const Flags& flags) {
     } else {
       // A shared tier measured as one rate through this host: an object
       // store (through its gateway) or a shared filesystem.
-      const bool s3 = uri.rfind("s3://", 0) == 0;
       PlanTier t;
       t.kind = s3 ? PlanTierKind::kS3 : PlanTierKind::kSharedFs;
       t.write_bytes_per_s = b / run->write_s;
