@@ -15,51 +15,12 @@
 #include "checkpoint/latest_hint.h"
 #include "checkpoint/parts.h"
 #include "checkpoint/references.h"
+#include "checkpoint/store_walk.h"
 #include "checkpoint/writer_registry.h"
 #include "io/wall_clock.h"
 
 namespace sluice {
 namespace {
-
-struct StepObjects {
-  bool has_commit = false;
-  bool has_part = false;  // a part record (parts.h)
-  std::vector<ObjectInfo> objects;
-  std::set<uint32_t> manifest_ranks;
-  uint64_t data_bytes = 0;
-  int64_t newest_ms = 0;
-};
-
-using Steps = std::map<std::pair<std::string, uint64_t>, StepObjects>;
-
-bool IsDataObject(const std::string& object) {
-  auto parsed = ParseObjectName(object);
-  return parsed && parsed->rest.rfind("data/", 0) == 0;
-}
-
-// `hints`, where given, gets the latest-step hints listed (LatestHintObject).
-Result<Steps> GroupBySteps(Backend& backend, std::string_view name, std::vector<ObjectInfo>* hints = nullptr) {
-  std::string prefix = name.empty() ? CheckpointsPrefix() : NamePrefix(name);
-  ASSIGN_OR_RETURN(auto listed, backend.List(prefix));
-  Steps steps;
-  for (auto& o : listed) {
-    auto parsed = ParseObjectName(o.name);
-    if (!parsed) {
-      if (hints != nullptr && NameOfLatestHint(o.name)) hints->push_back(std::move(o));
-      continue;
-    }
-    StepObjects& s = steps[{parsed->name, parsed->step}];
-    if (parsed->rest == "COMMIT") s.has_commit = true;
-    if (parsed->rest.rfind("parts/", 0) == 0) s.has_part = true;
-    if (auto r = RankOfManifest(parsed->rest)) {
-      s.manifest_ranks.insert(*r);
-    }
-    if (parsed->rest.rfind("data/", 0) == 0) s.data_bytes += o.size;
-    s.newest_ms = std::max(s.newest_ms, o.mtime_unix_ms);
-    s.objects.push_back(std::move(o));
-  }
-  return steps;
-}
 
 }  // namespace
 
@@ -135,7 +96,7 @@ CheckpointInfo PartInfo(Backend& backend, const std::string& name, uint64_t step
 
 Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::string_view name,
                                                     bool include_incomplete) {
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
+  ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
   std::vector<CheckpointInfo> out;
   for (const auto& [key, s] : steps) {
     CheckpointInfo info;
@@ -160,7 +121,7 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
       // later steps that share chunks with it (or gc's to take), not a save.
       continue;
     } else {
-      info.problem = AnyLiveWriter(backend, key.first, key.second)
+      info.problem = AnyListedWriterAlive(backend, key, s)
                          ? "save in progress (no commit record yet)"
                          : "no commit record (save incomplete or interrupted)";
     }
@@ -181,7 +142,7 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
 }
 
 Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name) {
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
+  ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (!it->second.has_commit || it->first.first != name) continue;
     auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
@@ -201,7 +162,7 @@ Result<uint64_t> LatestStep(Backend& backend, std::string_view name) {
 }
 
 Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, name));
+  ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (!it->second.has_commit || it->first.first != name) continue;
     auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
@@ -267,8 +228,6 @@ Result<StillNeeded> FindStillNeeded(Backend& backend, const std::string& name) {
 
 }  // namespace
 
-namespace {
-
 // Makes the unsealed claim at (name, step)'s COMMIT unsealable before gc
 // or rm removes it (kFencedSeal), so that no seal outlives its claim: a
 // seal found means its claim was there (references.cc relies on it).
@@ -293,8 +252,6 @@ Result<std::string> FenceUnsealedClaim(Backend& backend, const std::string& name
   RETURN_IF_ERROR(st);
   return claim->seal;
 }
-
-}  // namespace
 
 Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   RETURN_IF_ERROR(ValidateCheckpointName(id.name));
@@ -385,7 +342,7 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
   // The other steps are listed before that question: only objects that
   // existed before it was asked can be removed (not one a drain recreates
   // meanwhile).
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, id.name));
+  ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, id.name));
   ASSIGN_OR_RETURN(StillNeeded need, FindStillNeeded(backend, id.name));
   for (const auto& o : listed) {
     if (is_record(o.name)) continue;
@@ -408,176 +365,6 @@ Status RemoveCheckpoint(Backend& backend, const CheckpointId& id) {
     }
   }
   return Status::OK();
-}
-
-namespace {
-
-// Marks what the committed step (name, step) reaches: its records, and
-// every data object its manifests name, wherever it lives. A damaged commit
-// record or manifest: what it reaches is unknown, so every object of the
-// step (`objects`, as listed) is marked. Deleting is never the repair.
-void MarkCommitted(Backend& backend, const std::string& name, uint64_t step,
-                   const std::vector<ObjectInfo>& objects, std::unordered_set<std::string>* marked) {
-  auto loaded = LoadCheckpoint(backend, name, step);
-  if (!loaded.ok()) {
-    for (const auto& o : objects) marked->insert(o.name);
-    return;
-  }
-  marked->insert(CommitObject(name, step));
-  if (!loaded->seal.empty()) marked->insert(loaded->seal);
-  for (const auto& r : loaded->commit.ranks) marked->insert(r.manifest);
-  for (const auto& m : loaded->manifests) {
-    for (const auto& o : m.objects) marked->insert(o.name);
-  }
-  // A committed step's drain notes say why a later tier lacks it.
-  const std::string notes = DrainNotePrefix(name, step);
-  for (const auto& o : objects) {
-    if (o.name.rfind(notes, 0) == 0) marked->insert(o.name);
-  }
-}
-
-// A latest-step hint older than `cutoff` that names no committed step (it
-// was removed, or never committed here) goes like any object nothing reaches.
-void RemoveStaleHints(Backend& backend, const std::vector<ObjectInfo>& hints, int64_t cutoff, GcReport* report) {
-  for (const ObjectInfo& h : hints) {
-    if (h.mtime_unix_ms > cutoff) continue;
-    const std::string name = *NameOfLatestHint(h.name);
-    auto bytes = backend.ReadSmall(h.name);
-    if (!bytes.ok()) continue;
-    const std::optional<uint64_t> step = ParseHintedStep(*bytes);
-    if (step && ReadCommitRecord(backend, name, *step).ok()) continue;
-    if (backend.Remove(h.name).ok()) {
-      ++report->objects_removed;
-      report->bytes_removed += h.size;
-    }
-  }
-}
-
-}  // namespace
-
-// Mark and sweep over the whole store: first every object some commit
-// reaches (its record, its manifests, every data object they name, wherever
-// it lives) or some live writer may still commit is marked; then every
-// listed object left unmarked and older than the cutoff is removed. An
-// object is kept exactly when a commit or a live writer references it, so a
-// commit that names objects of another step (chunks shared across steps,
-// parity) keeps them alive without gc knowing why.
-Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
-  std::vector<ObjectInfo> hints;
-  ASSIGN_OR_RETURN(Steps steps, GroupBySteps(backend, "", &hints));
-  const int64_t cutoff = NowUnixMs() - static_cast<int64_t>(min_age_ms);
-  std::unordered_set<std::string> marked;
-  std::set<std::pair<std::string, uint64_t>> committed;  // at the mark
-  // Steps whose objects a live writer of an incremental save (or a drain of
-  // one) is about to name: kept whole, like a step with a live writer.
-  std::map<std::string, std::pair<bool, std::set<uint64_t>>> live_refs;  // name -> (all, steps)
-  auto referenced_live = [&](const std::string& name, uint64_t step, bool fresh) {
-    auto it = live_refs.find(name);
-    if (it == live_refs.end() || fresh) {
-      bool all = false;
-      auto found = StepsReferencedByLiveWriters(backend, name, &all);
-      std::pair<bool, std::set<uint64_t>> v{all || !found.ok(), found.ok() ? *found : std::set<uint64_t>()};
-      it = live_refs.insert_or_assign(name, std::move(v)).first;
-    }
-    return it->second.first || it->second.second.count(step) > 0;
-  };
-  for (const auto& [key, s] : steps) {
-    auto mark_step = [&, objs = &s.objects] {
-      for (const auto& o : *objs) marked.insert(o.name);
-    };
-    // A step with a running writer is left alone: its objects may be about
-    // to be committed. This is checked after the listing above, so any
-    // object listed there belongs to a writer that registered before it.
-    if (AnyLiveWriter(backend, key.first, key.second) || referenced_live(key.first, key.second, false)) {
-      mark_step();
-      continue;
-    }
-    // Re-read after the writer check: a writer that finished in between has
-    // published its commit record by now. (A claim without its seal is no
-    // commit: its objects go like any uncommitted step's.)
-    const bool has_commit = ReadCommitRecord(backend, key.first, key.second).status().code() !=
-                            StatusCode::kNotFound;
-    if (!has_commit && s.has_part) {
-      // One host's part of a checkpoint committed elsewhere: only rm and
-      // retention remove it, whole. (A crashed attempt's leftovers in the
-      // same step stay with it.)
-      mark_step();
-      continue;
-    }
-    if (!has_commit) continue;
-    committed.insert(key);
-    MarkCommitted(backend, key.first, key.second, s.objects, &marked);
-  }
-  GcReport report;
-  for (const auto& [key, s] : steps) {
-    std::vector<const ObjectInfo*> unmarked;
-    for (const auto& o : s.objects) {
-      if (!marked.count(o.name) && o.mtime_unix_ms <= cutoff) unmarked.push_back(&o);
-    }
-    // A writer or drainer that registered in this step since the mark (a
-    // retry, a drain re-creating objects under the same names) owns what it
-    // writes now, and one that committed meanwhile made them live: leave the
-    // step to the next gc.
-    if (unmarked.empty()) continue;
-    if (AnyLiveWriter(backend, key.first, key.second)) continue;
-    if (referenced_live(key.first, key.second, true)) continue;
-    if (!committed.count(key) &&
-        ReadCommitRecord(backend, key.first, key.second).status().code() != StatusCode::kNotFound) {
-      continue;
-    }
-    if (!committed.count(key)) {
-      // An uncommitted step's objects may be shared with a step that
-      // committed since the mark (an incremental save that referenced them
-      // meanwhile): asked again, now, before anything of it goes.
-      auto need = FindStillNeeded(backend, key.first);
-      if (!need.ok() || need->all || need->steps.count(key.second)) continue;
-      unmarked.erase(std::remove_if(unmarked.begin(), unmarked.end(),
-                                    [&](const ObjectInfo* o) { return need->objects.count(o->name) > 0; }),
-                     unmarked.end());
-    }
-    // An unsealed claim among them (a writer that died left it) is fenced
-    // first: the next writer of the step may be sealing it right now.
-    std::string fence;
-    const std::string commit = CommitObject(key.first, key.second);
-    if (!committed.count(key) &&
-        std::any_of(unmarked.begin(), unmarked.end(), [&](const ObjectInfo* o) { return o->name == commit; })) {
-      auto fenced = FenceUnsealedClaim(backend, key.first, key.second);
-      if (fenced.status().IsNotFound()) {
-        // Gone already (another gc or rm): not removed by name, as a claim
-        // made since would go with it.
-        unmarked.erase(std::remove_if(unmarked.begin(), unmarked.end(),
-                                      [&](const ObjectInfo* o) { return o->name == commit; }),
-                       unmarked.end());
-      } else if (!fenced.ok()) {
-        continue;  // sealed meanwhile, or cannot tell: the next gc judges it again
-      } else {
-        fence = std::move(fenced).value();
-      }
-    }
-    // The claim before its fence (a fence without its claim is garbage; a
-    // claim without its fence could be sealed again).
-    std::stable_partition(unmarked.begin(), unmarked.end(), [&](const ObjectInfo* o) { return o->name == commit; });
-    for (const ObjectInfo* op : unmarked) {
-      const ObjectInfo& o = *op;
-      Status st = backend.Remove(o.name);
-      if (!st.ok() && !st.IsNotFound()) return st;
-      if (st.ok()) {
-        ++report.objects_removed;
-        report.bytes_removed += o.size;
-      }
-    }
-    if (!fence.empty()) (void)backend.Remove(fence);
-  }
-  RemoveStaleHints(backend, hints, cutoff, &report);
-  // Last, so that what the removals above left empty goes too. No age
-  // applies to directories: the removals above just touched their mtimes,
-  // and a writer whose fresh directory goes makes it again. Temporaries of
-  // publishes go by min_age like any object: as `gc --help` says, a save
-  // running during a gc with --min-age 0 may fail (never commit torn).
-  // Tidying only: a failure here (an unreadable directory) does not undo
-  // the report of what was removed, and the next gc tries again.
-  (void)backend.ReclaimLeftovers(CheckpointsPrefix(), min_age_ms);
-  return report;
 }
 
 }  // namespace sluice

@@ -65,6 +65,27 @@ Status PublishWriterRefs(Backend& backend, std::string_view name, uint64_t step,
       .WithContext("publish the steps this writer references");
 }
 
+void AddStepsReferencedByLiveWriter(Backend& backend, std::string_view name, uint64_t step,
+                                    std::string_view writer, std::set<uint64_t>* steps, bool* all) {
+  auto state = WriterStateOf(backend, name, step, writer);
+  if (!state.ok()) {
+    *all = true;  // cannot tell whether it is alive
+    return;
+  }
+  if (*state == WriterState::kGone) return;
+  auto body = backend.ReadSmall(WriterRefsObject(name, step, writer));
+  if (!body.ok()) {
+    if (!body.status().IsNotFound()) *all = true;  // NotFound: released since it was listed
+    return;
+  }
+  auto refs = ParseRefs(*body);
+  if (!refs) {
+    *all = true;
+    return;
+  }
+  steps->insert(refs->begin(), refs->end());
+}
+
 Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::string_view name,
                                                         bool* all) {
   *all = false;
@@ -75,25 +96,7 @@ Result<std::set<uint64_t>> StepsReferencedByLiveWriters(Backend& backend, std::s
     if (!parsed || parsed->rest.rfind("writers/", 0) != 0) continue;
     const std::string& rest = parsed->rest;
     if (rest.size() < 5 || rest.compare(rest.size() - 5, 5, ".refs") != 0) continue;
-    const std::string writer = WriterOfObject(rest);
-    auto state = WriterStateOf(backend, parsed->name, parsed->step, writer);
-    if (!state.ok()) {
-      *all = true;  // cannot tell whether it is alive
-      continue;
-    }
-    if (*state == WriterState::kGone) continue;
-    auto body = backend.ReadSmall(o.name);
-    if (!body.ok()) {
-      if (body.status().IsNotFound()) continue;  // released since the listing
-      *all = true;
-      continue;
-    }
-    auto refs = ParseRefs(*body);
-    if (!refs) {
-      *all = true;
-      continue;
-    }
-    steps.insert(refs->begin(), refs->end());
+    AddStepsReferencedByLiveWriter(backend, parsed->name, parsed->step, WriterOfObject(rest), &steps, all);
   }
   return steps;
 }

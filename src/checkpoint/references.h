@@ -70,6 +70,12 @@ class BaseIndex {
 Status PublishWriterRefs(Backend& backend, std::string_view name, uint64_t step,
                          std::string_view writer, const std::set<uint64_t>& steps);
 
+// Adds the steps that `writer`'s refs record in (name, step) lists, if the
+// writer is alive; sets `*all` when that cannot be told (its lock or record
+// unreadable or garbled). A writer gone, or a record gone, adds nothing.
+void AddStepsReferencedByLiveWriter(Backend& backend, std::string_view name, uint64_t step,
+                                    std::string_view writer, std::set<uint64_t>* steps, bool* all);
+
 // The steps of `name` that live writers (of any step) reference. `*all` is
 // set when a live writer's record cannot be read or parsed: then nothing of
 // the name may be assumed unreferenced.

@@ -3,6 +3,7 @@
 
 #include "format/layout.h"
 #include "checkpoint/catalog.h"
+#include "checkpoint/garbage_collector.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "format/limits.h"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint/catalog.h"
+#include "checkpoint/garbage_collector.h"
 #include "checkpoint/parts.h"
 #include "format/layout.h"
 #include "sluice/pipeline.h"
