@@ -136,6 +136,9 @@ struct CheckpointInfo {
   uint64_t referenced_bytes = 0;
   int64_t created_unix_ms = 0;
   std::string problem;        // for incomplete and damaged ones: why ("no commit record", ...)
+  // Incomplete, and a writer (a save, or a drain into this store) of the
+  // step is, or may be, still running.
+  bool writing = false;
   // A commit record exists but the checkpoint does not verify: the record
   // or a manifest does not decode, or a data object is missing or short.
   // Listed (complete false) whether or not incomplete ones are asked for: a

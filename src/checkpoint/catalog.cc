@@ -121,9 +121,9 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
       // later steps that share chunks with it (or gc's to take), not a save.
       continue;
     } else {
-      info.problem = AnyListedWriterAlive(backend, key, s)
-                         ? "save in progress (no commit record yet)"
-                         : "no commit record (save incomplete or interrupted)";
+      info.writing = AnyListedWriterAlive(backend, key, s);
+      info.problem = info.writing ? "save in progress (no commit record yet)"
+                                  : "no commit record (save incomplete or interrupted)";
     }
     if (!valid) {
       if (!include_incomplete && !info.damaged) continue;

@@ -32,8 +32,9 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
                                   const std::string& name, bool* unreachable,
                                   const std::vector<std::set<uint64_t>>& draining) {
   std::vector<std::set<uint64_t>> committed(stores.size());
+  std::vector<std::set<uint64_t>> writing(stores.size());
   for (size_t k = 0; k < stores.size(); ++k) {
-    auto listed = stores[k]->List(name, false);
+    auto listed = stores[k]->List(name, true);
     if (!listed.ok()) {
       if (unreachable != nullptr) *unreachable = true;
       continue;
@@ -41,6 +42,7 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
     // A host's part counts as its tier's copy: retention prunes it.
     for (const auto& i : *listed) {
       if (i.complete || (!i.part_ranks.empty() && !i.damaged)) committed[k].insert(i.step);
+      if (i.writing) writing[k].insert(i.step);
     }
   }
   auto plans = PlanTiers(committed, tiers, draining);
@@ -51,7 +53,7 @@ std::vector<TierPlan> PlanTiersOf(const std::vector<Store*>& stores, const std::
   bool more = false;
   for (size_t k = 1; k < stores.size(); ++k) {
     for (uint64_t s : plans[k].superseded) {
-      if (AnyLiveWriter(stores[k]->backend(), name, s)) more = held[k].insert(s).second || more;
+      if (writing[k].count(s)) more = held[k].insert(s).second || more;
     }
   }
   return more ? PlanTiers(committed, tiers, held) : plans;
@@ -65,14 +67,20 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
   std::vector<Status> tier_error(n);
   std::vector<std::map<std::pair<std::string, uint64_t>, ScrubEntry>> scrubbed(n);
   std::set<std::pair<std::string, uint64_t>> all;
+  // Steps a writer is in (a drain into that tier), from the same walk.
+  std::vector<std::set<std::pair<std::string, uint64_t>>> writing(n);
   for (size_t k = 0; k < n; ++k) {
-    auto listed = stores[k]->List(name, false);
+    auto listed = stores[k]->List(name, true);
     if (!listed.ok()) {
       tier_error[k] = listed.status();
       continue;
     }
     for (auto& e : ReadScrubStatus(stores[k]->backend()).entries) scrubbed[k][{e.name, e.step}] = std::move(e);
     for (auto& info : *listed) {
+      if (!info.complete && !info.damaged && info.part_ranks.empty()) {
+        if (info.writing) writing[k].insert({info.name, info.step});
+        continue;  // incomplete: not a copy
+      }
       all.insert({info.name, info.step});
       per_tier[k][{info.name, info.step}] = std::move(info);
     }
@@ -131,7 +139,7 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
       } else if (!plans[key.first][k].keep.count(key.second)) {
         c.state = "absent";
         c.reason = "beyond keep-last " + std::to_string(tiers[k].keep_last);
-      } else if (AnyLiveWriter(stores[k]->backend(), key.first, key.second)) {
+      } else if (writing[k].count(key)) {
         c.state = "draining";
       } else if (plans[key.first][k].superseded.count(key.second)) {
         c.state = "superseded";
