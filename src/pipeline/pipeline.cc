@@ -312,7 +312,10 @@ class PipelineImpl final : public Pipeline {
     }
     ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_, opts_.lock_staging,
                                                   StagingHugePages(opts_)));
-    if (opts_.on_staging_allocated) opts_.on_staging_allocated(arena_->base(), arena_->bytes());
+    if (opts_.on_staging_allocated) {
+      arena_->WaitAllTouched();  // told once faulted in (a driver pins it)
+      opts_.on_staging_allocated(arena_->base(), arena_->bytes());
+    }
     return Status::OK();
   }
   const PipelineOptions& options() const { return opts_; }

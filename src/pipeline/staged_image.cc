@@ -235,6 +235,8 @@ bool StagedImage::FitsInFreeArena() {
 }
 
 Status StagedImage::StartAsyncCopies() {
+  // Device copies land in many slabs at once, past WaitWritable.
+  arena_.WaitAllTouched();
   const uint64_t S = arena_.slab_bytes();
   for (const CopyUnit& u : units_) {
     const StagedItem& item = items_[u.item];

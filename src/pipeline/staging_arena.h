@@ -2,6 +2,12 @@
 // and faulted once (optionally hugepage-backed and mlocked) and reused by
 // every checkpoint, so no save pays first-touch page faults.
 //
+// The arena's pages are faulted in by a thread of its own, slab by slab in
+// ring order, while the first save already fills and writes the slabs
+// touched so far: a save's setup does not wait for the whole arena (0.1 s
+// per 256 MiB in 4 KiB pages). A slab is filled only once touched (the
+// toucher writes zeros).
+//
 // The arena is a ring of equal slabs (one backend write each). Every slab a
 // checkpoint image uses gets a global sequence number; sequence s lives in
 // slot s % slab_count() and may be filled once sequence s - slab_count() has
@@ -17,7 +23,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "sluice/status.h"
 
@@ -49,18 +58,21 @@ class StagingArena {
   uint64_t Reserve(uint64_t count);
   // Blocks until sequence `seq` may be filled, or `abandon()` turns true
   // (checked whenever a slot is released or Kick() is called): false then.
+  // Also waits until the slab is touched (see above).
   template <typename F>
   bool WaitWritable(uint64_t seq, F abandon) {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      if (seq < slab_count_ || released_[seq % slab_count_] + static_cast<int64_t>(slab_count_) >=
-                                   static_cast<int64_t>(seq)) {
-        return true;
-      }
+      const bool free = seq < slab_count_ || released_[seq % slab_count_] + static_cast<int64_t>(slab_count_) >=
+                                                 static_cast<int64_t>(seq);
+      if (free && (seq >= slab_count_ || seq < touched_slabs_)) return true;
       if (abandon()) return false;
       released_cv_.wait(lock);
     }
   }
+  // Blocks until every slab is touched: for writers that bypass
+  // WaitWritable (a device's DMA into several slabs at once).
+  void WaitAllTouched();
   // Whether sequence `seq` may be filled now, without waiting.
   bool Writable(uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -98,6 +110,12 @@ class StagingArena {
   bool resident_ = true;
   std::chrono::steady_clock::time_point last_reserve_ = std::chrono::steady_clock::now();
   std::vector<int64_t> released_;  // per slot: last sequence released there, -1 if none
+  uint64_t touched_slabs_ = 0;     // slabs 0 .. touched_slabs_-1 are faulted in
+  std::thread toucher_;
+  pid_t toucher_pid_ = 0;          // a forked child has no toucher to join
+  bool stop_touching_ = false;
+  bool toucher_done_ = false;
+  void TouchSlabs();
 };
 
 }  // namespace sluice

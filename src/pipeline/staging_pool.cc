@@ -44,7 +44,10 @@ Result<std::shared_ptr<StagingArena>> StagingPoolImpl::Acquire(uint64_t slab_byt
                    StagingArena::Create(opts_.bytes, slab_bytes, opts_.lock,
                                         StagingHugePages(opts_.huge_pages, opts_.bytes)));
   arena_ = std::move(made);
-  if (opts_.on_allocated) opts_.on_allocated(arena_->base(), arena_->bytes());
+  if (opts_.on_allocated) {
+    arena_->WaitAllTouched();  // told once faulted in (a driver pins it)
+    opts_.on_allocated(arena_->base(), arena_->bytes());
+  }
   return arena_;
 }
 
