@@ -15,7 +15,7 @@ median of REPS:
   restore         `restore --step latest` into a fresh directory
   ls              `ls` of the whole store
   ls_step         `ls --name N --step S` of the newest step
-  rm              `rm` of one step (a step saved for it, the newest)
+  rm              `rm` of one step from the middle of the history
   backlog         `ls --backlog` (with --tier1: the steps due on it)
   gc_first        the first gc after the steps saved since the last one
   gc_second       a second gc at once (nothing new to collect)
@@ -93,10 +93,13 @@ class Run:
             out["ls"].append(run(["ls", "--store", store])[0])
             out["ls_step"].append(run(["ls", "--store", store, "--name", NAME, "--step", str(self.step)], check=False)[0])
             out["backlog"].append(run(["ls", *self.tiers, "--name", NAME, "--backlog"])[0])
-            self.save()  # the step rm takes, so the count held stays
-            out["rm"].append(run(["rm", "--store", store, "--name", NAME, "--step", str(self.step)])[0])
+            # rm of a step from the middle of the history (what retention and
+            # users remove: not the newest, whose removal also drops the
+            # latest-step hint), then a save so the count held stays.
+            victim = self.held_steps.pop(len(self.held_steps) // 2)
+            out["rm"].append(run(["rm", "--store", store, "--name", NAME, "--step", str(victim)])[0])
             self.held -= 1
-            self.held_steps.remove(self.step)
+            self.save()
         # gc: the first after every step saved since the last gc, then one more.
         out["gc_first"].append(run(["gc", "--store", store, "--min-age", "0"])[0])
         out["gc_second"].append(run(["gc", "--store", store, "--min-age", "0"])[0])

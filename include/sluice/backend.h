@@ -64,6 +64,22 @@ class LentReadBuffers {
   virtual void Allow(ReadableObject& object) const = 0;
 };
 
+// For a backend that lists one level of its names cheaply, without walking
+// what lies below them (a file store's directory entries; S3's listing with
+// a delimiter): the catalog finds a name's steps through it in one short
+// listing, where a backend without it (RADOS, whose only listing walks the
+// whole pool) is walked.
+class ChildListing {
+ public:
+  virtual ~ChildListing() = default;
+  // The distinct next components of the names under `prefix` (which ends
+  // in '/'): for "ckpt/llama/", "00000000000000000100" when
+  // "ckpt/llama/00000000000000000100/COMMIT" exists. Each once, any order;
+  // empty when nothing is there. The backend's own temporaries may be
+  // among them (callers parse what they look for).
+  virtual Result<std::vector<std::string>> ListChildren(const std::string& prefix) const = 0;
+};
+
 // For a backend whose names choose where bytes go (RADOS: a name's
 // placement group; a multi-directory file store: the directory a name's
 // suffix says): the write queue (src/engine/write_queue.h) places each data
@@ -145,6 +161,7 @@ struct BackendCaps {
   const TransportChecksum* transport_checksum = nullptr;
   const LentReadBuffers* lent_read_buffers = nullptr;
   Placement* placement = nullptr;
+  const ChildListing* child_listing = nullptr;
   // How many objects a writer keeps writes in flight to at once (its
   // queue depth is spread over them). A file store's open object holds a
   // descriptor and an I/O ring, so a few; a RADOS object costs nothing open,

@@ -597,6 +597,29 @@ TEST_P(BackendConformance, ListFindsObjectsUnderAPrefixWithSizes) {
   EXPECT_TRUE(backend_->List("absent/")->empty());
 }
 
+// A backend that lists one level of names (ChildListing) names each child
+// of a prefix once, objects and deeper prefixes alike, and nothing outside.
+TEST_P(BackendConformance, ChildListingNamesEachChildOnce) {
+  const ChildListing* children = backend_->caps().child_listing;
+  if (children == nullptr) GTEST_SKIP() << "no ChildListing on this backend (it is walked instead)";
+  WriteObject("c/00000000000000000001/COMMIT", "1");
+  WriteObject("c/00000000000000000001/data/x", "22");
+  ASSERT_TRUE(backend_->PublishIfAbsent("c/00000000000000000002/data/y", "3").ok());
+  WriteObject("c/top", "4");
+  WriteObject("cc/00000000000000000009/z", "5");
+  auto got = children->ListChildren("c/");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::multiset<std::string> names(got->begin(), got->end());
+  EXPECT_EQ(names, (std::multiset<std::string>{"00000000000000000001", "00000000000000000002", "top"}));
+  auto deeper = children->ListChildren("c/00000000000000000001/");
+  ASSERT_TRUE(deeper.ok());
+  EXPECT_EQ(std::multiset<std::string>(deeper->begin(), deeper->end()),
+            (std::multiset<std::string>{"COMMIT", "data"}));
+  auto none = children->ListChildren("absent/");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 // Enough objects to spread over every placement group of a RADOS pool
 // (whose listing runs slice by slice in parallel): each is listed once.
 TEST_P(BackendConformance, ListReturnsEveryObjectExactlyOnce) {

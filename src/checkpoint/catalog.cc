@@ -141,13 +141,32 @@ Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::strin
   return out;
 }
 
-Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name) {
+namespace {
+
+// The steps of `name` that may be committed, newest first: from the name's
+// children where the backend lists them cheaply (a step found to have no
+// commit record costs one failed read), else from a walk (those whose
+// `COMMIT` it listed).
+Result<std::vector<uint64_t>> CandidateSteps(Backend& backend, std::string_view name) {
+  ASSIGN_OR_RETURN(auto by_name, StepsOfName(backend, name));
+  if (by_name) return std::move(*by_name);
   ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
+  std::vector<uint64_t> out;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    if (!it->second.has_commit || it->first.first != name) continue;
-    auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
-    if (!damage) continue;  // a claim not sealed
-    return NewestStep{it->first.second, *damage};
+    if (it->second.has_commit && it->first.first == name) out.push_back(it->first.second);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<NewestStep> NewestCommittedStep(Backend& backend, std::string_view name) {
+  ASSIGN_OR_RETURN(std::vector<uint64_t> steps, CandidateSteps(backend, name));
+  const std::string n(name);
+  for (uint64_t step : steps) {
+    auto damage = DamageOf(backend, n, step, nullptr);
+    if (!damage) continue;  // no commit record, or a claim not sealed
+    return NewestStep{step, *damage};
   }
   return Status::NotFound("no committed checkpoint named '" + std::string(name) + "'");
 }
@@ -162,11 +181,11 @@ Result<uint64_t> LatestStep(Backend& backend, std::string_view name) {
 }
 
 Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name) {
-  ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    if (!it->second.has_commit || it->first.first != name) continue;
-    auto damage = DamageOf(backend, it->first.first, it->first.second, nullptr);
-    if (damage && damage->empty()) return it->first.second;
+  ASSIGN_OR_RETURN(std::vector<uint64_t> steps, CandidateSteps(backend, name));
+  const std::string n(name);
+  for (uint64_t step : steps) {
+    auto damage = DamageOf(backend, n, step, nullptr);
+    if (damage && damage->empty()) return step;
   }
   return Status::NotFound("no intact committed checkpoint named '" + std::string(name) + "'");
 }

@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/latest_hint.h"
+#include "checkpoint/store_walk.h"
 #include "checkpoint/writer_registry.h"
 #include "format/layout.h"
 
@@ -186,13 +187,20 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
     if (base) break;
   }
   if (!base) {
-    ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+    // The steps under the name where the backend lists them cheaply, else
+    // those whose `COMMIT` a walk finds.
+    ASSIGN_OR_RETURN(auto by_name, StepsOfName(backend, name));
     std::set<uint64_t> committed;
-    for (const auto& o : listed) {
-      auto parsed = ParseObjectName(o.name);
-      if (!parsed || parsed->rest != "COMMIT" || parsed->name != name || parsed->step == step) continue;
-      committed.insert(parsed->step);
+    if (by_name) {
+      committed.insert(by_name->begin(), by_name->end());
+    } else {
+      ASSIGN_OR_RETURN(auto listed, backend.List(NamePrefix(name)));
+      for (const auto& o : listed) {
+        auto parsed = ParseObjectName(o.name);
+        if (parsed && parsed->rest == "COMMIT" && parsed->name == name) committed.insert(parsed->step);
+      }
     }
+    committed.erase(step);
     // The newest whose record is there (a claim not sealed is no commit).
     for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
       before = ReadCommitRecord(backend, name, *it);

@@ -47,6 +47,20 @@ Result<Steps> WalkSteps(Backend& backend, std::string_view name, std::vector<Obj
   return steps;
 }
 
+Result<std::optional<std::vector<uint64_t>>> StepsOfName(Backend& backend, std::string_view name) {
+  const ChildListing* children = backend.caps().child_listing;
+  if (children == nullptr) return std::optional<std::vector<uint64_t>>();
+  ASSIGN_OR_RETURN(auto names, children->ListChildren(NamePrefix(name)));
+  std::vector<uint64_t> steps;
+  for (const std::string& child : names) {
+    // A step's directory is named by exactly 20 digits (format/layout.h).
+    auto parsed = ParseObjectName(NamePrefix(name) + child + "/x");
+    if (parsed && parsed->name == name) steps.push_back(parsed->step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return std::optional<std::vector<uint64_t>>(std::move(steps));
+}
+
 bool AnyListedWriterAlive(Backend& backend, const StepKey& key, const StepObjects& step) {
   for (const std::string& writer : step.lock_writers) {
     auto state = WriterStateOf(backend, key.first, key.second, writer);

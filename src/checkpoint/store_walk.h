@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -43,6 +44,11 @@ using Steps = std::map<StepKey, StepObjects>;
 // by step. `hints`, where given, gets the latest-step hints listed
 // (LatestHintObject).
 Result<Steps> WalkSteps(Backend& backend, std::string_view name, std::vector<ObjectInfo>* hints = nullptr);
+
+// The steps `name` has anything under, newest first, from one short listing
+// of the name's children where the backend has one (ChildListing); nullopt
+// where it has none (then only a walk can tell).
+Result<std::optional<std::vector<uint64_t>>> StepsOfName(Backend& backend, std::string_view name);
 
 // Whether a listed object is a data object ("data/..." under its step).
 bool IsDataObject(const std::string& object);

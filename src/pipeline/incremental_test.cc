@@ -400,20 +400,23 @@ TEST_F(IncrementalTest, TheLatestHintFindsTheBaseWithoutAListing) {
   ASSERT_TRUE(base->has_value());
   EXPECT_EQ((*base)->step(), 2u);
   EXPECT_EQ(counted.lists, 0);
-  // A hint naming a step never committed: the listing finds step 2.
+  // A hint naming a step never committed: the name's steps, listed, give
+  // step 2. (A file store lists a name's children in one readdir
+  // (ChildListing), so no walk at all; a store without it walks once.)
+  const int walks = (*opened)->caps().child_listing != nullptr ? 0 : 1;
   ASSERT_TRUE((*opened)->Remove(LatestHintObject("m")).ok());
   ASSERT_TRUE((*opened)->PublishIfAbsent(LatestHintObject("m"), "7").ok());
   base = ReferenceBase(counted, "m", 4, 0, "0123456789abcdee");
   ASSERT_TRUE(base.ok() && base->has_value()) << base.status().ToString();
   EXPECT_EQ((*base)->step(), 2u);
-  EXPECT_EQ(counted.lists, 1);
+  EXPECT_EQ(counted.lists, walks);
   // Garbage: the same.
   ASSERT_TRUE((*opened)->Remove(LatestHintObject("m")).ok());
   ASSERT_TRUE((*opened)->PublishIfAbsent(LatestHintObject("m"), "2x").ok());
   base = ReferenceBase(counted, "m", 5, 0, "0123456789abcded");
   ASSERT_TRUE(base.ok() && base->has_value());
   EXPECT_EQ((*base)->step(), 2u);
-  EXPECT_EQ(counted.lists, 2);
+  EXPECT_EQ(counted.lists, 2 * walks);
   // gc takes a hint that names no committed step...
   auto store = Store::Open(Tier(0), StoreOptions{});
   ASSERT_TRUE(store.ok());

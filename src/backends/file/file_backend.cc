@@ -118,9 +118,38 @@ class FileBackend final : public FileDirectory {
     caps_.atomic_publish_if_absent = true;
     caps_.io_path = engine_name + (direct ? ", O_DIRECT" : ", buffered") + ", qd " +
                     std::to_string(opts.queue_depth);
+    caps_.child_listing = &children_;
   }
 
   const BackendCaps& caps() const override { return caps_; }
+
+  // ChildListing: one readdir of the prefix's directory.
+  class Children final : public ChildListing {
+   public:
+    explicit Children(const FileBackend& b) : b_(b) {}
+    Result<std::vector<std::string>> ListChildren(const std::string& prefix) const override {
+      if (!prefix.empty() && prefix.back() != '/') {
+        return Status::InvalidArgument("list prefix '" + prefix + "' must end in '/'");
+      }
+      std::vector<std::string> out;
+      const std::string dir = prefix.empty() ? b_.root_ : b_.root_ + "/" + prefix;
+      DIR* d = ::opendir(dir.c_str());
+      if (d == nullptr) {
+        if (errno == ENOENT || errno == ENOTDIR) return out;
+        return Status::FromErrno(errno, "list " + dir);
+      }
+      while (dirent* e = ::readdir(d)) {
+        std::string_view n = e->d_name;
+        if (n == "." || n == ".." || IsTemporary(n)) continue;
+        out.emplace_back(n);
+      }
+      ::closedir(d);
+      return out;
+    }
+
+   private:
+    const FileBackend& b_;
+  };
   const std::string& uri() const override { return uri_; }
 
   const std::string& root() const override { return root_; }
@@ -479,6 +508,7 @@ class FileBackend final : public FileDirectory {
   FileOptions opts_;
   bool direct_;
   BackendCaps caps_;
+  Children children_{*this};
 };
 
 // Asks the filesystem whether it takes O_DIRECT. Through an unnamed

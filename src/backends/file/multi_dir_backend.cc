@@ -1,6 +1,7 @@
 #include "backends/file/multi_dir_backend.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,7 @@ class MultiDirBackend final : public Backend {
     caps_.objects_in_flight = std::max<size_t>(3, 2 * dirs_.size());
     caps_.io_path = dirs_[0]->caps().io_path + ", " + std::to_string(dirs_.size()) + " directories";
     caps_.placement = placement_.get();  // spreads objects, hedge=on or off
+    caps_.child_listing = &children_;
     if (options_.hedge) {
       char extra[32];
       std::snprintf(extra, sizeof extra, "%.0f%%", options_.hedge_extra * 100);
@@ -104,6 +106,25 @@ class MultiDirBackend final : public Backend {
   }
 
   const BackendCaps& caps() const override { return caps_; }
+
+  // ChildListing: every directory's, merged.
+  class Children final : public ChildListing {
+   public:
+    explicit Children(const MultiDirBackend& b) : b_(b) {}
+    Result<std::vector<std::string>> ListChildren(const std::string& prefix) const override {
+      std::set<std::string> merged;
+      for (const auto& d : b_.dirs_) {
+        const ChildListing* c = d->caps().child_listing;
+        if (c == nullptr) return Status::NotSupported("list children in " + b_.uri_);
+        ASSIGN_OR_RETURN(auto names, c->ListChildren(prefix));
+        merged.insert(names.begin(), names.end());
+      }
+      return std::vector<std::string>(merged.begin(), merged.end());
+    }
+
+   private:
+    const MultiDirBackend& b_;
+  };
   const std::string& uri() const override { return uri_; }
 
   Result<std::unique_ptr<WritableObject>> Create(const std::string& name, const CreateOptions& options) override {
@@ -169,6 +190,7 @@ class MultiDirBackend final : public Backend {
   MultiDirOptions options_;
   std::shared_ptr<MultiDirPlacement> placement_;  // shared with the objects being written
   BackendCaps caps_;
+  Children children_{*this};
 };
 
 }  // namespace

@@ -34,6 +34,7 @@ class S3Backend final : public Backend {
     caps_.atomic_publish_if_absent = true;  // by the probe, or by the user's conditional=unsafe
     caps_.objects_in_flight = 4;
     caps_.writes_complete_in_bunches = true;  // a write completes with its part
+    caps_.child_listing = &children_;
     caps_.io_path = "S3 at " + c.endpoint + " (libcurl, SigV4, " + (c.path_style ? "path" : "virtual") +
                     " addressing), parts " + std::to_string(c.part_bytes >> 20) + " MiB, qd " +
                     std::to_string(c.queue_depth) +
@@ -42,6 +43,43 @@ class S3Backend final : public Backend {
   }
 
   const BackendCaps& caps() const override { return caps_; }
+
+  // ChildListing: a listing with delimiter '/', which names each child once.
+  class Children final : public ChildListing {
+   public:
+    explicit Children(const S3Backend& b) : b_(b) {}
+    Result<std::vector<std::string>> ListChildren(const std::string& prefix) const override {
+      if (!prefix.empty() && prefix.back() != '/') {
+        return Status::InvalidArgument("list prefix '" + prefix + "' must end in '/'");
+      }
+      const std::string full = b_.KeyPrefix() + prefix;
+      std::vector<std::string> out;
+      std::string token;
+      do {
+        std::vector<std::pair<std::string, std::string>> q = {
+            {"list-type", "2"}, {"prefix", full}, {"delimiter", "/"}};
+        if (!token.empty()) q.push_back({"continuation-token", token});
+        HttpResponse r = b_.http_->Call(b_.Request("GET", "", S3Query(q)));
+        RETURN_IF_ERROR(b_.http_->ToStatus(r, "list " + prefix));
+        ASSIGN_OR_RETURN(S3ListPage page, ParseListObjectsV2(r.body));
+        for (const std::string& p : page.common_prefixes) {
+          if (p.size() > full.size() + 1 && p.compare(0, full.size(), full) == 0) {
+            out.push_back(p.substr(full.size(), p.size() - full.size() - 1));
+          }
+        }
+        for (const auto& e : page.entries) {
+          if (e.key.size() > full.size() && e.key.compare(0, full.size(), full) == 0) {
+            out.push_back(e.key.substr(full.size()));
+          }
+        }
+        token = page.truncated ? page.next_token : "";
+      } while (!token.empty());
+      return out;
+    }
+
+   private:
+    const S3Backend& b_;
+  };
   const std::string& uri() const override { return uri_; }
 
   // Checks the bucket and the credentials with a listing of one key (which
@@ -297,6 +335,7 @@ class S3Backend final : public Backend {
   std::string uri_;
   std::shared_ptr<S3Http> http_;
   BackendCaps caps_;
+  Children children_{*this};
   std::mutex probe_mu_;
   bool probed_ = false;  // guarded by probe_mu_
   Status probe_status_;  // guarded by probe_mu_

@@ -98,6 +98,7 @@ Result<S3ListPage> ParseListObjectsV2(const std::string& xml) {
   }
   S3ListPage page;
   for (const XmlNode& c : doc.children) {
+    if (c.name == "CommonPrefixes") page.common_prefixes.push_back(c.Text("Prefix"));
     if (c.name != "Contents") continue;
     page.entries.push_back({c.Text("Key"), ToU64(c.Text("Size")), ParseIso8601Ms(c.Text("LastModified"))});
   }

@@ -44,6 +44,7 @@ struct S3ListPage {
     int64_t mtime_unix_ms = 0;
   };
   std::vector<Entry> entries;
+  std::vector<std::string> common_prefixes;  // with a delimiter: each CommonPrefixes' Prefix
   bool truncated = false;
   std::string next_token;  // NextContinuationToken
 };
