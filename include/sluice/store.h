@@ -275,6 +275,12 @@ class Store {
   // once), then everything else under it. NotFound if nothing is there.
   virtual Status Remove(const CheckpointId& id) = 0;
 
+  // Removes every step of `name`, committed or not (each as Remove does,
+  // in one pass over the name, not a listing per step); returns how many
+  // steps held anything. Steps a writer is in are left: Unavailable names
+  // them once the others are gone. NotFound if the name holds nothing.
+  virtual Result<uint64_t> RemoveAll(std::string_view name) = 0;
+
   // Removes every object that no valid commit record reaches: data and
   // manifests of aborted or crashed saves, leftovers of interrupted publishes.
   // Objects younger than `min_age_ms` are spared, so that saves in progress

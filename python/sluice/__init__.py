@@ -78,7 +78,14 @@ _options = {
 # Python-side options (not the pipeline's): when a save warns that a tier
 # falls behind (see _backlog.py).
 _warn_options = {"backlog_warn_steps": 2, "backlog_warn_bytes": 0}
+# (tiers, options) -> pipeline. A read opens one that creates nothing
+# (_read_pipelines) unless a save already opened the store; the first save
+# opens one that may create its tiers, which reads then use too.
 _pipelines = {}
+_read_pipelines = {}
+# (tiers, name) -> handles of this process's saves not yet seen committed on
+# the fastest tier, oldest first: a load of the name waits for them.
+_own_saves = {}
 _lock = threading.Lock()
 # (options it was made with, pool): the staging memory every pipeline of
 # this process shares. Options that change it make a new one; the old one
@@ -120,7 +127,12 @@ def configure(**options):
     them to tier 1, where rank 0 commits, and each tier 0 then holds its
     ranks' part, which loads of those ranks read first. Tier 1 then drains
     every step (a backlog_policy list must say "drain-every" for it), and
-    such saves are written in full."""
+    such saves are written in full.
+
+    Each option is checked here, with those set before, and a bad one raises
+    what the next save would (ValueError, TypeError, InvalidArgumentError),
+    changing nothing. Per-tier lists of different lengths are refused here;
+    their length is checked against the store's tiers at the save."""
     known = set(_options) | set(_warn_options)
     unknown = set(options) - known
     if unknown:
@@ -128,9 +140,34 @@ def configure(**options):
                         f"known: {sorted(known)}")
     with _lock:
         warn = {**_warn_options, **{k: v for k, v in options.items() if k in _warn_options}}
+        pipeline_options = {**_options, **{k: v for k, v in options.items() if k not in _warn_options}}
+        _check_options(pipeline_options)
         _backlog.set_thresholds(warn["backlog_warn_steps"], warn["backlog_warn_bytes"])  # checks them first
         _warn_options.update(warn)
-        _options.update({k: v for k, v in options.items() if k not in _warn_options})
+        _options.update(pipeline_options)
+
+
+def _check_options(opts):
+    """Raises what the next save would raise for pipeline options `opts`
+    (the same error, from the same checks: the binding's and the pipeline's
+    own), without opening or creating any store. The options are checked
+    for as many tiers as their per-tier lists name (a list's length must
+    match the store's tier count, which is known only at the save)."""
+    opts = dict(opts)
+    pool = _sluice.StagingPool(opts["staging_bytes"], huge_pages=opts["huge_pages"],
+                               idle_release_seconds=opts.pop("staging_idle_release_seconds"))
+    lists = [v for v in (opts["rate_bytes_per_sec"], opts["keep_last"], opts["backlog_policy"])
+             if isinstance(v, (list, tuple))]
+    count = max([len(v) for v in lists] + [2 if opts["tier0_per_host"] is True else 1])
+    # Under /dev/null no store can be: opening the first tier fails, after
+    # every option is checked and before anything is made.
+    probe = os.path.join(os.devnull, "sluice-configure-check")
+    try:
+        _sluice.Pipeline([f"{probe}/{k}" for k in range(count)], staging_at_open=False,
+                         staging_pool=pool, **opts)
+    except _sluice.StoreIOError as e:
+        if probe not in str(e):
+            raise
 
 
 def _tiers(store):
@@ -149,18 +186,36 @@ def pipeline(store, _reading=False):
     Opening it allocates and faults in the staging arena, so that even the
     first save's stall is a memory copy: call it before training starts. A
     pipeline first opened by a load (a job resuming) makes its arena at the
-    first save instead, so a load neither waits for nor holds it."""
+    first save instead, so a load neither waits for nor holds it, and it
+    creates nothing: a store that does not exist raises NotFoundError."""
     tiers = _tiers(store)
+    replaced = None
     with _lock:
         opts = dict(_options)
         key = (tiers, repr(sorted(opts.items())))
         p = _pipelines.get(key)
         if p is None or p.closed:
-            pool = _staging_pool(opts)
-            del opts["staging_idle_release_seconds"]
-            p = _sluice.Pipeline(list(tiers), staging_at_open=not _reading, staging_pool=pool, **opts)
-            _pipelines[key] = p
-        return p
+            if _reading:
+                p = _read_pipelines.get(key)
+                if p is None or p.closed:
+                    p = _read_pipelines[key] = _open_pipeline(tiers, opts, reading=True)
+                return p
+            p = _pipelines[key] = _open_pipeline(tiers, opts, reading=False)
+            replaced = _read_pipelines.pop(key, None)
+    if replaced is not None:
+        replaced.close()  # its readers keep it open while they read
+    return p
+
+
+def _open_pipeline(tiers, opts, reading):
+    """A new pipeline over `tiers` (under _lock). A reading one makes no
+    staging arena and creates no tier."""
+    pool = _staging_pool(opts)
+    opts = dict(opts)
+    del opts["staging_idle_release_seconds"]
+    if reading:
+        opts["create_if_missing"] = False
+    return _sluice.Pipeline(list(tiers), staging_at_open=not reading, staging_pool=pool, **opts)
 
 
 def _staging_pool(opts):
@@ -188,9 +243,11 @@ def close():
     saves are committed on the fastest tier (drains not finished are left for
     the next pipeline or `sluice drain`). Runs at exit too."""
     with _lock:
-        pipelines = list(_pipelines.values())
+        pipelines = list(_pipelines.values()) + list(_read_pipelines.values())
         _pipelines.clear()
+        _read_pipelines.clear()
         _pool[:] = [None, None]  # its memory goes with the last pipeline
+        _own_saves.clear()  # committed on the fastest tier once their pipelines close
     _lazy.finish_all()  # lazy copies end and are sealed before their pipelines close
     for p in pipelines:
         p.close()
@@ -225,29 +282,70 @@ def save(store, name, step, state_dict, async_=True, incremental=True, snapshot=
     before its copy fails the save at commit instead of mixing states.
     `optimizers` (default: those that have stepped since the first lazy save) are
     copied first, in step order. See doc/python.md#lazy-snapshots."""
-    return save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental,
-                     snapshot=snapshot, optimizers=optimizers)
+    handle = save_with(pipeline(store), name, step, state_dict, async_=async_, incremental=incremental,
+                       snapshot=snapshot, optimizers=optimizers)
+    _remember_save(_tiers(store), name, handle)
+    return handle
 
 
-def load(store, name, step="latest", into=None, weights_only=False):
+def _on_tier0(handle):
+    """True once the save committed on the fastest tier, or ended there."""
+    return handle.progress()[0]["state"] not in ("pending", "writing")
+
+
+def _remember_save(tiers, name, handle):
+    with _lock:
+        handles = [h for h in _own_saves.get((tiers, name), ()) if not _on_tier0(h)]
+        _own_saves[(tiers, name)] = handles + [handle]
+
+
+def _wait_for_own_saves(tiers, name):
+    """Waits until every save of `name` into `tiers` that this process made
+    is committed on the fastest tier or failed. A failure is not raised
+    here: it is the save's, which its handle's wait() raises; the load then
+    finds what did commit."""
+    with _lock:
+        handles = list(_own_saves.get((tiers, name), ()))
+    for h in handles:
+        try:
+            h.wait(tier=0)
+        except Exception:  # noqa: BLE001 - reported by the save's own handle
+            pass
+    with _lock:
+        left = [h for h in _own_saves.pop((tiers, name), ()) if h not in handles]
+        if left:
+            _own_saves[(tiers, name)] = left
+
+
+def load(store, name, step="latest", into=None, weights_only=False, strict=True):
     """Loads checkpoint name@step (step 'latest': the newest committed one)
     and returns its state dict. If the newest committed step is damaged on
     every tier (a commit record or manifest that does not verify, a missing
     data object), 'latest' raises CorruptionError naming it; 'latest-good'
     loads the newest intact step instead, with a warning.
 
+    A load sees this process's own saves: it first waits until every save
+    of `name` into this store that this process made through sluice.save()
+    is committed on the fastest tier (or failed: its handle raises why), so
+    a load right after save() returns that step without handle.wait().
+    A store that does not exist raises NotFoundError, and nothing is created.
+
     With `into` (a state dict of existing tensors, e.g. model.state_dict()),
     tensors found under the same keys are filled in place and returned as
-    they are; the others are allocated. A destination of another shape or
-    dtype raises ValueError naming the key before anything is read. A chunk
-    failing its checksum on every tier raises CorruptionError naming the
-    item and chunk. With weights_only=True, the state dict's structure may
-    hold only tensors, containers and plain values (torch dtypes, devices and
-    sizes too), as torch.load(weights_only=True) allows: anything else raises
+    they are; the others are allocated. A tensor of `into` under a key the
+    checkpoint lacks raises ValueError naming the keys before anything is
+    read, unless strict=False (then it is left as it is). A destination of
+    another shape or dtype raises ValueError naming the key before anything
+    is read. A chunk failing its checksum on every tier raises
+    CorruptionError naming the item and chunk. With weights_only=True, the
+    state dict's structure may hold only tensors, containers and plain
+    values (torch dtypes, devices and sizes too), as
+    torch.load(weights_only=True) allows: anything else raises
     pickle.UnpicklingError naming it instead of running code a checkpoint
     from an untrusted store might carry."""
+    _wait_for_own_saves(_tiers(store), name)
     return load_with(pipeline(store, _reading=True), name, step, into=into,
-                     weights_only=weights_only)
+                     weights_only=weights_only, strict=strict)
 
 
 def list_checkpoints(store, name=""):

@@ -107,15 +107,18 @@ class StorageReader(dcp.StorageReader):
                                  "'STORE/NAME@STEP'")
             p = pipeline(self.store, _reading=True)
             try:
-                self._reader = p.open(self.name, None if self.step in _LATEST else self.step)
+                with _state_dict.in_python_terms():
+                    self._reader = p.open(self.name, None if self.step in _LATEST else self.step)
             except _sluice.CorruptionError as e:
                 # A damaged newest step is never skipped unless asked for.
                 if self.step != "latest-good":
                     raise
-                good = p.latest_good_step(self.name)
+                with _state_dict.in_python_terms():
+                    good = p.latest_good_step(self.name)
                 warnings.warn(f"sluice.torch.StorageReader: {e}; reading {self.name}@{good}, the newest "
                               f"intact step", stacklevel=2)
-                self._reader = p.open(self.name, good)
+                with _state_dict.in_python_terms():
+                    self._reader = p.open(self.name, good)
             listed = list(self._reader.items())
             items = {key: (metadata, size) for key, metadata, size, _ in listed}
             self._item_rank = {key: rank for key, _, _, rank in listed}

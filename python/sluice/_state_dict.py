@@ -18,6 +18,7 @@ on a device sluice cannot read, two keys naming the same item) raises before
 the save begins, so nothing is written or committed then.
 """
 
+import contextlib
 import io
 import json
 import time
@@ -465,7 +466,35 @@ class _SkeletonUnpickler(pickle.Unpickler):
         return self.tensors[key]
 
 
-def load_with(pipeline, name, step="latest", into=None, weights_only=False):
+@contextlib.contextmanager
+def in_python_terms():
+    """Re-raises a sluice.Error from the block, class and traceback kept,
+    with the CLI flag its message may name (the engine's messages serve the
+    CLI too) replaced by the Python argument that does the same."""
+    try:
+        yield
+    except _sluice.Error as e:
+        if e.args and isinstance(e.args[0], str):
+            e.args = (e.args[0].replace("--step latest-good", 'step="latest-good"'),) + e.args[1:]
+        raise
+
+
+_MAX_NAMED = 10  # keys an error names before it counts the rest
+
+
+def _refuse_unmatched(existing, items, label):
+    """ValueError naming the tensors of `into` (`existing`) that no item of
+    `label` fills; one held under a filled key too (tied) is filled there."""
+    filled = {id(t) for key, (t, _) in existing.items() if key in items}
+    unmatched = [f"'{w}'" for key, (t, w) in existing.items() if key not in items and id(t) not in filled]
+    if unmatched:
+        more = f" and {len(unmatched) - _MAX_NAMED} more" if len(unmatched) > _MAX_NAMED else ""
+        raise ValueError(f"sluice.load: {label} has no tensor for {len(unmatched)} key(s) of `into`: "
+                         f"{', '.join(unmatched[:_MAX_NAMED])}{more}; nothing was loaded (strict=False "
+                         "loads the rest and leaves these)")
+
+
+def load_with(pipeline, name, step="latest", into=None, weights_only=False, strict=True):
     latest_good = step == "latest-good"
     if step in ("latest", "latest-good"):
         step = None
@@ -473,15 +502,17 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
         raise ValueError("sluice.load: step must be 'latest', 'latest-good' or a non-negative int, "
                          f"not {step!r}")
     try:
-        reader = pipeline.open(name, step)
+        with in_python_terms():
+            reader = pipeline.open(name, step)
     except _sluice.CorruptionError as e:
         # A damaged newest step is never skipped unless asked for, and then
         # said so.
         if not latest_good:
             raise
-        good = pipeline.latest_good_step(name)
+        with in_python_terms():
+            good = pipeline.latest_good_step(name)
+            reader = pipeline.open(name, good)
         warnings.warn(f"sluice.load: {e}; loading {name}@{good}, the newest intact step", stacklevel=3)
-        reader = pipeline.open(name, good)
     label = f"{reader.info['name']}@{reader.info['step']}"
     items = {key: (metadata, size) for key, metadata, size, _ in reader.items()}
     if STRUCTURE_KEY not in items:
@@ -496,6 +527,8 @@ def load_with(pipeline, name, step="latest", into=None, weights_only=False):
             raise _sluice.InvalidArgumentError(f"{label}: unknown state-dict format {format_meta!r}")
 
     existing = _tensors_by_key(into) if into is not None else {}
+    if strict:
+        _refuse_unmatched(existing, items, label)
     # Check every destination before reading a byte, so a mismatch leaves
     # all of them untouched.
     plans = []  # (key, meta, tensor to hand out, tensor the bytes land in)

@@ -58,7 +58,9 @@ class SluiceCheckpointIO(CheckpointIO):
         with self._lock:
             step = self._next_step.get(key)
         if step is None:
-            steps = [c["step"] for c in sluice.list_checkpoints(store, name)]
+            # The saving pipeline: the save creates the store if need be
+            # (a listing alone creates nothing, and finds no store to list).
+            steps = [c["step"] for c in sluice.pipeline(store).list(name)]
             step = max(steps) + 1 if steps else 0
         handle = sluice.save(store, name, step, checkpoint, async_=self.async_save)
         with self._lock:

@@ -1,10 +1,9 @@
 """sluice as the storage of torch-checkpointing (PyPI torch-checkpointing,
 Meta's `torch_checkpointing`).
 
-    from torch_checkpointing import CheckpointManager
     import sluice.torch_checkpointing as stc
-    manager = CheckpointManager(stc.manager_config("/data/ckpt"))   # or tiers, below
-    manager.save("/data/ckpt/step_1000", {"model": model.state_dict(), "step": 1000})
+    manager = stc.SluiceCheckpointManager(stc.manager_config("/data/ckpt"))  # or tiers, below
+    manager.save("/data/ckpt/step_1000", {"model": model.state_dict(), "step": 1000}).result()
     manager.load("/data/ckpt/step_1000", into={"model": model.state_dict()})
 
 Checkpoint directories are sluice checkpoints, not directories: the
@@ -28,6 +27,9 @@ directory "exists" exactly when its commit record does, so a save killed
 at any moment leaves nothing either library loads as complete, and two
 saves of one directory cannot both commit (the second's rename raises
 FileExistsError, as the library's own local storage does).
+SluiceCheckpointManager, the library's CheckpointManager with this
+storage, refuses a committed directory in save() itself, before anything
+is staged or written, and finishes a save in flight at exit.
 
 Ranks: the default process group's rank and size where it is initialized
 (torch-checkpointing's async saves write from a spawned process, where it
@@ -35,11 +37,13 @@ is not), else $RANK and $WORLD_SIZE (torchrun sets them), else rank 0 of 1;
 or SluiceStorageConfig(rank=, world=).
 """
 
+import concurrent.futures
 import dataclasses
 import functools
 import io
 import os
 import threading
+import warnings
 from pathlib import Path
 
 from torch_checkpointing import CheckpointManager
@@ -48,7 +52,8 @@ from torch_checkpointing.storage.base_storage import ReadArgs, Storage, StorageC
 from . import _sluice, _state_dict, pipeline
 from ._dcp_common import _attempt_from_environment, directory_id
 
-__all__ = ["SluiceStorageConfig", "SluiceStorage", "manager_config", "finish_part"]
+__all__ = ["SluiceStorageConfig", "SluiceStorage", "SluiceCheckpointManager", "manager_config",
+           "finish_part"]
 
 _TMP_PREFIX = "tmp_"  # torch-checkpointing's CheckpointWriterConfig.temp_dir_prefix default
 
@@ -98,6 +103,82 @@ def finish_part(args):
 def _then_finish(callback, args):
     callback(args)
     finish_part(args)
+
+
+class SluiceCheckpointManager(CheckpointManager):
+    """torch-checkpointing's CheckpointManager over sluice's storage (its
+    config made by manager_config()). Beyond the library's manager:
+
+    - save() of a checkpoint directory that is already committed raises
+      FileExistsError at once, before anything is staged or written (the
+      library's manager finds out only in its checkpoint process, and an
+      async save's future raises it);
+    - load() of a directory waits for this manager's save of it still in
+      flight (then raises FileNotFoundError if that save failed);
+    - one not closed is closed as the interpreter exits, finishing its save
+      in flight, before the interpreter joins the thread that started the
+      library's checkpoint process (the process dies with that thread, and
+      the save with it). It is kept until then."""
+
+    def __init__(self, config):
+        if not isinstance(getattr(config, "storage_config", None), SluiceStorageConfig):
+            raise TypeError("sluice.torch_checkpointing.SluiceCheckpointManager: its config has no "
+                            "SluiceStorageConfig; make it with sluice.torch_checkpointing.manager_config()")
+        super().__init__(config)
+        self._sluice_storage = config.storage_config.create_storage()
+        self._in_flight = None  # ((name, step), Future) of the newest async save
+        _close_at_exit(self)
+
+    def save(self, checkpoint_id, checkpoint):
+        checkpoint_of = self._sluice_storage.refuse_committed(checkpoint_id)
+        future = super().save(checkpoint_id, checkpoint)
+        if future is not None:
+            self._in_flight = (checkpoint_of, future)
+        return future
+
+    def load(self, checkpoint_id, into=None, **kwargs):
+        in_flight = self._in_flight
+        if in_flight is not None and in_flight[0] == self._sluice_storage.checkpoint_of(checkpoint_id):
+            concurrent.futures.wait([in_flight[1]])  # its error is the save's future's
+        return super().load(checkpoint_id, into, **kwargs)
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            with _open_lock:
+                _open_managers.discard(self)
+
+
+_open_lock = threading.Lock()
+_open_managers = set()  # SluiceCheckpointManagers not closed yet
+_exit_hook = []         # [True] once _close_open_managers is registered
+
+
+def _close_at_exit(manager):
+    """Keeps `manager` until it is closed, or until the interpreter exits,
+    which then closes it ahead of concurrent.futures' join of executor
+    threads (registered after the library's executors, it runs first)."""
+    with _open_lock:
+        _open_managers.add(manager)
+        if _exit_hook:
+            return
+        _exit_hook.append(True)
+    register = getattr(threading, "_register_atexit", None)  # what concurrent.futures uses
+    if register is not None:
+        register(_close_open_managers)
+
+
+def _close_open_managers():
+    with _open_lock:
+        managers = list(_open_managers)
+    for m in managers:
+        try:
+            m.close()
+        except Exception as e:  # noqa: BLE001 - exiting: say it in one line
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            warnings.warn(f"sluice.torch_checkpointing: the save in flight at exit failed: {first}",
+                          RuntimeWarning)
 
 
 class _Pending:
@@ -153,13 +234,37 @@ class SluiceStorage(Storage):
             found = self._readers.get((name, step))
         if found is None:
             try:
-                reader = pipeline(self.store, _reading=True).open(name, step)
+                with _state_dict.in_python_terms():
+                    reader = pipeline(self.store, _reading=True).open(name, step)
             except _sluice.NotFoundError:
-                return None, {}
+                return None, {}  # no such checkpoint, or no store yet
             found = (reader, {k: size for k, _, size, _ in reader.items()})
             with self._lock:
                 self._readers[(name, step)] = found
         return found
+
+    def checkpoint_of(self, path):
+        """(name, step) of the checkpoint directory `path`; OSError if it is
+        not one."""
+        directory, key = self._split(path)
+        if not directory or key or self._id(directory)[2]:
+            raise OSError(f"sluice.torch_checkpointing: {path} is not a checkpoint directory")
+        return self._id(directory)[:2]
+
+    def refuse_committed(self, path):
+        """FileExistsError if the checkpoint directory `path` is committed
+        (intact or not); else its (name, step). Creates nothing."""
+        name, step = self.checkpoint_of(path)
+        try:
+            with _state_dict.in_python_terms():
+                pipeline(self.store, _reading=True).open(name, step)
+        except _sluice.NotFoundError:
+            return name, step
+        except _sluice.CorruptionError as e:
+            raise FileExistsError(f"sluice.torch_checkpointing: refusing to save {path}: it is already "
+                                  f"committed (as {name}@{step}, damaged); nothing was written") from e
+        raise FileExistsError(f"sluice.torch_checkpointing: refusing to save {path}: it is already "
+                              f"committed (as {name}@{step}); nothing was written")
 
     def _item(self, path):
         """(reader, key, size) of a committed checkpoint's file; OSError if absent."""

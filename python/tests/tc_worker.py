@@ -8,6 +8,10 @@ values depend on the rank and step, "step": STEP}) and prints "saved".
 load: loads ROOT/step_STEP into zeros and exits 1 on a wrong value.
 save-loop: saves steps 1, 2, ... until killed, printing each one saved
 (the crash test kills it at a random moment).
+manager: with sluice's SluiceCheckpointManager, an async save of STEP loaded
+right away (no wait), then a save of STEP+1 still in flight at exit.
+manager-again: that manager's save of STEP must raise FileExistsError at
+once; prints "refused".
 """
 import sys
 
@@ -32,6 +36,8 @@ def main():
     rank, world = int(rank), int(world)
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    if mode.startswith("manager"):
+        return sluice_manager(mode, root, rank, step)
     save = AsyncCheckpointSaverConfig() if mode == "save-async" else SyncCheckpointSaverConfig()
     manager = CheckpointManager(stc.manager_config(root, save=save))
     if mode in ("save-sync", "save-async"):
@@ -58,6 +64,25 @@ def main():
     if world > 1:
         dist.destroy_process_group()
     sluice.close()
+
+
+def sluice_manager(mode, root, rank, step):
+    manager = stc.SluiceCheckpointManager(stc.manager_config(root))  # async saves
+    if mode == "manager-again":
+        try:
+            manager.save(f"{root}/step_{step}", state(rank, step))
+        except FileExistsError as e:
+            print("refused:", e, flush=True)
+            return
+        sys.exit("the save of a committed directory was not refused")
+    manager.save(f"{root}/step_{step}", state(rank, step))
+    want = state(rank, step)
+    into = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}}
+    manager.load(f"{root}/step_{step}", into=into)
+    if not all(torch.equal(into["model"][k], v) for k, v in want["model"].items()):
+        sys.exit(f"rank {rank}: wrong values")
+    print("loaded", flush=True)
+    manager.save(f"{root}/step_{step + 1}", state(rank, step + 1))  # in flight at exit
 
 
 if __name__ == "__main__":

@@ -87,9 +87,9 @@ def test_a_limit_that_waits_holds_the_save_back(slow_tiers):
 
 
 def test_bad_backlog_options_are_refused(slow_tiers):
-    sluice.configure(backlog_policy="sometimes")
     with pytest.raises(ValueError, match="backlog_policy"):
-        sluice.save(slow_tiers, "bad", 1, state(1))
-    sluice.configure(backlog_policy="coalesce", when_backlogged="later")
+        sluice.configure(backlog_policy="sometimes")
     with pytest.raises(ValueError, match="when_backlogged"):
-        sluice.save(slow_tiers, "bad", 1, state(1))
+        sluice.configure(backlog_policy="coalesce", when_backlogged="later")
+    with pytest.raises(ValueError, match="backlog_policy needs one policy per tier"):
+        sluice.configure(backlog_policy=["coalesce"])  # rate_bytes_per_sec names two tiers

@@ -95,7 +95,10 @@ def test_import_refuses_damaged_files_by_name_and_writes_nothing(store, tmp_path
     p = cli("import", "--store", store, "--name", "bad", "--step", "1", "--from", str(f), ok=False)
     assert p.returncode == 1, p.stderr
     assert str(f) in p.stderr and p.stderr.startswith("sluice: "), p.stderr
-    assert sluice.list_checkpoints(store, "bad") == []
+    try:
+        assert sluice.list_checkpoints(store, "bad") == []
+    except sluice.NotFoundError:
+        pass  # not even the store was made (a listing makes none)
 
 
 def test_export_refuses_what_safetensors_cannot_hold(store, tmp_path):

@@ -341,3 +341,97 @@ def test_weights_only_load_refuses_code_and_keeps_plain_state(store):
     with pytest.raises(pickle.UnpicklingError, match="_Custom"):
         sluice.load(store, "custom", weights_only=True)
     assert sluice.load(store, "custom")["obj"].x == 1  # a full load, for a trusted store
+
+
+def test_a_load_creates_nothing_where_no_store_is(tmp_path):
+    # Issue 48: a load of a store that does not exist made its directories.
+    missing = str(tmp_path / "nostore" / "deeper")
+    with pytest.raises(sluice.NotFoundError, match="No such file or directory"):
+        sluice.load(missing, "m")
+    with pytest.raises(sluice.NotFoundError):
+        sluice.list_checkpoints(missing)
+    with pytest.raises(sluice.NotFoundError):
+        sluice.remove(missing, "m")
+    with pytest.raises(sluice.NotFoundError):
+        sluice.load([missing, str(tmp_path / "tier1")], "m")
+    assert os.listdir(tmp_path) == []
+    try:
+        sluice.save(missing, "m", 1, {"t": torch.ones(2)}).wait()  # a save creates it
+        assert torch.equal(sluice.load(missing, "m")["t"], torch.ones(2))
+    finally:
+        sluice.close()
+
+
+@pytest.fixture
+def slow_tier0():
+    """Tier 0 written at 4 MiB/s: a 2 MiB save takes about 0.5 s to commit."""
+    saved = {k: sluice._options[k] for k in ("rate_bytes_per_sec", "io_bytes", "chunk_bytes")}
+    sluice.configure(rate_bytes_per_sec=[4 << 20], io_bytes=1 << 20, chunk_bytes=1 << 20)
+    yield
+    sluice.close()
+    sluice.configure(**saved)
+
+
+@pytest.mark.parametrize("snapshot", ["eager", "lazy"])
+def test_a_load_right_after_a_save_sees_it_without_wait(store, slow_tier0, snapshot):
+    # Issue 48, in the README's order: the first load raised NotFoundError,
+    # later ones returned the step before.
+    handles = []
+    for step in (1, 2, 3):
+        h = sluice.save(store, "own", step, {"w": torch.full((1 << 19,), float(step))},
+                        incremental=False, snapshot=snapshot)
+        assert h.progress()[0]["state"] != "committed"
+        handles.append(h)
+        wanted = "latest" if step < 3 else 3
+        assert float(sluice.load(store, "own", step=wanted)["w"][0]) == float(step)
+    for h in handles:
+        h.wait()
+
+
+def test_a_load_after_a_failed_save_finds_what_committed(store, slow_tier0):
+    # Two saves of one step race: one commits, the other fails, and only its
+    # handle says so; the load waits for both and reads the one committed.
+    first = sluice.save(store, "race", 1, {"w": torch.full((1 << 19,), 1.0)}, incremental=False)
+    second = sluice.save(store, "race", 1, {"w": torch.full((1 << 19,), 2.0)}, incremental=False)
+    assert float(sluice.load(store, "race")["w"][0]) in (1.0, 2.0)
+    failed = []
+    for h in (first, second):
+        try:
+            h.wait()
+        except sluice.AlreadyExistsError:
+            failed.append(h)
+    assert len(failed) == 1
+
+
+def test_load_into_a_key_the_checkpoint_lacks_raises_naming_it_unless_not_strict(store):
+    # Issue 48: into={"zz": t} with a key the checkpoint lacks was ignored.
+    w = torch.ones(3)
+    sluice.save(store, "keys", 1, {"a": torch.ones(3), "b": {"w": torch.ones(2)},
+                                   "emb": w, "head": w}).wait()
+    a, zz = torch.zeros(3), torch.zeros(3)
+    with pytest.raises(ValueError, match=r"keys@1 has no tensor for 1 key\(s\) of `into`: 'zz'; "
+                                         r"nothing was loaded"):
+        sluice.load(store, "keys", into={"a": a, "zz": zz})
+    assert torch.count_nonzero(a) == 0
+    many = {f"x{i:02d}": torch.zeros(1) for i in range(12)}
+    with pytest.raises(ValueError, match=r"13 key\(s\) of `into`: 'b/v', 'x00', .*'x08' and 3 more;"):
+        sluice.load(store, "keys", into={"b": {"w": torch.zeros(2), "v": torch.zeros(1)}, **many})
+    out = sluice.load(store, "keys", into={"a": a, "zz": zz}, strict=False)
+    assert out["a"] is a and torch.equal(a, torch.ones(3)) and torch.count_nonzero(zz) == 0
+    tied = torch.zeros(3)  # stored once, under "emb"; "head" is the same tensor
+    out = sluice.load(store, "keys", into={"emb": tied, "head": tied})
+    assert out["head"] is tied and torch.equal(tied, torch.ones(3))
+
+
+def test_a_damaged_newest_step_names_the_python_argument_not_the_cli_flag(store):
+    # Issue 48: errors raised from Python said "--step latest-good".
+    for step in (1, 2):
+        sluice.save(store, "word", step, {"step": torch.tensor(step)}).wait()
+    os.unlink(data_objects(store, "word", 2)[0])
+    for step in ("latest", 2):
+        with pytest.raises(sluice.CorruptionError) as failed:
+            sluice.load(store, "word", step=step)
+        assert 'step="latest-good"' in str(failed.value) and "--step" not in str(failed.value)
+    with pytest.warns(UserWarning) as warned:
+        sluice.load(store, "word", step="latest-good")
+    assert warned and not [w for w in warned if "--step" in str(w.message)]

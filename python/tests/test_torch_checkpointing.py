@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -18,6 +19,9 @@ pytest.importorskip("torch_checkpointing", reason="torch-checkpointing is not in
 import sluice  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(__file__), "tc_worker.py")
+DOC = os.path.join(os.path.dirname(__file__), "..", "..", "doc", "python.md")
+# What torch-checkpointing prints when its checkpoint process fails or dies.
+NOISE = ("Traceback", "terminated unexpectedly", "Exception in subprocess")
 
 
 def run_ranks(mode, root, world, tmp_path, step=1, expect_ok=True):
@@ -84,8 +88,11 @@ def test_a_save_killed_at_any_moment_never_loads_as_complete(tmp_path):
         p.send_signal(signal.SIGKILL)
         out, _ = p.communicate()
         said = [int(line.split()[1]) for line in out.splitlines() if line.startswith("saved")]
-        complete = sorted(c["step"] for c in sluice.list_checkpoints(str(root / f"t{trial}"), "step_")
-                          if c["complete"])
+        try:
+            listed = sluice.list_checkpoints(str(root / f"t{trial}"), "step_")
+        except sluice.NotFoundError:
+            listed = []  # killed before its first save made the store
+        complete = sorted(c["step"] for c in listed if c["complete"])
         # What it said it saved is there; at most one more (killed after the commit).
         assert set(said) <= set(complete) and len(complete) <= len(said) + 1, (said, complete)
         for step in sorted({complete[0], complete[-1]}) if complete else []:
@@ -94,3 +101,39 @@ def test_a_save_killed_at_any_moment_never_loads_as_complete(tmp_path):
         (rc, _, err), = run_ranks("load", root / f"t{trial}", 1, tmp_path, step=missing, expect_ok=False)
         assert rc != 0 and "FileNotFoundError" in err, err
     sluice.close()
+
+
+def test_sluices_manager_loads_its_own_save_refuses_a_committed_one_and_finishes_at_exit(tmp_path):
+    # Issue 48: a load right after an async save found nothing, a second
+    # save of a directory failed in the checkpoint process (tracebacks, then
+    # future.result() raised), and a save in flight at exit was lost with
+    # "Child process terminated unexpectedly".
+    root = tmp_path / "ckpt"
+    (rc, out, err), = run_ranks("manager", root, 1, tmp_path, step=7)
+    assert "loaded" in out and not [n for n in NOISE if n in err], err
+    assert [(c["step"], c["complete"]) for c in sluice.list_checkpoints(str(root), "step_")] == \
+        [(7, True), (8, True)]
+    (rc, out, err), = run_ranks("manager-again", root, 1, tmp_path, step=7)
+    assert "refused:" in out and "already committed" in out and "nothing was written" in out
+    assert not [n for n in NOISE if n in err], err
+    run_ranks("load", root, 1, tmp_path, step=7)
+    sluice.close()
+
+
+def test_the_docs_example_runs_as_written(tmp_path):
+    # doc/python.md's torch-checkpointing example, with its root under
+    # tmp_path, in a script: it saves and loads; run again, its save of the
+    # committed directory raises FileExistsError from save() itself.
+    text = open(DOC).read()
+    start = text.index("import sluice.torch_checkpointing as stc\n")
+    block = text[start:text.index("```", start)].replace('"/data/ckpt', f'"{tmp_path}/ckpt')
+    script = tmp_path / "example.py"
+    script.write_text('import torch\nif __name__ == "__main__":\n    model = torch.nn.Linear(4, 3)\n'
+                      + textwrap.indent(block, "    ") + '    print("ran")\n')
+    first = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0 and "ran" in first.stdout, first.stderr
+    assert not [n for n in NOISE if n in first.stderr], first.stderr
+    again = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert again.returncode != 0 and "ran" not in again.stdout
+    assert again.stderr.count("Traceback") == 1 and "in save" in again.stderr
+    assert again.stderr.strip().splitlines()[-1].startswith("FileExistsError: sluice.torch_checkpointing")

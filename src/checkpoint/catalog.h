@@ -1,6 +1,6 @@
 // Catalog: what a store holds, derived from one walk of its objects
 // (store_walk.h): committed and incomplete checkpoints, the latest step of a
-// name, and removal of one step. Garbage collection: garbage_collector.h.
+// name. Removal: step_removal.h. Garbage collection: garbage_collector.h.
 #ifndef SLUICE_CHECKPOINT_CATALOG_H_
 #define SLUICE_CHECKPOINT_CATALOG_H_
 
@@ -33,14 +33,6 @@ Result<uint64_t> LatestGoodStep(Backend& backend, std::string_view name);
 // may be, still running.
 bool AnyLiveWriter(Backend& backend, const std::string& name, uint64_t step,
                    std::string_view except_writer = {});
-Status RemoveCheckpoint(Backend& backend, const CheckpointId& id);
-// Makes the unsealed claim at (name, step)'s COMMIT unsealable before gc or
-// rm removes it, so that no seal outlives its claim. Returns the fenced
-// seal's name; "" when COMMIT holds a damaged claim (which nobody can seal);
-// NotFound when COMMIT is gone (then it must not be removed by name either:
-// a claim made since would go); AlreadyExists when it holds a record, or a
-// claim that is sealed; the backend's error when COMMIT cannot be read.
-Result<std::string> FenceUnsealedClaim(Backend& backend, const std::string& name, uint64_t step);
 
 }  // namespace sluice
 

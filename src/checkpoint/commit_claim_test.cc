@@ -16,6 +16,7 @@
 #include "checkpoint/copies.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/garbage_collector.h"
+#include "checkpoint/step_removal.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/latest_hint.h"

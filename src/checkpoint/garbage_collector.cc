@@ -11,6 +11,7 @@
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/latest_hint.h"
+#include "checkpoint/step_removal.h"
 #include "checkpoint/store_walk.h"
 #include "format/layout.h"
 #include "io/wall_clock.h"

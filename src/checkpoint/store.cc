@@ -4,6 +4,7 @@
 #include "format/layout.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/garbage_collector.h"
+#include "checkpoint/step_removal.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "format/limits.h"
@@ -72,6 +73,7 @@ class StoreImpl final : public Store {
     return bytes;
   }
   Status Remove(const CheckpointId& id) override { return RemoveCheckpoint(*backend_, id); }
+  Result<uint64_t> RemoveAll(std::string_view name) override { return RemoveAllSteps(*backend_, std::string(name)); }
 
   Result<GcReport> CollectGarbage(uint64_t min_age_ms) override {
     return sluice::CollectGarbage(*backend_, min_age_ms);

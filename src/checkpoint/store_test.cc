@@ -454,6 +454,35 @@ TEST_F(StoreTest, RemoveAndGcLeaveARunningSaveAlone) {
   EXPECT_TRUE(store_->Remove({"busy", 2}).ok());
 }
 
+// rm --all-steps: every step goes in one pass, shared data objects with
+// them, except a step a writer is in, which is named and left whole.
+TEST_F(StoreTest, RemoveAllTakesEveryStepButOneBeingSaved) {
+  for (uint64_t step = 1; step <= 4; ++step) Save("all", step, {{"a", Bytes(70000, 1)}, {"b", Bytes(9000, step)}});
+  Save("other", 1, {{"a", "keep"}});
+  auto w = store_->BeginCheckpoint({"all", 5}, 0, 1);
+  ASSERT_TRUE(w.ok());
+  const std::string d = Bytes(50000, 9);
+  ASSERT_TRUE((*w)->AddItem("a", "meta:a", d.data(), d.size()).ok());
+  auto removed = store_->RemoveAll("all");
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.status().code(), StatusCode::kUnavailable) << removed.status().ToString();
+  EXPECT_NE(removed.status().message().find("steps 5 of all"), std::string::npos) << removed.status().ToString();
+  auto listed = store_->List("all", true);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].step, 5u);
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(Load("all", 5)["a"], d);
+  EXPECT_EQ(Load("other", 1)["a"], "keep");
+  auto again = store_->RemoveAll("all");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, 1u);
+  auto objects = store_->backend().List(NamePrefix("all"));
+  ASSERT_TRUE(objects.ok());
+  EXPECT_TRUE(objects->empty()) << objects->front().name;
+  EXPECT_EQ(store_->RemoveAll("all").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(StoreTest, NamesWithDotsInsideAreFine) {
   Save("run..2", 1, {{"a..b/c..", "x"}});
   EXPECT_EQ(Load("run..2", 1)["a..b/c.."], "x");

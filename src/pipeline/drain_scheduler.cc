@@ -85,7 +85,7 @@ Result<DrainReport> DrainScheduler::DrainNow(std::string_view name) {
           ++report.checkpoints_drained;
           report.bytes += bytes.load();
         } else {
-          report.failures.push_back(st.ToString());
+          report.failures.push_back(st.message());
         }
       }
     }

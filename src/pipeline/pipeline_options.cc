@@ -80,10 +80,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options)
       // pipeline (restore, ls) does without any tier but one.
       const bool writes = options.store.create_if_missing;
       const bool can_pass = b.status().code() == StatusCode::kUnavailable;
+      // The tier is named where there are several (its URI is in the message).
+      const Status named = options.tiers.size() > 1 ? b.status().WithContext("tier " + std::to_string(k)) : b.status();
       if ((k == 0 && writes) || b.status().code() == StatusCode::kInvalidArgument || (writes && !can_pass)) {
-        return b.status().WithContext("tier " + std::to_string(k));
+        return named;
       }
-      if (first_error.ok()) first_error = b.status().WithContext("tier " + std::to_string(k));
+      if (first_error.ok()) first_error = named;
       b = NewDeferredBackend(options.tiers[k].uri, options.store.create_if_missing, b.status());
     } else {
       opened_any = true;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace sluice {
@@ -13,7 +14,20 @@ namespace {
 
 constexpr uint64_t kHugePage = 2ull << 20;
 
-std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+// "512 MiB", "100 TiB", "23.5 GiB": the largest binary unit the size reaches.
+std::string Mib(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double v = static_cast<double>(bytes);
+  while (u < 5 && v >= 1024) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v == static_cast<double>(static_cast<uint64_t>(v)) ? "%.0f %s" : "%.1f %s", v,
+                kUnits[u]);
+  return buf;
+}
 
 }  // namespace
 

@@ -54,7 +54,7 @@ int Watch(Pipeline& pipeline, const std::string& name, uint64_t interval_ms, boo
     const auto t0 = std::chrono::steady_clock::now();
     auto report = pipeline.Drain(name);
     if (!report.ok()) {
-      std::fprintf(stderr, "sluice: %s\n", report.status().ToString().c_str());
+      std::fprintf(stderr, "sluice: %s\n", report.status().message().c_str());
       failing = true;
     } else {
       if (report->checkpoints_drained > 0 || report->checkpoints_removed > 0 || !report->failures.empty()) {

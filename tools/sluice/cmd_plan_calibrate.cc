@@ -61,7 +61,7 @@ Result<TierRun> MeasureTier(const std::string& uri, const void* data, uint64_t b
     run.read_s = SecondsSince(start);
   }
   Status removed = pipeline->tier(0).Remove(id);
-  if (!removed.ok()) std::fprintf(stderr, "sluice: calibrate: %s left behind: %s\n", uri.c_str(), removed.ToString().c_str());
+  if (!removed.ok()) std::fprintf(stderr, "sluice: calibrate: %s left behind: %s\n", uri.c_str(), removed.message().c_str());
   if (run.write_s <= 0 || run.read_s <= 0 || run.stall_s <= 0) {
     return Status::Unavailable(uri + ": a measurement took no time; use a larger --bytes");
   }

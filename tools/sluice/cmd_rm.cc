@@ -45,25 +45,22 @@ int CmdRm(int argc, char** argv) {
     StoreOptions o;
     auto store = Store::Open((*uris)[i], o);
     if (!store.ok()) return FailStoreOpen(store.status());
-    std::vector<uint64_t> steps;
-    if (step->has_value()) {
-      steps.push_back(**step);
-    } else {
-      auto list = (*store)->List(*name, true);
-      if (!list.ok()) return Fail(list.status());
-      for (const auto& c : *list) steps.push_back(c.step);
-    }
-    for (uint64_t s : steps) {
-      Status st = (*store)->Remove(CheckpointId{*name, s});
-      if (st.IsNotFound() && uris->size() > 1) continue;
-      if (!st.ok()) return Fail(st);
+    const std::string where = uris->size() > 1 ? " from tier " + std::to_string(i) : "";
+    if (!step->has_value()) {
+      // Every step in one pass over the name (not a listing per step).
+      auto removed = (*store)->RemoveAll(*name);
+      if (removed.status().IsNotFound() && uris->size() > 1) continue;
+      if (!removed.ok()) return Fail(removed.status());
       removed_any = true;
-      if (uris->size() > 1) {
-        std::printf("removed %s@%llu from tier %zu\n", name->c_str(), static_cast<unsigned long long>(s), i);
-      } else {
-        std::printf("removed %s@%llu\n", name->c_str(), static_cast<unsigned long long>(s));
-      }
+      std::printf("removed %llu step(s) of %s%s\n", static_cast<unsigned long long>(*removed), name->c_str(),
+                  where.c_str());
+      continue;
     }
+    Status st = (*store)->Remove(CheckpointId{*name, **step});
+    if (st.IsNotFound() && uris->size() > 1) continue;
+    if (!st.ok()) return Fail(st);
+    removed_any = true;
+    std::printf("removed %s%s\n", CheckpointLabel(*name, **step).c_str(), where.c_str());
   }
   if (!removed_any) {
     return Fail(Status::NotFound(step->has_value() ? CheckpointLabel(*name, **step) + " not found"

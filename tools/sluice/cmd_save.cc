@@ -322,8 +322,8 @@ Status WaitForTiers(SaveHandle& handle, size_t tiers) {
         waited = handle.WaitTier(k);
         break;
       }
-      if (!pr[k].error.ok() && pr[k].error.ToString() != last_error) {
-        last_error = pr[k].error.ToString();
+      if (!pr[k].error.ok() && pr[k].error.message() != last_error) {
+        last_error = pr[k].error.message();
         std::fprintf(stderr, "sluice: tier %zu (%s): %s\n", k, pr[k].uri.c_str(), last_error.c_str());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

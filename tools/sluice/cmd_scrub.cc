@@ -58,7 +58,12 @@ int CmdScrub(int argc, char** argv) {
     options.name = *n;
   }
   auto rate = flags.GetSize("rate-limit", 0);
-  if (!rate.ok()) return Fail(Status::InvalidArgument("--rate-limit must be a size per second, e.g. 200MiB"), true);
+  if (!rate.ok()) {
+    return Fail(Status::InvalidArgument("--rate-limit '" + flags.Get("rate-limit").value_or("") +
+                                        "' is not a size per second: one cap for every tier this command reads, "
+                                        "no TIER=, e.g. --rate-limit 200MiB"),
+                true);
+  }
   options.rate_bytes_per_sec = *rate;
   options.repair = !flags.Has("no-repair");
   auto uris = TierUrisFromFlags(flags);

@@ -61,6 +61,7 @@ struct Snapshot {
   std::map<std::string, std::vector<NameOnTier>> names;
   std::vector<InFlight> in_flight;
   std::string error;
+  std::string error_code;  // the Status code's name, for --json
   std::chrono::steady_clock::time_point at;
 };
 
@@ -75,13 +76,15 @@ Snapshot Take(const PipelineOptions& options, const std::string& name) {
   for (const auto& t : options.tiers) s.uris.push_back(t.uri);
   auto pipeline = Pipeline::Open(options);
   if (!pipeline.ok()) {
-    s.error = pipeline.status().ToString();
+    s.error = pipeline.status().message();
+    s.error_code = StatusCodeName(pipeline.status().code());
     return s;
   }
   Pipeline& p = **pipeline;
   auto listed = p.List(name);
   if (!listed.ok()) {
-    s.error = listed.status().ToString();
+    s.error = listed.status().message();
+    s.error_code = StatusCodeName(listed.status().code());
     return s;
   }
   for (const auto& c : *listed) {
@@ -157,7 +160,10 @@ void PrintStatusJson(const Snapshot& s) {
     in_flight.push_back(std::move(j));
   }
   JsonValue out = {{"time", FormatTime(NowUnixMs())}};
-  if (!s.error.empty()) out["error"] = s.error;
+  if (!s.error.empty()) {
+    out["error"] = s.error;
+    out["code"] = s.error_code;
+  }
   out["tiers"] = s.uris;
   out["names"] = names;
   out["in_flight"] = in_flight;

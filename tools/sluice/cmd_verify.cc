@@ -94,7 +94,7 @@ int CmdVerify(int argc, char** argv) {
     auto store = Store::Open((*uris)[k], *store_options);
     if (!store.ok()) {
       if (!several) return FailStoreOpen(store.status());
-      std::fprintf(stderr, "sluice: tier %zu: %s\n", k, store.status().ToString().c_str());
+      std::fprintf(stderr, "sluice: tier %zu: %s\n", k, store.status().message().c_str());
       all_ok = false;
       continue;
     }

@@ -9,6 +9,40 @@
 
 namespace sluice::cli {
 
+namespace {
+
+// Edit distance (insertions, deletions, substitutions, adjacent swaps).
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "; did you mean --step?" for the spec's flag nearest to `given` (a
+// typo: at most a third of its letters off), else "".
+std::string NearestFlag(const CommandSpec& spec, const std::string& given) {
+  const std::string name = given.substr(2, given.find('=') - 2);
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
+  for (const auto& fs : spec.flags) {
+    const size_t d = Distance(name, fs.name);
+    if (d < best_distance || (fs.name.rfind(name, 0) == 0 && !name.empty() && best.empty())) {
+      best = fs.name;
+      best_distance = std::min(best_distance, d);
+    }
+  }
+  return best.empty() ? "" : "; did you mean --" + best + "?";
+}
+
+}  // namespace
+
 Result<Flags> Flags::Parse(const CommandSpec& spec, int argc, char** argv, int first, bool* help) {
   // CLI11 parses; the spec stays the one definition of the flags (help text,
   // bash completion). Every option takes all its occurrences, so that "given
@@ -51,7 +85,8 @@ Result<Flags> Flags::Parse(const CommandSpec& spec, int argc, char** argv, int f
   *help = help_opt->count() > 0;
   for (const auto& extra : app.remaining()) {
     if (extra.rfind("--", 0) == 0 && extra.size() > 2) {
-      return Status::InvalidArgument(spec.name + ": unknown flag " + extra.substr(0, extra.find('=')) + see);
+      return Status::InvalidArgument(spec.name + ": unknown flag " + extra.substr(0, extra.find('=')) +
+                                     NearestFlag(spec, extra) + see);
     }
     return Status::InvalidArgument(spec.name + ": unexpected argument '" + extra + "'" + see);
   }
@@ -110,7 +145,8 @@ Result<uint64_t> Flags::GetSize(const std::string& name, uint64_t dflt) const {
 Result<uint64_t> ParseSize(const std::string& text) {
   auto bad = [&] {
     return Status::InvalidArgument("size '" + text +
-                                   "' is not a byte count or a size like 512MiB, 2GiB, 64K");
+                                   "' is not a byte count or a size like 512MiB, 2GiB, 1.5GB, 64K "
+                                   "(KiB, MiB, GiB, TiB: powers of 1024; KB, MB, GB, TB: of 1000)");
   };
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
@@ -118,13 +154,20 @@ Result<uint64_t> ParseSize(const std::string& text) {
   std::string suffix = text.substr(i);
   if (num.empty() || num.front() == '.' || std::count(num.begin(), num.end(), '.') > 1) return bad();
   long double mult = 1;
-  static const std::pair<const char*, int> kSuffixes[] = {
-      {"", 0}, {"B", 0}, {"K", 1}, {"KiB", 1}, {"KB", 1}, {"k", 1}, {"M", 2}, {"MiB", 2}, {"MB", 2},
-      {"G", 3}, {"GiB", 3}, {"GB", 3}, {"T", 4}, {"TiB", 4}, {"TB", 4}};
-  bool found = false;
-  for (const auto& [s, p] : kSuffixes) {
-    if (suffix == s) {
-      mult = std::pow(1024.0L, p);
+  // As they read, in any case: KiB..TiB and a bare K..T are powers of 1024
+  // (as fio and dd take K), KB..TB powers of 1000.
+  std::string lower = suffix;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::string kLetters = "kmgt";
+  bool found = lower.empty() || lower == "b";
+  if (!found && kLetters.find(lower[0]) != std::string::npos) {
+    const int power = static_cast<int>(kLetters.find(lower[0])) + 1;
+    const std::string unit = lower.substr(1);
+    if (unit.empty() || unit == "ib") {
+      mult = std::pow(1024.0L, power);
+      found = true;
+    } else if (unit == "b") {
+      mult = std::pow(1000.0L, power);
       found = true;
     }
   }

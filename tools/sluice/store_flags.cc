@@ -64,7 +64,8 @@ Result<std::pair<size_t, std::string>> TierAssignment(const std::string& flag, c
                                                       const std::vector<std::string>& uris) {
   size_t eq = text.rfind('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    return Status::InvalidArgument("--" + flag + " '" + text + "' is not TIER=VALUE");
+    return Status::InvalidArgument("--" + flag + " '" + text + "' is not TIER=VALUE: name the tier by position or URI, e.g. --" +
+                                   flag + " 1=" + (flag == "keep-last" ? "3" : "200MiB"));
   }
   std::string tier = text.substr(0, eq);
   for (size_t k = 0; k < uris.size(); ++k) {
@@ -144,9 +145,25 @@ Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_lat
     return std::optional<uint64_t>();
   }
   if (allow_latest && (*v == "latest" || *v == "latest-good")) return std::optional<uint64_t>();
-  ASSIGN_OR_RETURN(uint64_t s, ParseStep(*v));
-  return std::optional<uint64_t>(s);
+  auto s = ParseStep(*v);
+  if (!s.ok()) {
+    return Status::InvalidArgument("--step '" + v->substr(0, 40) + "' is not a step: give a number (e.g. --step 1000)" +
+                                   (allow_latest ? ", latest or latest-good" : ""));
+  }
+  return std::optional<uint64_t>(*s);
 }
+
+namespace {
+
+// A damaged newest step's message advises --step latest-good; not to one
+// who gave it.
+std::string WithoutLatestGoodAdvice(std::string message) {
+  const size_t at = message.find(" (--step latest-good");
+  if (at != std::string::npos) message.erase(at, message.find(')', at) + 1 - at);
+  return message;
+}
+
+}  // namespace
 
 bool LatestGoodFromFlags(const Flags& flags) { return flags.Get("step").value_or("") == "latest-good"; }
 
@@ -157,7 +174,7 @@ Result<std::unique_ptr<CheckpointReader>> OpenCheckpointFromFlags(Pipeline& pipe
   if (reader.ok() || !latest_good || step || reader.status().code() != StatusCode::kCorruption) return reader;
   ASSIGN_OR_RETURN(uint64_t good, pipeline.LatestGoodStep(name));
   std::fprintf(stderr, "sluice: %s\nsluice: --step latest-good: using %s, the newest intact step\n",
-               reader.status().ToString().c_str(), CheckpointLabel(name, good).c_str());
+               WithoutLatestGoodAdvice(reader.status().message()).c_str(), CheckpointLabel(name, good).c_str());
   return pipeline.OpenCheckpoint(name, good, recovery);
 }
 
@@ -169,7 +186,7 @@ Result<uint64_t> ResolveStepOnStore(Store& store, const std::string& name, std::
   if (!latest_good || r.status().code() != StatusCode::kCorruption) return r.status();
   ASSIGN_OR_RETURN(uint64_t good, store.LatestGoodStep(name));
   std::fprintf(stderr, "sluice: %s\nsluice: --step latest-good: using %s, the newest intact step\n",
-               r.status().ToString().c_str(), CheckpointLabel(name, good).c_str());
+               WithoutLatestGoodAdvice(r.status().message()).c_str(), CheckpointLabel(name, good).c_str());
   return good;
 }
 
