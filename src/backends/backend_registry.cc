@@ -30,6 +30,17 @@ Result<std::unique_ptr<Backend>> OpenBackend(const std::string& uri, bool create
   }
   if (scheme == "file") {
     if (rest.empty()) return Status::InvalidArgument("store URI '" + uri + "' has no path");
+    // file://HOST/path names a path on HOST: only this host's own.
+    if (sep != std::string::npos && rest.front() != '/') {
+      const std::string host = rest.substr(0, rest.find('/'));
+      if (host != "localhost") {
+        return Status::InvalidArgument("store URI '" + uri + "' names a host ('" + host +
+                                       "'): write file:///" + rest + " for the absolute path /" + rest +
+                                       ", or a plain path for a relative one");
+      }
+      rest = rest.substr(host.size());
+      if (rest.empty()) return Status::InvalidArgument("store URI '" + uri + "' has no path");
+    }
     std::string multi_dir_query;
     ASSIGN_OR_RETURN(FileOptions options, ParseFileQuery(uri, query, IsMultiDirOption, &multi_dir_query));
     // A store over several directories when the URI names more (dirs=) or

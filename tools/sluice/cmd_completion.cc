@@ -1,5 +1,7 @@
 // sluice completion bash: a bash completion script made from the same
 // command specs the commands parse their flags with, so it never drifts.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,8 +33,18 @@ std::string BashScript() {
       valued += "--" + f.name + " ";
       if (TakesPath(f.value_name)) paths += "--" + f.name + " ";
       if (f.value_name.find('|') != std::string::npos) {
-        std::string words = f.value_name;
-        for (char& ch : words) ch = ch == '|' ? ' ' : ch;
+        // The literal choices only: a placeholder (N, SIZE) is not a word to type.
+        std::string words, word;
+        for (size_t i = 0; i <= f.value_name.size(); ++i) {
+          if (i < f.value_name.size() && f.value_name[i] != '|') {
+            word += f.value_name[i];
+            continue;
+          }
+          const bool placeholder = std::none_of(word.begin(), word.end(), [](char ch) { return std::islower(ch); });
+          if (!word.empty() && !placeholder) words += (words.empty() ? "" : " ") + word;
+          word.clear();
+        }
+        if (words.empty()) continue;
         choices += "        --" + f.name + ") COMPREPLY=($(compgen -W '" + words + "' -- \"$cur\")); return ;;\n";
       }
     }

@@ -163,12 +163,13 @@ int PlanOne(const Flags& flags, const PlanProfile& profile, const PlanJob& job) 
         break;
       }
     }
-    if (name.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to plan for"), true);
+    if (name.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to plan for"));
   }
   auto layout = LayoutFromProfile(profile, name);
   if (!layout.ok()) return Fail(layout.status(), true);
+  // What the job and profile files hold (1), not the command line.
   auto plan = PlanCycle(job, profile.host, *layout, profile.failures);
-  if (!plan.ok()) return Fail(plan.status(), true);
+  if (!plan.ok()) return Fail(plan.status());
   if (auto dir = flags.Get("report")) {
     Status st = PrepareReport(*dir);
     if (st.ok()) st = WritePlanReport(*dir, job, profile.host, *layout, profile.failures, *plan);
@@ -192,10 +193,10 @@ int PlanCompare(const Flags& flags, const PlanProfile& profile, const PlanJob& j
       continue;
     }
     auto plan = PlanCycle(job, profile.host, *layout, profile.failures);
-    if (!plan.ok()) return Fail(plan.status().WithContext("layout " + n), true);
+    if (!plan.ok()) return Fail(plan.status().WithContext("layout " + n));
     plans.push_back(*plan);
   }
-  if (plans.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to compare"), true);
+  if (plans.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to compare"));
   PlanComparison c = ComparePlans(plans);
   if (flags.Has("json")) {
     JsonValue j;
@@ -237,11 +238,13 @@ int CmdPlan(int argc, char** argv) {
     if (flags->Has(only)) return Fail(Status::InvalidArgument(std::string("--") + only + " is for plan calibrate"), true);
   }
   auto profile = ReadProfiles(flags->GetAll("profile"));
-  if (!profile.ok()) return Fail(profile.status(), true);
+  // A file named on the command line that cannot be read or does not
+  // parse is an operational error (1), as a --from directory that is missing.
+  if (!profile.ok()) return Fail(profile.status());
   auto job_file = flags->Require("job");
   if (!job_file.ok()) return Fail(job_file.status(), true);
   auto job = ReadJob(*job_file);
-  if (!job.ok()) return Fail(job.status(), true);
+  if (!job.ok()) return Fail(job.status());
   if (action == "compare") {
     if (flags->Has("layout") || flags->Has("report")) {
       return Fail(Status::InvalidArgument("plan compare takes no --layout or --report: it plans every layout"), true);

@@ -309,8 +309,10 @@ int CmdRestore(int argc, char** argv) {
   }
   const CheckpointInfo& info = (*reader)->info();
   if (rank && *rank >= info.ranks) {
-    return Fail(Status::InvalidArgument("--rank " + std::to_string(*rank) + ": checkpoint has " +
-                                        std::to_string(info.ranks) + " rank(s)"), true);
+    // Operational (1): the command line is fine; this checkpoint has fewer ranks.
+    return Fail(Status::InvalidArgument("--rank " + std::to_string(*rank) + ": " +
+                                        CheckpointLabel(*name, info.step) + " has " + std::to_string(info.ranks) +
+                                        " rank(s), 0 to " + std::to_string(info.ranks - 1)));
   }
   uint64_t total = 0;
   for (const auto& it : (*reader)->items()) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -204,6 +205,11 @@ void PrintText(const Snapshot& s) {
 
 }  // namespace
 
+namespace {
+volatile std::sig_atomic_t g_watch_stop = 0;
+void OnWatchStop(int) { g_watch_stop = 1; }
+}  // namespace
+
 int CmdStatus(int argc, char** argv) {
   const CommandSpec spec = StatusSpec();
   Flags flags;
@@ -242,15 +248,23 @@ int CmdStatus(int argc, char** argv) {
     json ? PrintStatusJson(now) : PrintText(now);
     return kExitOk;
   }
-  for (;;) {
+  // Ends on SIGINT or SIGTERM with exit 0, as drain --watch does (doc/cli.md).
+  std::signal(SIGINT, OnWatchStop);
+  std::signal(SIGTERM, OnWatchStop);
+  while (!g_watch_stop) {
     if (redraw) std::printf("\x1b[H\x1b[2J");
     json ? PrintStatusJson(before) : PrintText(before);
     std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
+    while (!g_watch_stop && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_watch_stop) break;
     Snapshot now = Take(*popts, name);
     Rates(now, before);
     before = std::move(now);
   }
+  return kExitOk;
 }
 
 }  // namespace sluice::cli

@@ -206,7 +206,20 @@ std::string HelpText(const CommandSpec& spec) {
       std::string left = "  --" + f.name + (f.value_name.empty() ? "" : " " + f.value_name);
       if (left.size() < 28) left.resize(28, ' ');
       else left += "\n" + std::string(28, ' ');
-      out += left + f.help + "\n";
+      // A description's continuation lines line up under its first.
+      std::string help;
+      for (size_t at = 0; at <= f.help.size();) {
+        size_t nl = f.help.find('\n', at);
+        std::string line = f.help.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+        if (at > 0) {
+          line.erase(0, line.find_first_not_of(' ') == std::string::npos ? line.size() : line.find_first_not_of(' '));
+          help += "\n" + std::string(28, ' ');
+        }
+        help += line;
+        if (nl == std::string::npos) break;
+        at = nl + 1;
+      }
+      out += left + help + "\n";
     }
     out += "  --help                    show this help\n";
   }

@@ -15,7 +15,15 @@
 namespace sluice::cli {
 namespace {
 
-Status ScanDir(const std::string& root, const std::string& rel, std::vector<TreeFile>* out) {
+// Entries that are not regular files, each with why ("a symlink"): all of
+// them are named (up to kRefusalsNamed), not only the first.
+struct Refusals {
+  std::vector<std::string> named;
+  size_t count = 0;
+};
+constexpr size_t kRefusalsNamed = 8;
+
+Status ScanDir(const std::string& root, const std::string& rel, std::vector<TreeFile>* out, Refusals* refused) {
   std::string dir = rel.empty() ? root : root + "/" + rel;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return Status::FromErrno(errno, "cannot read directory " + dir);
@@ -31,7 +39,7 @@ Status ScanDir(const std::string& root, const std::string& rel, std::vector<Tree
       break;
     }
     if (S_ISDIR(st.st_mode)) {
-      result = ScanDir(root, key, out);
+      result = ScanDir(root, key, out, refused);
       if (!result.ok()) break;
       continue;
     }
@@ -39,9 +47,9 @@ Status ScanDir(const std::string& root, const std::string& rel, std::vector<Tree
                        : S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO"
                        : S_ISSOCK(st.st_mode) ? "a socket" : nullptr;
     if (kind != nullptr) {
-      result = Status::InvalidArgument("refusing " + path + ": it is " + kind +
-                                       " (only regular files are saved)");
-      break;
+      if (refused->named.size() < kRefusalsNamed) refused->named.push_back(path + " (" + kind + ")");
+      ++refused->count;
+      continue;
     }
     if (Status k = ValidateItemKey(key); !k.ok()) {
       result = Status::InvalidArgument("refusing " + path + ": " + k.message());
@@ -81,7 +89,21 @@ Result<std::vector<TreeFile>> ScanTree(const std::string& root) {
   if (::stat(root.c_str(), &st) != 0) return Status::FromErrno(errno, "--from " + root);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("--from " + root + " is not a directory");
   std::vector<TreeFile> out;
-  RETURN_IF_ERROR(ScanDir(root, "", &out));
+  // "./state/" and "./state" name the same tree: paths get one slash.
+  std::string dir = root;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  Refusals refused;
+  RETURN_IF_ERROR(ScanDir(dir, "", &out, &refused));
+  if (refused.count > 0) {
+    std::string list;
+    for (const auto& r : refused.named) list += (list.empty() ? "" : ", ") + r;
+    if (refused.count > refused.named.size()) {
+      list += " and " + std::to_string(refused.count - refused.named.size()) + " more";
+    }
+    return Status::InvalidArgument("refusing " + std::to_string(refused.count) + " entr" +
+                                   (refused.count == 1 ? "y" : "ies") + " under --from " + dir +
+                                   " that are not regular files (only regular files are saved): " + list);
+  }
   std::sort(out.begin(), out.end(), [](const TreeFile& a, const TreeFile& b) { return a.key < b.key; });
   return out;
 }
