@@ -236,7 +236,7 @@ if hs:
               f"{med([h['objects_hedged'] for h in hs]):.0f} objects hedged, "
               f"{med([h['slow_placements_avoided'] for h in hs]):.0f} new objects placed away from the slow OSD, "
               f"extra bytes {100 * med([h['extra_fraction'] for h in hs]):.1f}% of those written "
-              f"(budget: {100 * hs[0]['budget']:.0f}% of the bytes written plus 256 MiB), suspected OSDs {hs[0]['suspect_osds']}."]
+              f"(budget: {100 * hs[0]['budget']:.0f}% of the bytes written plus 256 MiB), suspected OSDs {hs[0]['suspect_devices']}."]
 open(os.path.join(out, "report.md"), "w").write("\n".join(lines) + "\n")
 
 # Step times of round 1, one series per configuration.

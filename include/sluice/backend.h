@@ -107,7 +107,7 @@ struct HedgeStats {
   uint64_t slow_avoided = 0;     // new objects placed away from a slow placement
   double budget = 0;             // extra_bytes may reach this fraction of bytes_submitted
   uint64_t deadline_ms = 0;      // the current deadline after which a write is late
-  std::vector<int> suspect_osds; // devices most late writes shared, avoided for now (RADOS)
+  std::vector<int> suspect_devices; // devices (the backend's own numbering) most late writes shared, avoided for now
   // Wall time during which writes of placed objects were in flight:
   // bytes_submitted / write_seconds is what the data writes achieved, apart
   // from the records a save writes one at a time.

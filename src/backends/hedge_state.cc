@@ -394,7 +394,7 @@ HedgeStats HedgeState::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   HedgeStats s = stats_;
   s.budget = options_.extra;
-  s.suspect_osds = SuspectsLocked();
+  s.suspect_devices = SuspectsLocked();
   s.deadline_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(DeadlineLocked()).count());
   Clock::duration writing = writing_;

@@ -149,6 +149,12 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
         c.state = reason.empty() ? "pending" : "failed";
         c.reason = reason;
       }
+      // A scrub's verdict is of a copy: none where the tier holds none.
+      if (c.state != "committed" && c.state != "damaged" && c.state != "part") {
+        c.scrubbed_unix_ms = 0;
+        c.scrub_result.clear();
+        c.scrub_detail.clear();
+      }
       t.tiers.push_back(std::move(c));
     }
     if (source < 0) {

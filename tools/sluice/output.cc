@@ -73,7 +73,7 @@ JsonValue HedgeJson(const HedgeStats& s) {
           {"hedges_refused", s.hedges_refused},
           {"slow_placements_avoided", s.slow_avoided},
           {"deadline_ms", s.deadline_ms},
-          {"suspect_osds", s.suspect_osds},
+          {"suspect_devices", s.suspect_devices},
           {"write_seconds", s.write_seconds}};
 }
 
