@@ -94,49 +94,65 @@ CheckpointInfo PartInfo(Backend& backend, const std::string& name, uint64_t step
 
 }  // namespace
 
+namespace {
+
+// One step of a listing, as ListCheckpoints shows it; nullopt when it is
+// not shown (incomplete and not asked for, or only data a removed step
+// left for later steps that share chunks with it, or gc's to take).
+std::optional<CheckpointInfo> StepInfo(Backend& backend, const StepKey& key, const StepObjects& s,
+                                       bool include_incomplete) {
+  CheckpointInfo info;
+  bool valid = false;
+  // Committed means the commit record and every manifest it names
+  // verify, the same test a restore applies, and every data object is
+  // there in full.
+  std::optional<std::string> damage;
+  if (s.has_commit) damage = DamageOf(backend, key.first, key.second, &info);
+  if (damage) {
+    info.problem = *damage;
+    valid = info.problem.empty();
+    info.damaged = !valid;
+    if (info.damaged) info.complete = false;
+  } else if (s.has_part) {
+    return PartInfo(backend, key.first, key.second);
+  } else if (std::all_of(s.objects.begin(), s.objects.end(),
+                         [](const ObjectInfo& o) { return IsDataObject(o.name); })) {
+    return std::nullopt;
+  } else {
+    info.writing = AnyListedWriterAlive(backend, key, s);
+    info.problem = info.writing ? "save in progress (no commit record yet)"
+                                : "no commit record (save incomplete or interrupted)";
+  }
+  if (!valid) {
+    if (!include_incomplete && !info.damaged) return std::nullopt;
+    if (info.name.empty()) {
+      info.name = key.first;
+      info.step = key.second;
+      info.ranks = static_cast<uint32_t>(s.manifest_ranks.size());
+      info.bytes = s.data_bytes;
+      info.created_unix_ms = s.newest_ms;
+    }
+    info.complete = false;
+  }
+  return info;
+}
+
+}  // namespace
+
 Result<std::vector<CheckpointInfo>> ListCheckpoints(Backend& backend, std::string_view name,
                                                     bool include_incomplete) {
   ASSIGN_OR_RETURN(Steps steps, WalkSteps(backend, name));
+  std::vector<const Steps::value_type*> order;
+  for (const auto& entry : steps) order.push_back(&entry);
+  // Each step's records are read on threads of their own: on a remote
+  // store each read is a round trip.
+  std::vector<std::optional<CheckpointInfo>> infos(order.size());
+  ForEachParallel(order.size(), [&](size_t i) {
+    infos[i] = StepInfo(backend, order[i]->first, order[i]->second, include_incomplete);
+  });
   std::vector<CheckpointInfo> out;
-  for (const auto& [key, s] : steps) {
-    CheckpointInfo info;
-    bool valid = false;
-    // Committed means the commit record and every manifest it names
-    // verify, the same test a restore applies, and every data object is
-    // there in full.
-    std::optional<std::string> damage;
-    if (s.has_commit) damage = DamageOf(backend, key.first, key.second, &info);
-    if (damage) {
-      info.problem = *damage;
-      valid = info.problem.empty();
-      info.damaged = !valid;
-      if (info.damaged) info.complete = false;
-    } else if (s.has_part) {
-      info = PartInfo(backend, key.first, key.second);
-      out.push_back(std::move(info));
-      continue;
-    } else if (std::all_of(s.objects.begin(), s.objects.end(),
-                           [](const ObjectInfo& o) { return IsDataObject(o.name); })) {
-      // Only data objects, nothing writing: what a removed step left for
-      // later steps that share chunks with it (or gc's to take), not a save.
-      continue;
-    } else {
-      info.writing = AnyListedWriterAlive(backend, key, s);
-      info.problem = info.writing ? "save in progress (no commit record yet)"
-                                  : "no commit record (save incomplete or interrupted)";
-    }
-    if (!valid) {
-      if (!include_incomplete && !info.damaged) continue;
-      if (info.name.empty()) {
-        info.name = key.first;
-        info.step = key.second;
-        info.ranks = static_cast<uint32_t>(s.manifest_ranks.size());
-        info.bytes = s.data_bytes;
-        info.created_unix_ms = s.newest_ms;
-      }
-      info.complete = false;
-    }
-    out.push_back(std::move(info));
+  for (auto& info : infos) {
+    if (info) out.push_back(std::move(*info));
   }
   return out;
 }

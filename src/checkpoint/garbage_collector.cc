@@ -19,24 +19,6 @@
 namespace sluice {
 namespace {
 
-// Reads and removals in flight at once: each is a round trip on a remote
-// store, and a step's are independent of another's.
-constexpr size_t kGcThreads = 16;
-
-// Runs f(0) .. f(n-1) on up to kGcThreads threads; returns when all did.
-template <typename F>
-void ForEachIndex(size_t n, F f) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < n; i = next++) f(i);
-  };
-  std::vector<std::thread> threads;
-  const size_t count = std::min(kGcThreads, n);
-  for (size_t t = 1; t < count; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-}
-
 // What the committed step (name, step) reaches: its records, and every data
 // object its manifests name, wherever it lives. A damaged commit record or
 // manifest: what it reaches is unknown, so every object of the step
@@ -92,7 +74,7 @@ std::unordered_set<std::string> Mark(Backend& backend, const Steps& steps, std::
   for (const auto& entry : steps) order.push_back(&entry);
   std::mutex mu;
   std::unordered_set<std::string> marked;
-  ForEachIndex(order.size(), [&](size_t i) {
+  ForEachParallel(order.size(), [&](size_t i) {
     const StepKey& key = order[i]->first;
     const StepObjects& s = order[i]->second;
     auto refs = live_refs.find(key.first);
@@ -238,7 +220,7 @@ Result<GcReport> CollectGarbage(Backend& backend, uint64_t min_age_ms) {
     ASSIGN_OR_RETURN(SinceMark since, LookSinceMark(backend, committed));
     std::mutex mu;
     Status first_error;
-    ForEachIndex(doomed.size(), [&](size_t i) {
+    ForEachParallel(doomed.size(), [&](size_t i) {
       const StepKey& key = *doomed[i].first;
       Status st = SweepStep(backend, key, committed.count(key) > 0, std::move(doomed[i].second), since, cutoff,
                             &report, &mu);

@@ -13,12 +13,15 @@
 #ifndef SLUICE_CHECKPOINT_STORE_WALK_H_
 #define SLUICE_CHECKPOINT_STORE_WALK_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -66,6 +69,23 @@ struct LiveRefs {
   bool Names(uint64_t step) const { return all || steps.count(step) > 0; }
 };
 std::map<std::string, LiveRefs> LiveRefsOf(Backend& backend, const Steps& steps);
+
+// Runs f(0) .. f(n-1) on up to kWalkThreads threads and returns when all
+// did: the per-step reads of a walk's steps, which on a remote store are
+// round trips each, independent of one another.
+constexpr size_t kWalkThreads = 16;
+template <typename F>
+void ForEachParallel(size_t n, F f) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) f(i);
+  };
+  std::vector<std::thread> threads;
+  const size_t count = std::min(kWalkThreads, n);
+  for (size_t t = 1; t < count; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
 
 }  // namespace sluice
 
