@@ -103,6 +103,14 @@ int CmdCompletion(int argc, char** argv) {
     std::fputs(HelpText(spec).c_str(), stdout);
     return kExitOk;
   }
+  if (argc > 3) {
+    const std::string extra = argv[3];
+    return Fail(Status::InvalidArgument("completion: " +
+                                        (extra.rfind("--", 0) == 0 ? "unknown flag " + extra
+                                                                   : "unexpected argument '" + extra + "'") +
+                                        " (see sluice completion --help)"),
+                true);
+  }
   if (argc != 3 || std::strcmp(argv[2], "bash") != 0) {
     return Fail(Status::InvalidArgument(std::string("completion: ") +
                                         (argc < 3 ? "name the shell: sluice completion bash"

@@ -129,6 +129,12 @@ int CmdDrain(int argc, char** argv) {
   if (!interval.ok()) return Fail(interval.status().WithContext("--interval"), true);
   if (*interval == 0) return Fail(Status::InvalidArgument("--interval must be more than 0"), true);
   // Later tiers may be created; tier 0 must exist (it is where the data is).
+  {
+    StoreOptions source;
+    source.create_if_missing = false;
+    auto there = Store::Open(popts->tiers[0].uri, source);
+    if (!there.ok()) return FailStoreOpen(there.status());
+  }
   popts->store.create_if_missing = true;
   const auto t0 = std::chrono::steady_clock::now();
   auto metrics_server = ServeMetricsIfAsked(flags);
