@@ -530,6 +530,16 @@ check "status during a capped drain (another process) shows it in flight with by
 sl status --tier "$QA" --tier "$QB"
 check "plain status prints the drain with an ETA" grep -q "st@2  drain to tier 1 .* ETA" "$W/out"
 kill "$qd" 2>/dev/null; wait "$qd" 2>/dev/null
+# A drain capped far below its I/O size writes small pieces: what it wrote
+# so far shows, not 0 until a whole object lands at once.
+"$SLUICE" save --tier "$QA" --tier "$QB" --name slow --step 1 --synthetic 1MiB --async --rate-limit 1=128KiB >/dev/null 2>&1 &
+qs=$!
+BGPIDS+=("$qs")
+sleep 3
+sl status --tier "$QA" --tier "$QB" --json --interval 1s
+check "status of a drain capped at 128 KiB/s: part of its 1 MiB so far, a rate and an ETA" \
+  [ "$RC" = 0 -a "$(pyj '[(f["bytes"] > 0, f["bytes"] < f["total_bytes"], f["bytes_per_sec"] > 0, "eta_seconds" in f) for f in d["in_flight"] if f["name"] == "slow"]')" = "[(True, True, True, True)]" ]
+kill "$qs" 2>/dev/null; wait "$qs" 2>/dev/null
 timeout 3 "$SLUICE" status --store "$QA" --watch --interval 500ms > "$W/watch.out" 2>&1
 check "status --watch keeps refreshing until interrupted (timeout: exit 124)" \
   [ "$?" = 124 -a "$(grep -c '^sluice status' "$W/watch.out")" -ge 3 ]

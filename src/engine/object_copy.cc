@@ -37,6 +37,18 @@ std::vector<ObjectToCopy> ObjectsToCopy(const Manifest& m) {
 
 namespace {
 
+// The size of a copy's writes: its I/O size, but under a rate cap at most an
+// eighth of a second of the cap (at least 64 KiB), so that a capped copy's
+// bytes go out as the cap allows rather than a whole I/O size at once after
+// seconds of waiting for tokens, and what it wrote so far shows (status).
+uint64_t CopyWriteBytes(const CopyControl& control) {
+  uint64_t bytes = std::max<uint64_t>(control.io_bytes, 4096);
+  if (control.bucket != nullptr && control.bucket->rate() > 0) {
+    bytes = std::min(bytes, std::max<uint64_t>(64 << 10, control.bucket->rate() / 8 / 4096 * 4096));
+  }
+  return bytes;
+}
+
 // The destination side of a copy: chunks arrive verified and in order, and
 // are packed into the write queue's own buffers.
 class CopySink {
@@ -47,8 +59,8 @@ class CopySink {
         dst_(dst),
         objects_(objects),
         control_(control),
-        queue_(dst, WriteQueueOptions{control.bucket, control.written, 0, nullptr,
-                                      std::max<uint64_t>(control.io_bytes, 4096), control.stop,
+        queue_(dst, WriteQueueOptions{control.bucket, control.written, 0, nullptr, CopyWriteBytes(control),
+                                      control.stop,
                                       control.written_total, kMaxHeldBytes,
                                       /*buffers_stay_mapped=*/true}) {}
 

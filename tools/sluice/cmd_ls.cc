@@ -112,8 +112,9 @@ void PrintListingJson(const std::vector<TieredCheckpointInfo>& tiered, const Inc
 
 void PrintListingText(const std::vector<TieredCheckpointInfo>& tiered, const Incomplete& incomplete, bool several,
                       const std::vector<TierBacklog>& backlog) {
-  std::printf("%-24s %10s %12s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "SHARED", "RANKS", "ITEMS",
-              "CREATED", several ? "TIERS" : "STATE");
+  // SHARED: bytes kept in earlier steps' objects; NEW: what this step wrote.
+  std::printf("%-24s %10s %12s %12s %12s %6s %8s  %-20s  %s\n", "NAME", "STEP", "BYTES", "SHARED", "NEW", "RANKS",
+              "ITEMS", "CREATED", several ? "TIERS" : "STATE");
   for (const auto& t : tiered) {
     const auto& c = t.info;
     std::string state;
@@ -131,15 +132,16 @@ void PrintListingText(const std::vector<TieredCheckpointInfo>& tiered, const Inc
         }
       }
     }
-    std::printf("%-24s %10llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
+    std::printf("%-24s %10llu %12s %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
                 static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(),
-                c.referenced_bytes > 0 ? HumanBytes(c.referenced_bytes).c_str() : "-", c.ranks,
+                c.referenced_bytes > 0 ? HumanBytes(c.referenced_bytes).c_str() : "-",
+                HumanBytes(c.bytes - std::min(c.bytes, c.referenced_bytes)).c_str(), c.ranks,
                 std::to_string(c.items).c_str(), FormatTime(c.created_unix_ms).c_str(), state.c_str());
   }
   for (const auto& [k, c] : incomplete) {
     std::string state = (several ? "tier " + std::to_string(k) + " " : std::string()) + "INCOMPLETE: " + c.problem;
-    std::printf("%-24s %10llu %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
-                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), "-", c.ranks, "-",
+    std::printf("%-24s %10llu %12s %12s %12s %6u %8s  %-20s  %s\n", c.name.c_str(),
+                static_cast<unsigned long long>(c.step), HumanBytes(c.bytes).c_str(), "-", "-", c.ranks, "-",
                 FormatTime(c.created_unix_ms).c_str(), state.c_str());
   }
   for (size_t k = 1; k < backlog.size(); ++k) {

@@ -310,8 +310,9 @@ Status AddSaveItems(PendingCheckpoint& pending, const SaveArgs& a, Progress& pro
 }
 
 // Waits for the first `tiers` tiers, telling the user about each failed
-// attempt (the pipeline retries them with backoff).
-Status WaitForTiers(SaveHandle& handle, size_t tiers) {
+// attempt (the pipeline retries them with backoff), and, at a later tier's
+// first, that `label` is committed on tier 0 already.
+Status WaitForTiers(SaveHandle& handle, size_t tiers, const std::string& label) {
   Status waited;
   for (size_t k = 0; k < tiers && waited.ok(); ++k) {
     std::string last_error;
@@ -323,6 +324,11 @@ Status WaitForTiers(SaveHandle& handle, size_t tiers) {
         break;
       }
       if (!pr[k].error.ok() && pr[k].error.message() != last_error) {
+        if (k > 0 && last_error.empty() && pr[0].state == TierState::kCommitted) {
+          std::fprintf(stderr, "sluice: %s is committed on tier 0 (%s); tier %zu is retried with backoff "
+                               "(Ctrl-C leaves it to `sluice drain`)\n",
+                       label.c_str(), pr[0].uri.c_str(), k);
+        }
         last_error = pr[k].error.message();
         std::fprintf(stderr, "sluice: tier %zu (%s): %s\n", k, pr[k].uri.c_str(), last_error.c_str());
       }
@@ -347,6 +353,7 @@ void PrintSaveJson(Pipeline& pipeline, const SaveArgs& a, const SaveOutcome& o) 
     const bool settled = t.state == TierState::kCommitted || t.state == TierState::kSkipped;
     JsonValue tier = {{"uri", t.uri}, {"state", settled ? TierStateName(t.state) : "pending"},
                       {"durable_seconds", t.state == TierState::kCommitted ? JsonValue(t.durable_seconds) : JsonValue()}};
+    if (!settled && !t.error.ok()) tier["error"] = t.error.message();
     if (const Placement* p = pipeline.tier(k).backend().caps().placement; p != nullptr && p->policy().enabled) {
       tier["hedging"] = HedgeJson(p->Stats());
     }
@@ -388,6 +395,9 @@ void PrintSaveText(const SaveArgs& a, const SaveOutcome& o) {
                   part ? "part recorded (the checkpoint is committed on tier 1)" : "committed", t.durable_seconds);
     } else if (t.state == TierState::kSkipped) {
       std::printf("  tier %zu %s: drained by rank 0\n", k, t.uri.c_str());
+    } else if (!t.error.ok()) {
+      std::printf("  tier %zu %s: left to `sluice drain`; not reached yet: %s\n", k, t.uri.c_str(),
+                  t.error.message().c_str());
     } else {
       std::printf("  tier %zu %s: left to `sluice drain`\n", k, t.uri.c_str());
     }
@@ -448,7 +458,7 @@ int CmdSave(int argc, char** argv) {
     std::fflush(stdout);
   }
   const size_t tiers = (*pipeline)->tier_count();
-  Status waited = WaitForTiers(**handle, a.detach ? 1 : tiers);
+  Status waited = WaitForTiers(**handle, a.detach ? 1 : tiers, CheckpointLabel(id.name, id.step));
   progress.Done();
   if (!waited.ok()) return Fail(waited);
   SaveOutcome outcome;
