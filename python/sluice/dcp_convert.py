@@ -90,11 +90,18 @@ def main(argv=None):
             n = import_dcp(args.dcp_dir, args.store, args.name, args.step)
             print(f"imported {n} items from {args.dcp_dir} as {args.name}@{args.step} of {args.store}")
         else:
+            if args.step not in ("latest", "latest-good") and not args.step.isdigit():
+                raise ValueError(f"--step {args.step!r} is not a step: give a number (e.g. --step 1000), "
+                                 "latest or latest-good")
             step = args.step if args.step in ("latest", "latest-good") else int(args.step)
             n = export_dcp(args.store, args.name, step, args.dcp_dir)
             print(f"exported {n} items of {args.name}@{args.step} of {args.store} to {args.dcp_dir}")
     except (OSError, ValueError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        # The one error form of the CLI (doc/cli.md): one line, "sluice: ...".
+        message = " ".join(str(e).split())
+        if message.startswith("sluice: "):
+            message = message[len("sluice: "):]
+        print(f"sluice: {message}", file=sys.stderr)
         return 1
     finally:
         close()

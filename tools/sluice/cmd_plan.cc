@@ -192,11 +192,20 @@ int PlanCompare(const Flags& flags, const PlanProfile& profile, const PlanJob& j
       skipped[n] = layout.status().message();
       continue;
     }
+    // A layout that cannot carry the job (its copy outlasts the interval)
+    // is no choice: said so beside the others, as one the profile lacks.
     auto plan = PlanCycle(job, profile.host, *layout, profile.failures);
-    if (!plan.ok()) return Fail(plan.status().WithContext("layout " + n));
+    if (!plan.ok()) {
+      skipped[n] = plan.status().message();
+      continue;
+    }
     plans.push_back(*plan);
   }
-  if (plans.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to compare"));
+  if (plans.empty()) {
+    std::string why;
+    for (const auto& [n, reason] : skipped.items()) why += (why.empty() ? "" : "; ") + n + ": " + reason.get<std::string>();
+    return Fail(Status::InvalidArgument("no layout of the profile can carry the job" + (why.empty() ? "" : " (" + why + ")")));
+  }
   PlanComparison c = ComparePlans(plans);
   if (flags.Has("json")) {
     JsonValue j;
