@@ -597,25 +597,36 @@ TEST_P(BackendConformance, ListFindsObjectsUnderAPrefixWithSizes) {
   EXPECT_TRUE(backend_->List("absent/")->empty());
 }
 
-// A backend that lists one level of names (ChildListing) names each child
-// of a prefix once, objects and deeper prefixes alike, and nothing outside.
-TEST_P(BackendConformance, ChildListingNamesEachChildOnce) {
+// One level of names under a prefix: what ChildListing gives where the
+// backend has it, and what the catalog derives from a walk where it has not
+// (RADOS): the same answer either way, each child once, nothing outside.
+TEST_P(BackendConformance, ChildrenOfAPrefixAreNamedOnceEach) {
   const ChildListing* children = backend_->caps().child_listing;
-  if (children == nullptr) GTEST_SKIP() << "no ChildListing on this backend (it is walked instead)";
+  auto children_of = [&](const std::string& prefix) -> Result<std::multiset<std::string>> {
+    std::multiset<std::string> out;
+    if (children != nullptr) {
+      ASSIGN_OR_RETURN(auto names, children->ListChildren(prefix));
+      out.insert(names.begin(), names.end());
+      return out;
+    }
+    ASSIGN_OR_RETURN(auto listed, backend_->List(prefix));
+    std::set<std::string> seen;
+    for (const auto& o : listed) seen.insert(o.name.substr(prefix.size(), o.name.find('/', prefix.size()) - prefix.size()));
+    out.insert(seen.begin(), seen.end());
+    return out;
+  };
   WriteObject("c/00000000000000000001/COMMIT", "1");
   WriteObject("c/00000000000000000001/data/x", "22");
   ASSERT_TRUE(backend_->PublishIfAbsent("c/00000000000000000002/data/y", "3").ok());
   WriteObject("c/top", "4");
   WriteObject("cc/00000000000000000009/z", "5");
-  auto got = children->ListChildren("c/");
+  auto got = children_of("c/");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  std::multiset<std::string> names(got->begin(), got->end());
-  EXPECT_EQ(names, (std::multiset<std::string>{"00000000000000000001", "00000000000000000002", "top"}));
-  auto deeper = children->ListChildren("c/00000000000000000001/");
+  EXPECT_EQ(*got, (std::multiset<std::string>{"00000000000000000001", "00000000000000000002", "top"}));
+  auto deeper = children_of("c/00000000000000000001/");
   ASSERT_TRUE(deeper.ok());
-  EXPECT_EQ(std::multiset<std::string>(deeper->begin(), deeper->end()),
-            (std::multiset<std::string>{"COMMIT", "data"}));
-  auto none = children->ListChildren("absent/");
+  EXPECT_EQ(*deeper, (std::multiset<std::string>{"COMMIT", "data"}));
+  auto none = children_of("absent/");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }

@@ -46,7 +46,7 @@ class DeferredBackend final : public BackendWrapper {
       }
       error_ = b.status();
     }
-    return Status::Unavailable("store " + uri_ + " is not available: " + error_.ToString());
+    return Status::Unavailable("store " + uri_ + " is not available: " + error_.message());
   }
 
   const std::string uri_;
