@@ -64,6 +64,11 @@ class CopySink {
                                       control.written_total, kMaxHeldBytes,
                                       /*buffers_stay_mapped=*/true}) {}
 
+  // A capped copy's objects get no size up front (no preallocation): they
+  // grow as bytes land, so a listing shows its progress (sluice status),
+  // and a capped copy is slow enough that writes one at a time cost nothing.
+  bool Capped() const { return control_.bucket != nullptr && control_.bucket->rate() > 0; }
+
   std::string What(size_t k) const {
     return "copy " + objects_[k].name + " from " + src_.uri() + " to " + dst_.uri();
   }
@@ -81,7 +86,8 @@ class CopySink {
         if (!removed.ok() && !removed.IsNotFound()) return removed.WithContext(What(current_));
       }
       RETURN_IF_ERROR(
-          queue_.BeginObject(to, AlignUp(o.size, queue_.alignment()), o.placed).WithContext(What(current_)));
+          queue_.BeginObject(to, Capped() ? 0 : AlignUp(o.size, queue_.alignment()), o.placed)
+              .WithContext(What(current_)));
     }
     return Status::OK();
   }

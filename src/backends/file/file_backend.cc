@@ -172,10 +172,11 @@ class FileBackend final : public FileDirectory {
     Fd fd(raw_fd);
     if (size_hint > 0) {
       // Preallocation keeps the file's extents contiguous and makes ENOSPC
-      // show up here, before any byte is written. The file's size stays what
-      // was written (KEEP_SIZE), so that a listing shows a write's progress
-      // (sluice status) rather than its end.
-      if (::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size_hint)) != 0 &&
+      // show up here, before any byte is written. It sets the file's size
+      // too: an O_DIRECT write past the size is done synchronously by
+      // ext4, one at a time (FALLOC_FL_KEEP_SIZE cost a hedged save half its
+      // speed, slow_dir_test).
+      if (::fallocate(fd.get(), 0, 0, static_cast<off_t>(size_hint)) != 0 &&
           errno != EOPNOTSUPP && errno != ENOSYS) {
         Status st = Status::FromErrno(errno, "preallocate " + std::to_string(size_hint) +
                                                  " bytes for object " + name);
