@@ -1,11 +1,10 @@
 #include "checkpoint/garbage_collector.h"
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <thread>
 #include <unordered_set>
 
 #include "checkpoint/catalog.h"
@@ -19,14 +18,23 @@
 namespace sluice {
 namespace {
 
-// What the committed step (name, step) reaches: its records, and every data
-// object its manifests name, wherever it lives. A damaged commit record or
-// manifest: what it reaches is unknown, so every object of the step
-// (`objects`, as listed) is. Deleting is never the repair.
-std::vector<std::string> ReachedFrom(Backend& backend, const StepKey& key, const std::vector<ObjectInfo>& objects) {
+bool HasCommitNow(Backend& backend, const StepKey& key) {
+  return ReadCommitRecord(backend, key.first, key.second).status().code() != StatusCode::kNotFound;
+}
+
+// What the step (name, step) reaches if it is committed: its records, and
+// every data object its manifests name, wherever it lives; nullopt if it is
+// not committed (no record, or a claim without its seal: its objects go
+// like any uncommitted step's). A damaged commit record or manifest: what
+// it reaches is unknown, so every object of the step (`objects`, as listed)
+// is. Deleting is never the repair.
+std::optional<std::vector<std::string>> ReachedFrom(Backend& backend, const StepKey& key,
+                                                    const std::vector<ObjectInfo>& objects) {
   std::vector<std::string> reached;
   auto loaded = LoadCheckpoint(backend, key.first, key.second);
   if (!loaded.ok()) {
+    // NotFound is the record's absence or a manifest's: the record tells which.
+    if (loaded.status().IsNotFound() && !HasCommitNow(backend, key)) return std::nullopt;
     for (const auto& o : objects) reached.push_back(o.name);
     return reached;
   }
@@ -61,10 +69,6 @@ void RemoveStaleHints(Backend& backend, const std::vector<ObjectInfo>& hints, in
   }
 }
 
-bool HasCommitNow(Backend& backend, const StepKey& key) {
-  return ReadCommitRecord(backend, key.first, key.second).status().code() != StatusCode::kNotFound;
-}
-
 // The mark: every object a commit reaches or a live writer may still
 // commit, as the walk `steps` and the reads after it find them. `committed`
 // gets the steps that were committed.
@@ -84,12 +88,11 @@ std::unordered_set<std::string> Mark(Backend& backend, const Steps& steps, std::
       // A step a writer works in, or one a live writer's refs name: its
       // objects may be about to be committed.
       for (const auto& o : s.objects) reached.push_back(o.name);
-    } else if (HasCommitNow(backend, key)) {
+    } else if (auto committed_reach = ReachedFrom(backend, key, s.objects)) {
       // Read after the writer check: a writer that finished in between has
-      // published its commit record by now. (A claim without its seal is no
-      // commit: its objects go like any uncommitted step's.)
+      // published its commit record by now.
       is_committed = true;
-      reached = ReachedFrom(backend, key, s.objects);
+      reached = std::move(*committed_reach);
     } else if (s.has_part) {
       // One host's part of a checkpoint committed elsewhere: only rm and
       // retention remove it, whole (a crashed attempt's leftovers with it).

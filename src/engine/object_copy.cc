@@ -64,10 +64,12 @@ class CopySink {
                                       control.written_total, kMaxHeldBytes,
                                       /*buffers_stay_mapped=*/true}) {}
 
-  // A capped copy's objects get no size up front (no preallocation): they
-  // grow as bytes land, so a listing shows its progress (sluice status),
-  // and a capped copy is slow enough that writes one at a time cost nothing.
-  bool Capped() const { return control_.bucket != nullptr && control_.bucket->rate() > 0; }
+  // A copy whose cap makes its writes smaller than the I/O size gets no
+  // object size up front (no preallocation): its objects grow as bytes land,
+  // so a listing shows its progress (sluice status). Such a cap is far below
+  // what writes one at a time reach (a file store extends a file one
+  // O_DIRECT write at a time); a faster copy keeps the preallocation.
+  bool Capped() const { return CopyWriteBytes(control_) < std::max<uint64_t>(control_.io_bytes, 4096); }
 
   std::string What(size_t k) const {
     return "copy " + objects_[k].name + " from " + src_.uri() + " to " + dst_.uri();
