@@ -143,7 +143,9 @@ class Run:
             return self.skip(what, why)
         # A line naming the checkout's own build/ or .venv/ runs in the checkout.
         cwd = self.source if re.search(r"(^|\s|=)(build|\.venv)/", line) else scratch
-        command = substitute(line, scratch).replace(".venv/bin/python", self.python or "python3")
+        command = substitute(line, scratch)
+        if self.python is not None:
+            command = command.replace(".venv/bin/python", self.python)
         p = subprocess.run(["bash", "-c", command], cwd=cwd, env=self.env, capture_output=True, text=True,
                            timeout=300)
         self.result(p.returncode == 0, what, f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
@@ -187,7 +189,7 @@ class Run:
                     if "dcp_convert import" in block and self.python is not None:
                         self.make_dcp_checkpoint(scratch)
                     for line in shell_lines(block):
-                        if line.startswith("python ") and self.python is None:
+                        if self.python is None and re.search(r"(^|\s)(python|\.venv/bin/python) ", line):
                             self.skip(f"{page}: {line}", "no Python with torch")
                             continue
                         self.shell(page, line, scratch)
