@@ -62,16 +62,22 @@ Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& com
   return m;
 }
 
-Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes) {
-  const std::string commit_name = CommitObject(name, step);
-  ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(bytes, "commit record " + commit_name));
+Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes,
+                                    std::string_view read_from) {
+  const std::string object = read_from.empty() ? CommitObject(name, step) : std::string(read_from);
+  ASSIGN_OR_RETURN(CommitRecord commit, DecodeCommitRecord(bytes, "commit record " + object));
   if (commit.name != name || commit.step != step) {
-    return Status::Corruption("commit record " + commit_name + " describes " + Label(commit.name, commit.step));
+    return Status::Corruption("commit record " + object + " describes " + Label(commit.name, commit.step));
   }
   return commit;
 }
 
-Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step) {
+namespace {
+
+// ReadCommitRecord; `*unsealed_seal`, where given, gets the seal a claim
+// without its seal names.
+Result<CommitRecordBytes> ReadRecord(Backend& backend, std::string_view name, uint64_t step,
+                                     std::string* unsealed_seal) {
   const std::string label = Label(name, step);
   const std::string commit_name = CommitObject(name, step);
   auto bytes = backend.ReadSmall(commit_name);
@@ -84,14 +90,21 @@ Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view na
   auto sealed = backend.ReadSmall(claim.seal);
   if (!sealed.ok()) {
     if (sealed.status().IsNotFound()) {
+      if (unsealed_seal != nullptr) *unsealed_seal = claim.seal;
       return Status::NotFound(label + " is not committed (claimed by a save that has not sealed it)");
     }
     return sealed.status().WithContext(label + ": seal " + claim.seal);
   }
   if (*sealed == kFencedSeal) {
-    return Status::NotFound(label + " is not committed (an unsealed claim that gc is removing)");
+    return Status::NotFound(label + " is not committed (it is being removed: sluice rm or gc fenced its unsealed claim)");
   }
   return CommitRecordBytes{std::move(sealed).value(), std::move(claim.seal)};
+}
+
+}  // namespace
+
+Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step) {
+  return ReadRecord(backend, name, step, nullptr);
 }
 
 Result<CommitClaim> DecodeClaimOf(std::string_view name, uint64_t step, std::string_view bytes) {
@@ -104,10 +117,38 @@ Result<CommitClaim> DecodeClaimOf(std::string_view name, uint64_t step, std::str
   return claim;
 }
 
+namespace {
+
+// Why (name, step) reads as not committed where `COMMIT` held a claim whose
+// seal `seal` was not there (`not_committed`, ReadRecord's NotFound): asked
+// only on a reader's way out, not on every poll of a waiting rank.
+Status WhyUnsealed(Backend& backend, std::string_view name, uint64_t step, const std::string& seal,
+                   const Status& not_committed) {
+  const std::string label = Label(name, step);
+  auto now = backend.ReadSmall(CommitObject(name, step));
+  if (!now.ok() && now.status().IsNotFound()) return Status::NotFound(label + " was removed while it was being read");
+  const std::string writer = WriterOfSeal(seal);
+  if (writer.empty()) return not_committed;
+  auto lock = backend.Stat({WriterLockObject(name, step, writer)});
+  if (lock.ok() && !lock->empty()) {
+    return Status::NotFound(label + " is not committed yet (a save of it is running and has not sealed it)");
+  }
+  return Status::NotFound(label + " is not committed: it is being removed (sluice rm, gc), or its save died "
+                                  "before sealing it and gc removes what is left");
+}
+
+}  // namespace
+
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step) {
-  ASSIGN_OR_RETURN(CommitRecordBytes record, ReadCommitRecord(backend, name, step));
+  std::string unsealed;
+  auto read = ReadRecord(backend, name, step, &unsealed);
+  if (!read.ok()) {
+    if (!unsealed.empty()) return WhyUnsealed(backend, name, step, unsealed, read.status());
+    return read.status();
+  }
+  CommitRecordBytes record = std::move(read).value();
   LoadedCheckpoint out;
-  ASSIGN_OR_RETURN(out.commit, DecodeCommitOf(name, step, record.bytes));
+  ASSIGN_OR_RETURN(out.commit, DecodeCommitOf(name, step, record.bytes, record.seal));
   out.seal = std::move(record.seal);
   for (const auto& r : out.commit.ranks) {
     ASSIGN_OR_RETURN(Manifest m, LoadCommittedManifest(backend, out.commit, r));

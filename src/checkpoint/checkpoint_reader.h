@@ -37,13 +37,19 @@ struct CommitRecordBytes {
 // record's bytes are not decoded here (DecodeCommitOf does).
 Result<CommitRecordBytes> ReadCommitRecord(Backend& backend, std::string_view name, uint64_t step);
 
+// NotFound when (name, step) is not committed, saying why where a claim
+// without its seal is found: its save is still running, or it is being
+// removed (or its save died), or it was removed while being read.
 Result<LoadedCheckpoint> LoadCheckpoint(Backend& backend, std::string_view name, uint64_t step);
 // Corruption if a data object the manifests name is missing or shorter than
 // its chunks need (one Stat for them all; no chunk is read).
 Status CheckDataObjects(Backend& backend, const LoadedCheckpoint& loaded);
 // The commit record of (name, step) from `bytes` read from it: Corruption
 // if they do not decode or describe another checkpoint.
-Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes);
+// `read_from`: the object the bytes were read from, for messages (a seal;
+// empty: `COMMIT`).
+Result<CommitRecord> DecodeCommitOf(std::string_view name, uint64_t step, std::string_view bytes,
+                                    std::string_view read_from = {});
 // The claim (name, step)'s `COMMIT` holds, from `bytes` read there:
 // Corruption if they do not decode, describe another step, or name anything
 // but a seal of that step (layout.h, IsSealOf).

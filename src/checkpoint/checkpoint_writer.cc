@@ -58,7 +58,7 @@ bool Commits(uint32_t rank, Role role) { return role != Role::kPart && rank == 0
 class Writer final : public RankWriter {
  public:
   Writer(Backend& backend, const StoreOptions& options, const CheckpointId& id, uint32_t rank,
-         uint32_t world, const SaveOptions& save, std::string writer_id, Role role)
+         uint32_t world, const SaveOptions& save, std::unique_ptr<StepCommit> step, Role role)
       : role_(role),
         backend_(backend),
         save_(save),
@@ -66,16 +66,10 @@ class Writer final : public RankWriter {
         id_(id),
         rank_(rank),
         world_(world),
-        writer_id_(std::move(writer_id)),
+        writer_id_(step->writer_id()),
         data_(backend, [this](uint32_t seq) { return DataObject(id_.name, id_.step, rank_, writer_id_, seq); },
               options.object_bytes, options.io_bytes, options.chunk_bytes),
-        step_(backend, id, writer_id_,
-              StepCommitOptions{rank, world, save.attempt, options.rank_timeout_ms, Commits(rank, role),
-                                // Only for an attempt id used by this save alone: a note of an
-                                // earlier launch with the same id would fail this one. A part
-                                // writer's store is its host's own: no other rank would read one.
-                                role != Role::kPart && world > 1 && !save.attempt.empty() &&
-                                    save.attempt_is_unique}) {}
+        step_(std::move(step)) {}
 
   ~Writer() override { Retire(); }
 
@@ -95,7 +89,7 @@ class Writer final : public RankWriter {
     item.size = size;
     // A claim refused because the step is committed: nothing to write.
     // (Such a writer skipped the check at its creation: NewWriter.)
-    if (step_.RefusedAsCommitted()) {
+    if (step_->RefusedAsCommitted()) {
       sticky_ = Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       return sticky_;
     }
@@ -189,9 +183,8 @@ class Writer final : public RankWriter {
       // Refuse early if someone committed since this writer was created:
       // no point publishing. A writer that commits skips the read: its claim
       // says so (below), and the read would be one more wait on the fixed
-      // name's placement group, which is a slow OSD's for about half of all
-      // steps.
-      if (!step_.commits()) {
+      // name's placement, which may be slow.
+      if (!step_->commits()) {
         if (ReadCommitRecord(backend_, id_.name, id_.step).ok()) {
           return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
         }
@@ -199,7 +192,7 @@ class Writer final : public RankWriter {
       RETURN_IF_ERROR(complete());
       // A claim refused for a committed step: before the manifest is
       // published, so that this writer's data goes with it (Retire).
-      if (step_.Committed()) {
+      if (step_->Committed()) {
         return Status::AlreadyExists(CheckpointLabel(id_) + " is already committed");
       }
       return PublishAndCommit();
@@ -250,23 +243,23 @@ class Writer final : public RankWriter {
 
     if (role_ == Role::kPart) return stats;  // committed elsewhere, by a relay
     if (rank_ == 0) {
-      RETURN_IF_ERROR(step_.CommitAsCoordinator(manifest_name, encoded, manifest_));
+      RETURN_IF_ERROR(step_->CommitAsCoordinator(manifest_name, encoded, manifest_));
       stats.committed = true;
       // Best effort: a hint not written, or overwritten by a concurrent save
       // of another step, only costs the next save a listing or an older base.
       // Written beside the release of the writer lock (Retire waits for
-      // both): neither needs the other, and each may wait on a busy OSD.
+      // both): neither needs the other, and each may wait on a slow placement.
       // It carries the commit record, so that the next save need not read it
       // before building on this step (latest_hint.h).
       try {
         hint_written_ = std::async(std::launch::async, [this] {
-          PublishLatestHint(backend_, id_.name, id_.step, step_.committed_record(), step_.committed_seal());
+          PublishLatestHint(backend_, id_.name, id_.step, step_->committed_record(), step_->committed_seal());
         });
       } catch (...) {  // no thread (or memory) to be had: written here
-        PublishLatestHint(backend_, id_.name, id_.step, step_.committed_record(), step_.committed_seal());
+        PublishLatestHint(backend_, id_.name, id_.step, step_->committed_record(), step_->committed_seal());
       }
     } else {
-      RETURN_IF_ERROR(step_.PointAndWait(manifest_name));
+      RETURN_IF_ERROR(step_->PointAndWait(manifest_name));
     }
     return stats;
   }
@@ -286,13 +279,11 @@ class Writer final : public RankWriter {
     data_.WaitOutWrites();
     if (!manifest_published_) {
       RemoveOwnData();
-      step_.PublishAbort(failure_);
+      step_->PublishAbort(failure_);
     }
-    // The claim, still in flight where the save failed early, lands while
-    // the lock is held (CommitClaimant); a commit that did not happen takes
-    // it back, so that a failed save leaves the step as if never claimed.
-    step_.EndClaim();
-    ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
+    // The claim (kept if this writer committed, taken back otherwise), then
+    // the lock.
+    step_->End();
     if (hint_written_.valid()) hint_written_.wait();
   }
 
@@ -313,7 +304,7 @@ class Writer final : public RankWriter {
   uint32_t world_;
   std::string writer_id_;
   StreamWriter data_;
-  StepCommit step_;  // the claim, the gathering or the wait, abort notes
+  std::unique_ptr<StepCommit> step_;  // the lock, the claim, the gathering or the wait, abort notes
   Manifest manifest_;
   std::unordered_set<std::string> keys_;
   Status sticky_;
@@ -373,10 +364,13 @@ Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptio
   // in the slow placement's queue before its first write.
   const bool check_committed = !Commits(rank, role) || backend.caps().placement == nullptr;
   RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, check_committed));
-  // Registered before anything is written, so that gc never mistakes this
-  // save's objects for garbage.
-  RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(CheckpointLabel(id)));
-  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, writer_id, role));
+  StepCommitOptions commit{rank, world, save.attempt, options.rank_timeout_ms, Commits(rank, role),
+                           // Only for an attempt id used by this save alone: a note of an
+                           // earlier launch with the same id would fail this one. A part
+                           // writer's store is its host's own: no other rank would read one.
+                           role != Role::kPart && world > 1 && !save.attempt.empty() && save.attempt_is_unique};
+  ASSIGN_OR_RETURN(auto step, StepCommit::Begin(backend, id, std::move(writer_id), std::move(commit)));
+  return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, std::move(step), role));
 }
 
 }  // namespace
@@ -384,7 +378,7 @@ Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptio
 Result<std::unique_ptr<RankWriter>> NewRankWriter(Backend& backend, const StoreOptions& options,
                                                   const CheckpointId& id, uint32_t rank,
                                                   uint32_t world, const SaveOptions& save) {
-  return NewWriter(backend, options, id, rank, world, save, NewWriterIdAwayFromSlow(backend, id.name, id.step, rank), Role::kWhole);
+  return NewWriter(backend, options, id, rank, world, save, "", Role::kWhole);
 }
 
 Result<std::unique_ptr<RankWriter>> NewPartWriter(Backend& local, Backend& shared, const StoreOptions& options,

@@ -22,10 +22,11 @@
 #include "checkpoint/latest_hint.h"
 #include "checkpoint/references.h"
 #include "checkpoint/slow_names_fixture.h"
+#include "checkpoint/step_copy.h"
 #include "checkpoint/store_test_fixture.h"
+#include "checkpoint/writer_registry.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
-#include "pipeline/drain.h"
 
 namespace sluice {
 namespace {
@@ -330,7 +331,7 @@ TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
     o.create_if_missing = true;
     auto dst = Store::Open(dst_dir, o);
     ASSERT_TRUE(dst.ok()) << dst.status().ToString();
-    Status drained = DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{});
+    Status drained = CopyCommittedStep(raw(), (*dst)->backend(), "c", 1, CopyControl{});
     ASSERT_TRUE(drained.ok()) << drained.ToString();
     // The same save (under the drain writer's names), at a seal of the
     // drain's own claim.
@@ -341,7 +342,7 @@ TEST_F(CommitClaimTest, ASealedStepIsABaseAndDrainsAsOneRecord) {
     EXPECT_TRUE(IsCommitClaim(*(*dst)->backend().ReadSmall(CommitObject("c", 1))));
     EXPECT_EQ((*dst)->backend().List(SealPrefix("c", 1))->size(), 1u);
     // Drained again: the same record is there, nothing to do.
-    EXPECT_TRUE(DrainCheckpoint(raw(), (*dst)->backend(), "c", 1, CopyControl{}).ok());
+    EXPECT_TRUE(CopyCommittedStep(raw(), (*dst)->backend(), "c", 1, CopyControl{}).ok());
   }
   std::string cmd = "rm -rf " + dst_dir;
   (void)std::system(cmd.c_str());
@@ -555,6 +556,39 @@ TEST_F(CommitClaimTest, AWriterThatSealsADeadClaimGcRemovedCommitsNothing) {
   EXPECT_TRUE(ReadCommitRecord(raw(), "c", 1).status().IsNotFound());
   ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 7)).ok());
   EXPECT_TRUE(Load("c", 1)["x"] == Bytes(1000, 7));
+}
+
+// A reader says why a step is not committed, and which object's bytes
+// failed: a damaged seal is named, not `COMMIT`.
+TEST_F(CommitClaimTest, ReadersNameTheSealAndWhyAClaimIsNoCommit) {
+  ASSERT_TRUE(SaveOne(raw(), 1, Bytes(1000, 1)).ok());
+  const std::string seal = ClaimAt(1)->seal;
+  std::string bad = *raw().ReadSmall(seal);
+  bad[bad.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(raw().PublishIfAbsent(seal + ".bad", bad).ok());
+  ASSERT_TRUE(raw().Replace(seal + ".bad", seal).ok());
+  auto damaged = LoadCheckpoint(raw(), "c", 1);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().code(), StatusCode::kCorruption) << damaged.status().ToString();
+  EXPECT_NE(damaged.status().message().find(seal), std::string::npos) << damaged.status().ToString();
+  EXPECT_EQ(damaged.status().message().find("COMMIT:"), std::string::npos) << damaged.status().ToString();
+
+  // A claim whose seal is missing and whose writer is gone: being removed,
+  // or its save died.
+  DeadClaim(2);
+  auto dead = LoadCheckpoint(raw(), "c", 2);
+  ASSERT_TRUE(dead.status().IsNotFound()) << dead.status().ToString();
+  EXPECT_NE(dead.status().message().find("being removed"), std::string::npos) << dead.status().ToString();
+
+  // One whose writer holds its lock: a save that is running.
+  const std::string writer = "live0000writer00";
+  ASSERT_TRUE(raw().PublishIfAbsent(CommitObject("c", 3),
+                                    EncodeCommitClaim(CommitClaim{"c", 3, SealObject("c", 3, writer, 1), 1})).ok());
+  ASSERT_TRUE(AcquireWriterLock(raw(), "c", 3, writer).ok());
+  auto running = LoadCheckpoint(raw(), "c", 3);
+  ASSERT_TRUE(running.status().IsNotFound()) << running.status().ToString();
+  EXPECT_NE(running.status().message().find("is running"), std::string::npos) << running.status().ToString();
+  ReleaseWriterLock(raw(), "c", 3, writer);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/rank_gatherer.h"
+#include "checkpoint/references.h"
+#include "checkpoint/writer_registry.h"
 #include "format/abort_note.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
@@ -21,10 +23,47 @@ std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.s
 
 }  // namespace
 
-StepCommit::StepCommit(Backend& backend, const CheckpointId& id, const std::string& writer_id,
-                       StepCommitOptions options)
-    : backend_(backend), id_(id), options_(std::move(options)) {
-  if (options_.commits) claim_ = std::make_unique<CommitClaimant>(backend_, id_.name, id_.step, writer_id);
+Result<std::unique_ptr<StepCommit>> StepCommit::Begin(Backend& backend, const CheckpointId& id,
+                                                      std::string writer_id, StepCommitOptions options) {
+  if (writer_id.empty()) writer_id = NewWriterIdAwayFromSlow(backend, id.name, id.step, options.rank);
+  // Registered before anything is written (the claim included), so that gc
+  // never mistakes this writer's objects for garbage nor takes its claim.
+  RETURN_IF_ERROR(AcquireWriterLock(backend, id.name, id.step, writer_id).WithContext(Label(id)));
+  return std::unique_ptr<StepCommit>(new StepCommit(backend, id, std::move(writer_id), std::move(options)));
+}
+
+StepCommit::StepCommit(Backend& backend, const CheckpointId& id, std::string writer_id, StepCommitOptions options)
+    : backend_(backend), id_(id), writer_id_(std::move(writer_id)), options_(std::move(options)) {
+  if (options_.commits) claim_ = std::make_unique<CommitClaimant>(backend_, id_.name, id_.step, writer_id_);
+}
+
+StepCommit::~StepCommit() { End(); }
+
+void StepCommit::End() {
+  if (ended_) return;
+  ended_ = true;
+  // The claim, still in flight where the writer failed early, lands while
+  // the lock is held; a commit that did not happen takes it back, so that a
+  // failed writer leaves the step as if never claimed.
+  if (claim_ != nullptr && committed_) claim_->KeepClaim();
+  claim_.reset();
+  ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
+}
+
+Status StepCommit::ProtectSteps(const std::set<uint64_t>& steps) {
+  return PublishWriterRefs(backend_, id_.name, id_.step, writer_id_, steps).WithContext(Label(id_));
+}
+
+Status StepCommit::Publish(CommitPlan plan, std::string* existing) {
+  if (claim_ == nullptr) return Status::InvalidArgument(Label(id_) + ": a writer that does not commit cannot publish");
+  plan.seal = claim_->seal();
+  plan.claimed = claim_->Wait() == CommitClaimant::Outcome::kOurs;
+  Status st = PublishCommit(backend_, plan, existing, &committed_seal_);
+  if (st.ok()) {
+    committed_ = true;
+    committed_record_ = std::move(plan.commit_bytes);
+  }
+  return st;
 }
 
 bool StepCommit::RefusedAsCommitted() { return claim_ != nullptr && claim_->RefusedAsCommitted(); }
@@ -94,9 +133,9 @@ Status StepCommit::CommitAsCoordinator(const std::string& own_name, const std::s
   // reads what is there, and seals whichever claim it finds, ours included.)
   std::string published;
   RETURN_IF_ERROR(PublishCommit(backend_, *plan, nullptr, &published));
+  committed_ = true;
   committed_record_ = std::move(plan->commit_bytes);
   committed_seal_ = std::move(published);
-  claim_->KeepClaim();
   return Status::OK();
 }
 

@@ -1,11 +1,23 @@
-// The coordination of one step's ranks on one store (doc/format.md,
-// "Commit protocol"), as a rank writer (checkpoint_writer.h) runs it once
-// its own manifest is published: rank 0 gathers every rank's manifest
-// (rank_gatherer.h) and seals the commit record (commit_coordinator.h);
-// every other rank names its manifest at a rank pointer and waits for that
-// commit; abort notes tell the ranks of one attempt at once that no commit
-// will come. The rank writer keeps what is its own: items, data objects,
-// its manifest, its lock.
+// The one commit module (doc/format.md, "Why a commit is final"): every
+// writer of a step on a store begins, commits and ends here, whatever it
+// writes: a save's ranks, a relay, a drain's copy, a repair.
+//
+//   Begin   a writer id (picked away from slow placement), the writer lock
+//           (gc and rm leave the step alone while it lives), and, for a
+//           writer that commits, the claim of `COMMIT`, published in the
+//           background while the writer writes;
+//   ProtectSteps   the refs record, for objects of other steps it names;
+//   commit  rank 0 of a save gathers every rank's manifest and seals
+//           (CommitAsCoordinator); other ranks name theirs and wait
+//           (PointAndWait); a copy whose record is built already seals it
+//           (Publish);
+//   End     one rule for the claim: kept once this writer's commit
+//           happened, taken back otherwise (its seal fenced first, so a seal
+//           another writer published on it stays); then the lock goes.
+//
+// Abort notes tell the ranks of one save attempt at once that no commit
+// will come. The writer keeps what is its own: items, data objects, its
+// manifest.
 //
 // Thread-safety: one thread (the claim is published on one of its own).
 #ifndef SLUICE_CHECKPOINT_STEP_COMMIT_H_
@@ -13,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "checkpoint/commit_coordinator.h"
@@ -27,8 +40,9 @@ struct StepCommitOptions {
   uint32_t world = 1;
   std::string attempt;           // SaveOptions::attempt
   uint64_t rank_timeout_ms = 0;  // StoreOptions::rank_timeout_ms
-  // This writer commits the step (rank 0 of a whole save or of a relay):
-  // its claim of `COMMIT` starts at construction.
+  // This writer commits the step (rank 0 of a whole save or of a relay, a
+  // copy of a committed step): its claim of `COMMIT` starts at Begin. A
+  // repair, a part writer and ranks > 0 commit nothing.
   bool commits = false;
   // Abort notes are written and heeded: world > 1, not a part writer, and an
   // attempt id this save alone uses (SaveOptions::attempt_is_unique).
@@ -37,15 +51,31 @@ struct StepCommitOptions {
 
 class StepCommit {
  public:
-  // Made after the writer's lock is published (the claim must be).
-  StepCommit(Backend& backend, const CheckpointId& id, const std::string& writer_id, StepCommitOptions options);
+  // Begins a writer of `id` on `backend` under `writer_id` (empty: a new one,
+  // whose records keep away from the placements `backend` finds slow, and,
+  // for rank `options.rank`'s manifest, its manifest's too): publishes its
+  // writer lock, then starts the claim if it commits. A writer whose names
+  // are chosen for another store (a part writer's, for its relay there)
+  // passes the id.
+  static Result<std::unique_ptr<StepCommit>> Begin(Backend& backend, const CheckpointId& id, std::string writer_id,
+                                                   StepCommitOptions options);
+  // End().
+  ~StepCommit();
+  StepCommit(const StepCommit&) = delete;
+  StepCommit& operator=(const StepCommit&) = delete;
 
+  const std::string& writer_id() const { return writer_id_; }
   bool commits() const { return claim_ != nullptr; }
   // Whether this writer's claim was refused because the step is committed:
   // without waiting, or (Committed) once the claim's publish is done.
   // False for a writer that does not commit.
   bool RefusedAsCommitted();
   bool Committed();
+
+  // Publishes this writer's refs record for `steps` (references.h): gc and
+  // rm keep those steps' objects while the writer lives, and its commit
+  // keeps them after.
+  Status ProtectSteps(const std::set<uint64_t>& steps);
 
   // Rank 0: waits for every rank's manifest, then seals the commit record
   // that names them all (`own_name`, `own_bytes`: this rank's manifest as
@@ -61,15 +91,24 @@ class StepCommit {
   // names another writer's manifest for this rank.
   Status PointAndWait(const std::string& own_name);
 
+  // A committing writer whose record is built (a copy of a committed step:
+  // `plan` names every object it reaches) checks and seals it at this
+  // writer's claim, as PublishCommit does (commit_coordinator.h): OK once
+  // sealed, AlreadyExists when a record was there first (`*existing` gets
+  // its bytes where readable).
+  Status Publish(CommitPlan plan, std::string* existing);
+
   // Tells the other ranks of this attempt that it will not commit (where
   // abort notes are used; best effort).
   void PublishAbort(const Status& why);
 
-  // Ends the claim: kept once this writer committed, taken back otherwise
-  // (CommitClaimant). Idempotent.
-  void EndClaim() { claim_.reset(); }
+  // Ends this writer: the claim is kept if this writer committed and taken
+  // back otherwise; then the writer lock is released (best effort: what a
+  // failure leaves is gc's). Idempotent.
+  void End();
 
  private:
+  StepCommit(Backend& backend, const CheckpointId& id, std::string writer_id, StepCommitOptions options);
   // Fails when a rank of this attempt gave up: the commit cannot happen.
   Status CheckNoAbort();
   Result<std::string> PublishRankPointer(const std::string& manifest_name);
@@ -80,8 +119,11 @@ class StepCommit {
 
   Backend& backend_;
   CheckpointId id_;
+  std::string writer_id_;
   StepCommitOptions options_;
   std::unique_ptr<CommitClaimant> claim_;  // where this writer commits
+  bool committed_ = false;                 // this writer's commit happened
+  bool ended_ = false;
   std::string committed_record_;
   std::string committed_seal_;
 };

@@ -38,6 +38,13 @@ bool IsSealOf(std::string_view object, std::string_view name, uint64_t step) {
          object.find('/', prefix.size()) == std::string_view::npos;
 }
 
+std::string WriterOfSeal(std::string_view seal) {
+  const size_t slash = seal.rfind('/');
+  const size_t dash = seal.rfind('-');
+  if (slash == std::string_view::npos || dash == std::string_view::npos || dash <= slash + 1) return "";
+  return std::string(seal.substr(slash + 1, dash - slash - 1));
+}
+
 std::string LatestHintObject(std::string_view name, uint32_t slot) {
   return NamePrefix(name) + "LATEST" + (slot == 0 ? "" : "." + std::to_string(slot));
 }

@@ -34,19 +34,20 @@ std::string SealObject(std::string_view name, uint64_t step, std::string_view wr
 // Whether `object` is a name directly under (name, step)'s seal/ prefix: a
 // claim naming anything else is not trusted.
 bool IsSealOf(std::string_view object, std::string_view name, uint64_t step);
+// The writer id a seal object's name carries (SealObject); "" if `seal` is
+// not one.
+std::string WriterOfSeal(std::string_view seal);
 // "ckpt/<name>/LATEST" (slot 0), "ckpt/<name>/LATEST.<slot>" (1..15): the
 // step a save of `name` last committed, in decimal, and optionally its
 // commit record (and the seal it was published at) after a newline
 // (checkpoint/latest_hint.h). A hint, not a record:
-// an incremental save reads it to find its base without listing (a RADOS
-// listing walks the whole pool) and checks the step's commit record
+// an incremental save reads it to find its base without listing (a listing
+// may walk the whole store) and checks the step's commit record
 // before building on it (a hint of the step alone whose record is missing:
-// it lists; a stale hinted record: it writes in full). The other slots are other names, so
-// other placement groups: written in place of slot 0 while its placement
-// is slow (checkpoint/latest_hint.h). 16: with one slow OSD of six in a
-// 3-host pool of size 3, about half of all placement groups hold it, and
-// with 8 slots one name in 256 found every slot slow (a war-story run did:
-// the hint's delete and publish then took 6.6 s of a 9.4 s save).
+// it lists; a stale hinted record: it writes in full). The other slots are
+// other names, which a backend with placements may place elsewhere: written
+// in place of slot 0 while its placement is slow (checkpoint/latest_hint.h).
+// Why 16 slots on RADOS: doc/ceph.md.
 constexpr uint32_t kLatestHintSlots = 16;
 std::string LatestHintObject(std::string_view name, uint32_t slot = 0);
 // The checkpoint name of a listed hint object, or nullopt if `object` is

@@ -1,15 +1,6 @@
-// Draining: copying a committed checkpoint from one tier to another as the
-// same save under the drain writer's own names (checkpoint/copies.h; its
-// data objects placed and hedged where the destination has a Placement),
-// verifying every chunk on the way, and committing it there with the same
-// claim and seal a save uses (doc/format.md, "Tiers and drains"). Plus what
-// `ls` shows about it (drain notes) and retention.
-//
-// A drain registers a writer lock in the destination step first, so gc and
-// rm there leave it alone. A
-// killed drain leaves only uncommitted objects, which gc removes; the next
-// drain writes under names of its own and seals the claim the killed one
-// left.
+// Draining, around the copy of one committed step from tier to tier
+// (checkpoint/step_copy.h): what `ls` shows about it (drain notes), and
+// which steps each tier drains, keeps and removes (retention).
 //
 // Thread-safety: free functions; callers serialize per (tier, step).
 #ifndef SLUICE_PIPELINE_DRAIN_H_
@@ -28,14 +19,6 @@
 #include "sluice/store.h"
 
 namespace sluice {
-
-// Drains (name, step) from `src` to `dst`. OK if the same save is committed
-// on `dst` afterwards (also when it already was, or another drainer of the
-// step committed it meanwhile); AlreadyExists if another save of the step
-// is. Two drainers of one step may run at once: each copies under its own
-// names and exactly one copy is committed.
-Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
-                       const CopyControl& control);
 
 // Drain notes: kept in the source tier's step, one per destination tier.
 void WriteDrainNote(Backend& src, const std::string& name, uint64_t step,

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/parts.h"
 #include "checkpoint/step_commit.h"
+#include "checkpoint/step_copy.h"
 #include "engine/object_copy.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
@@ -184,7 +185,7 @@ Status DrainScheduler::DrainOnce(const std::string& name, uint64_t step, size_t 
   control.written_total = env_.metrics->drain_written[dst];
   control.io_bytes = opts_.store.io_bytes;
   Backend& s = env_.stores[src]->backend();
-  Status st = DrainCheckpoint(s, env_.stores[dst]->backend(), name, step, control);
+  Status st = CopyCommittedStep(s, env_.stores[dst]->backend(), name, step, control);
   if (st.ok()) {
     ClearDrainNote(s, name, step, opts_.tiers[dst].uri);
   } else if (!stop_) {

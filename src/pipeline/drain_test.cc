@@ -17,6 +17,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/copies.h"
+#include "checkpoint/step_copy.h"
 #include "engine/loser_reaper.h"
 #include "engine/slow_placement_fixture.h"
 #include "format/layout.h"
@@ -129,7 +130,7 @@ TEST_F(DrainTest, ACopyPastASlowPlacementIsHedgedAndHoldsTheSameSave) {
   SlowFirstPlacement slow(std::move(raw).value());
   slow.slow = std::chrono::milliseconds(4000);
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = DrainCheckpoint(src_->backend(), slow, "d", 1, Control());
+  Status st = CopyCommittedStep(src_->backend(), slow, "d", 1, Control());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(st.ok()) << st.ToString();
   // Every data object's first placement was 4 s late: each was written
@@ -147,7 +148,7 @@ TEST_F(DrainTest, ACopyPastASlowPlacementIsHedgedAndHoldsTheSameSave) {
   ExpectSameSave(1);
   // Drained again: the same save is there, nothing is written.
   const int creates = slow.creates;
-  EXPECT_TRUE(DrainCheckpoint(src_->backend(), slow, "d", 1, Control()).ok());
+  EXPECT_TRUE(CopyCommittedStep(src_->backend(), slow, "d", 1, Control()).ok());
   EXPECT_EQ(slow.creates, creates);
 }
 
@@ -156,7 +157,7 @@ TEST_F(DrainTest, ACopyPastASlowPlacementIsHedgedAndHoldsTheSameSave) {
 // slow first placement), and swaps it in: the copy verifies.
 TEST_F(DrainTest, ARepairOfTheCopyIsPlacedAndHedgedToo) {
   Save(1, {{"a", Bytes(2 << 20, 4)}});
-  ASSERT_TRUE(DrainCheckpoint(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
+  ASSERT_TRUE(CopyCommittedStep(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
   auto raw = OpenBackend(dir_ + "/dst", false);
   ASSERT_TRUE(raw.ok());
   SlowFirstPlacement slow(std::move(raw).value());
@@ -182,11 +183,19 @@ TEST_F(DrainTest, ARepairOfTheCopyIsPlacedAndHedgedToo) {
 TEST_F(DrainTest, AfterAFailedDrainTheNextCommitsUnderItsOwnNamesAndGcTakesTheRest) {
   Save(1, {{"a", Bytes(3 << 20, 2)}});
   FailingCreates failing(dst_->backend(), 2);
-  Status st = DrainCheckpoint(src_->backend(), failing, "d", 1, Control());
+  Status st = CopyCommittedStep(src_->backend(), failing, "d", 1, Control());
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   EXPECT_TRUE(LoadCheckpoint(dst_->backend(), "d", 1).status().IsNotFound());
-  ASSERT_TRUE(DrainCheckpoint(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
+  // The one rule for every writer that did not commit: its claim (fenced
+  // first) and its lock are gone, so the step looks as if never claimed.
+  EXPECT_TRUE(dst_->backend().ReadSmall(CommitObject("d", 1)).status().IsNotFound()) << "the failed drain left its claim";
+  for (const char* prefix : {"seal/", "writers/"}) {
+    auto left = dst_->backend().List(StepPrefix("d", 1) + prefix);
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->empty()) << "the failed drain left " << (*left)[0].name;
+  }
+  ASSERT_TRUE(CopyCommittedStep(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
   ExpectSameSave(1);
   // What the failed drain wrote is garbage: gc leaves exactly what the
   // commit names.
@@ -213,11 +222,11 @@ TEST_F(DrainTest, AnIncrementalCopyNamesItsBaseWhereTheDestinationHoldsIt) {
   Save(1, {{"a", a}});
   Save(2, {{"a", b}});
   ASSERT_GT(Load(*src_, 2).manifests[0].ReferencedBytes(), 0u);
-  ASSERT_TRUE(DrainCheckpoint(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
+  ASSERT_TRUE(CopyCommittedStep(src_->backend(), dst_->backend(), "d", 1, Control()).ok());
   std::atomic<uint64_t> written{0};
   CopyControl c = Control();
   c.written = &written;
-  ASSERT_TRUE(DrainCheckpoint(src_->backend(), dst_->backend(), "d", 2, c).ok());
+  ASSERT_TRUE(CopyCommittedStep(src_->backend(), dst_->backend(), "d", 2, c).ok());
   ExpectSameSave(1);
   ExpectSameSave(2);
   // Step 2's copy names step 1's objects by their names there, and only

@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 
+#include "checkpoint/step_copy.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/latest_hint.h"
 #include "checkpoint/references.h"
@@ -190,7 +191,7 @@ TEST_F(IncrementalTest, TwoItemsSharingOneBaseChunkRestoreAndDrain) {
   ExpectIntact(p->tier(0), 2, s2);
   auto dst = Store::Open(Tier(1), StoreOptions{.create_if_missing = true});
   ASSERT_TRUE(dst.ok());
-  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 2, CopyControl{}).ok());
+  ASSERT_TRUE(CopyCommittedStep(p->tier(0).backend(), (*dst)->backend(), "m", 2, CopyControl{}).ok());
   ExpectIntact(**dst, 2, s2);
 }
 
@@ -256,7 +257,7 @@ TEST_F(IncrementalTest, DrainsCopyOnlyWhatTheTierLacks) {
   // A third tier that never saw step 1 gets the shared objects too.
   auto lone = Store::Open(dir_ + "/lone", StoreOptions{.create_if_missing = true});
   ASSERT_TRUE(lone.ok());
-  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*lone)->backend(), "m", 2, CopyControl{}).ok());
+  ASSERT_TRUE(CopyCommittedStep(p->tier(0).backend(), (*lone)->backend(), "m", 2, CopyControl{}).ok());
   ExpectIntact(**lone, 2, s2);
   auto gc = (*lone)->CollectGarbage(0);
   ASSERT_TRUE(gc.ok());
@@ -325,7 +326,7 @@ TEST_F(IncrementalTest, DrainingABaseAfterItsLaterStepLeavesTheSharedObjectsAlon
   auto dst = Store::Open(Tier(1), StoreOptions{.create_if_missing = true});
   ASSERT_TRUE(dst.ok());
   // Step 2 first (as when step 1's drain failed), then step 1.
-  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 2, CopyControl{}).ok());
+  ASSERT_TRUE(CopyCommittedStep(p->tier(0).backend(), (*dst)->backend(), "m", 2, CopyControl{}).ok());
   auto inodes = [&] {
     std::map<std::string, ino_t> out;
     auto listed = (*dst)->backend().List(StepPrefix("m", 1) + "data/");
@@ -339,7 +340,7 @@ TEST_F(IncrementalTest, DrainingABaseAfterItsLaterStepLeavesTheSharedObjectsAlon
   };
   const auto before = inodes();
   ASSERT_FALSE(before.empty());
-  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 1, CopyControl{}).ok());
+  ASSERT_TRUE(CopyCommittedStep(p->tier(0).backend(), (*dst)->backend(), "m", 1, CopyControl{}).ok());
   // The objects step 2 already shares there were not rewritten.
   const auto after = inodes();
   for (const auto& [name, ino] : before) EXPECT_EQ(after.at(name), ino) << name;
@@ -363,7 +364,7 @@ TEST_F(IncrementalTest, AStepNumberSavedAgainAfterRemovalSharesWhatItsFolderKept
   ExpectIntact(p->tier(0), 5, again);
   auto dst = Store::Open(Tier(1), StoreOptions{.create_if_missing = true});
   ASSERT_TRUE(dst.ok());
-  ASSERT_TRUE(DrainCheckpoint(p->tier(0).backend(), (*dst)->backend(), "m", 5, CopyControl{}).ok());
+  ASSERT_TRUE(CopyCommittedStep(p->tier(0).backend(), (*dst)->backend(), "m", 5, CopyControl{}).ok());
   ExpectIntact(**dst, 5, again);
 }
 

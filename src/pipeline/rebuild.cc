@@ -8,6 +8,7 @@
 #include <set>
 
 #include "checkpoint/catalog.h"
+#include "checkpoint/step_copy.h"
 #include "io/token_bucket.h"
 #include "pipeline/pipeline_metrics.h"
 #include "pipeline/drain.h"
@@ -91,7 +92,7 @@ Result<RebuildReport> Rebuild(const std::vector<Backend*>& tiers, const RebuildO
       control.io_bytes = options.store.io_bytes;
       Status st = Status::NotFound("no tier holds it intact");
       for (size_t k : from) {
-        st = DrainCheckpoint(*tiers[k], target, name, step, control);
+        st = CopyCommittedStep(*tiers[k], target, name, step, control);
         if (st.ok()) {
           s.source = k;
           break;

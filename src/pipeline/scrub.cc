@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/copies.h"
 #include "checkpoint/references.h"
+#include "checkpoint/step_commit.h"
 #include "checkpoint/writer_registry.h"
 #include "engine/object_copy.h"
 #include "engine/throttled_reads.h"
@@ -294,14 +295,8 @@ class Scrubber {
     }
     // Registered as a writer of the step: gc leaves the staged objects alone
     // while this runs (and removes them if it dies), rm waits.
-    const std::string writer = NewWriterId();
-    RETURN_IF_ERROR(AcquireWriterLock(dst, key.first, key.second, writer));
-    struct Unlock {
-      Backend& b;
-      const Key& k;
-      const std::string& w;
-      ~Unlock() { ReleaseWriterLock(b, k.first, k.second, w); }
-    } unlock{dst, key, writer};
+    ASSIGN_OR_RETURN(auto repairer, StepCommit::Begin(dst, CheckpointId{key.first, key.second}, "", StepCommitOptions{}));
+    const std::string& writer = repairer->writer_id();
     std::vector<std::string> nowhere;
     for (const auto& name : objects) {
       bool found = false;

@@ -1,14 +1,14 @@
-#include "pipeline/drain.h"
+#include "checkpoint/step_copy.h"
 
 #include <algorithm>
 #include <map>
+#include <set>
 
-#include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/copies.h"
 #include "checkpoint/references.h"
-#include "checkpoint/writer_registry.h"
+#include "checkpoint/step_commit.h"
 #include "format/layout.h"
 #include "io/crc32c.h"
 
@@ -69,8 +69,8 @@ std::map<std::string, std::string> SharedNamesThere(Backend& src, Backend& dst, 
 // Where each object goes. The step's own objects are written new, under
 // this drain writer's names, placed away from slow placements and hedged
 // (engine/write_queue.h); nothing is asked of the destination about them
-// (on RADOS one stat per object, each waiting in a slow OSD's queue for
-// about half of them). An object of another step (an incremental save's
+// (a stat per object would wait behind a slow placement for many of them;
+// on RADOS, src/backends/rados/). An object of another step (an incremental save's
 // base) that a committed step on the destination names already, under its
 // own name or under the name that step's copy there gives it, present in
 // full, is not copied again; only where one is present under its own name
@@ -188,9 +188,9 @@ Result<CommitPlan> PublishManifests(Backend& dst, const LoadedCheckpoint& loaded
 // Copies the checkpoint's objects (as one stream: reads and writes stay in
 // flight across object boundaries) and publishes its manifests; returns
 // the plan of its commit.
-Result<CommitPlan> CopyCheckpoint(Backend& src, Backend& dst, const LoadedCheckpoint& loaded,
-                                  const std::string& writer_id, const CopyControl& control,
-                                  const std::string& label) {
+Result<CommitPlan> CopyCheckpoint(Backend& src, Backend& dst, const LoadedCheckpoint& loaded, StepCommit& writer,
+                                  const CopyControl& control, const std::string& label) {
+  const std::string& writer_id = writer.writer_id();
   const std::string& name = loaded.commit.name;
   // Objects of other steps (an incremental save's base) are protected on
   // the destination by a refs record first, and looked for after it
@@ -203,7 +203,7 @@ Result<CommitPlan> CopyCheckpoint(Backend& src, Backend& dst, const LoadedCheckp
     }
   }
   if (!shared_steps.empty()) {
-    RETURN_IF_ERROR(PublishWriterRefs(dst, name, loaded.commit.step, writer_id, shared_steps).WithContext(label));
+    RETURN_IF_ERROR(writer.ProtectSteps(shared_steps).WithContext(label));
   }
   ASSIGN_OR_RETURN(DestinationCopy copy, PlanDestination(src, dst, loaded, writer_id, shared_steps));
   RETURN_IF_ERROR(AddKnownChunks(src, name, &copy.to_copy).WithContext(label));
@@ -219,8 +219,8 @@ Result<CommitPlan> CopyCheckpoint(Backend& src, Backend& dst, const LoadedCheckp
 
 }  // namespace
 
-Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint64_t step,
-                       const CopyControl& control) {
+Status CopyCommittedStep(Backend& src, Backend& dst, const std::string& name, uint64_t step,
+                         const CopyControl& control) {
   const std::string label = CheckpointLabel(name, step) + ": drain from " + src.uri() + " to " + dst.uri();
   if (!dst.caps().atomic_publish_if_absent) {
     return Status::NotSupported(label + ": the destination cannot publish atomically");
@@ -236,36 +236,18 @@ Status DrainCheckpoint(Backend& src, Backend& dst, const std::string& name, uint
       }
     }
   }
-  // Registered in the destination step: gc and rm there leave it alone. A
-  // second drainer of the step (or a save there) may run beside it: each
+  // A writer of the destination step, which claims it while the copy runs.
+  // A second copier of the step (or a save there) may run beside it: each
   // writes under its own names, both claim the step, and exactly one seals
   // it; the other finds the same save committed, or fails. (Not asked
-  // first: that takes a listing, which on RADOS walks every placement
-  // group, a slow OSD's too.)
-  const std::string writer_id = NewWriterIdAwayFromSlow(dst, name, step, 0);
-  RETURN_IF_ERROR(AcquireWriterLock(dst, name, step, writer_id).WithContext(label));
-  struct ReleaseOnReturn {
-    Backend& b;
-    const std::string& n;
-    uint64_t s;
-    const std::string& w;
-    ~ReleaseOnReturn() { ReleaseWriterLock(b, n, s, w); }
-  } release{dst, name, step, writer_id};
-  // (Committed meanwhile by another drainer: the claim says so, and the
-  // publish below finds the same save there.)
-  // Claimed while the copy runs. A drain that fails leaves its claim: the
-  // next drain of the step (the pipeline retries) seals it, and a store
-  // that took the claim but fails removals would otherwise leave it fenced
-  // until gc.
-  CommitClaimant claim(dst, name, step, writer_id);
-  claim.KeepClaim();
-  ASSIGN_OR_RETURN(CommitPlan plan, CopyCheckpoint(src, dst, loaded, writer_id, control, label));
-  // The same coordinator as a save's rank 0: every object the commit
-  // reaches must be there, whole, before and after it is published.
-  plan.seal = claim.seal();
-  plan.claimed = claim.Wait() == CommitClaimant::Outcome::kOurs;
+  // first: that takes a listing, which on some stores walks every
+  // placement, a slow one's too.)
+  StepCommitOptions options;
+  options.commits = true;
+  ASSIGN_OR_RETURN(auto writer, StepCommit::Begin(dst, CheckpointId{name, step}, "", options));
+  ASSIGN_OR_RETURN(CommitPlan plan, CopyCheckpoint(src, dst, loaded, *writer, control, label));
   std::string existing;
-  Status st = PublishCommit(dst, plan, &existing);
+  Status st = writer->Publish(std::move(plan), &existing);
   if (st.IsAlreadyExists()) {
     auto same = AlreadyThere(dst, loaded, label);
     if (same.ok() && *same) return Status::OK();
