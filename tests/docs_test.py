@@ -113,6 +113,37 @@ for path in files:
             report(anchor in dheads, f"{rel}: link {target}" + ("" if anchor in dheads else ": no such heading"))
         else:
             report(True, f"{rel}: link {target}")
+# The schemes the backend registry opens, against what the public headers'
+# first paragraphs and the Python package's docstring say about stores.
+registry = open(os.path.join(root, "src", "backends", "backend_registry.cc"), encoding="utf-8").read()
+schemes = set(re.findall(r'scheme == "([a-z0-9]+)"', registry))
+report(len(schemes) >= 3, f"the backend registry opens {sorted(schemes)} (a parser that finds none would pass)")
+
+
+def first_paragraph(header):
+    lines = []
+    for line in open(header, encoding="utf-8").read().split("\n"):
+        if not line.startswith("//") or line.strip() == "//":
+            break
+        lines.append(line[2:])
+    return " ".join(lines)
+
+
+for h in sorted(os.listdir(os.path.join(root, "include", "sluice"))):
+    para = first_paragraph(os.path.join(root, "include", "sluice", h))
+    named = set(re.findall(r"\b([a-z0-9]+)://", para))
+    unknown = sorted(named - schemes)
+    report(not unknown, f"include/sluice/{h}: its first paragraph names no scheme the registry does not open" +
+           (f": {', '.join(unknown)}" if unknown else ""))
+    if h == "backend.h":
+        missing = sorted(schemes - named)
+        report(not missing, "include/sluice/backend.h: its first paragraph names every scheme the registry opens" +
+               (f"; missing {', '.join(missing)}" if missing else ""))
+doc = re.search(r'^"""(.*?)"""', open(os.path.join(root, "python", "sluice", "__init__.py"), encoding="utf-8").read(),
+                re.S).group(1)
+missing = sorted(s for s in schemes if s + "://" not in doc)
+report(not missing, "python/sluice/__init__.py: its docstring names every scheme the registry opens" +
+       (f"; missing {', '.join(missing)}" if missing else ""))
 report(commands >= 20, f"{commands} sluice commands found in the docs (a parser that finds none would pass)")
 print(f"{passed} passed, {failed} failed")
 sys.exit(0 if failed == 0 else 1)

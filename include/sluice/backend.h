@@ -1,5 +1,6 @@
-// Backend: the one interface every storage driver implements (file today;
-// RADOS, raw block and peer targets later).
+// Backend: the one interface every storage driver implements: file://
+// (one directory, or several drives), rados:// (Ceph RADOS) and s3:// (any
+// S3 object store), chosen by URI scheme (OpenBackend).
 //
 // A backend stores named objects: byte strings addressed by a '/'-separated
 // name such as "ckpt/llama/00000000000000000100/data/r0-9f3a.dat". It knows
@@ -80,8 +81,8 @@ class ChildListing {
   virtual Result<std::vector<std::string>> ListChildren(const std::string& prefix) const = 0;
 };
 
-// For a backend whose names choose where bytes go (RADOS: a name's
-// placement group; a multi-directory file store: the directory a name's
+// For a backend whose names choose where bytes go (RADOS, by hashing:
+// src/backends/rados/; a multi-directory file store: the directory a name's
 // suffix says): the write queue (src/engine/write_queue.h) places each data
 // object away from placements found slow, and hedges a late one by writing
 // it again, whole, under another name it asks for here. The backend keeps
@@ -165,7 +166,7 @@ struct BackendCaps {
   // How many objects a writer keeps writes in flight to at once (its
   // queue depth is spread over them). A file store's open object holds a
   // descriptor and an I/O ring, so a few; a RADOS object costs nothing open,
-  // and objects in different placement groups are written in parallel.
+  // and objects placed apart are written in parallel.
   size_t objects_in_flight = 3;
   // A write's completion may wait for later writes and then come with
   // theirs, late (S3: a multipart part gathers several writes). A writer
@@ -261,8 +262,7 @@ struct CreateOptions {
 struct OpenOptions {
   // The object's size, where the caller already knows it (from a manifest,
   // checked by a Stat): a backend may skip asking for it (RADOS: a
-  // synchronous round trip to the object's primary, which one slow OSD
-  // holds up for seconds). size() is then this, and an object that is
+  // synchronous round trip, which one slow server holds up for seconds). size() is then this, and an object that is
   // missing or shorter shows at its reads (NotFound, or fewer bytes), not
   // at Open.
   std::optional<uint64_t> known_size;
@@ -333,8 +333,10 @@ class Backend {
 };
 
 // Opens a backend from a store URI:
-//   file:///abs/path[?io=auto|uring|threads&direct=auto|on|off&qd=N]
+//   file:///abs/path[?io=auto|uring|threads&direct=auto|on|off&qd=N&dirs=...]
 //   /abs/or/relative/path        (same as file://)
+//   rados://POOL/PREFIX[?conf=...]   (doc/ceph.md; when built with librados)
+//   s3://BUCKET/PREFIX[?endpoint=...] (doc/s3.md; when built with libcurl)
 // Each backend parses its own query options. InvalidArgument names the bad
 // part of the URI.
 // With `create_if_missing` the store's root is created (a file store's

@@ -61,8 +61,8 @@ CommitClaimant::Outcome CommitClaimant::Wait() { return outcome_.get(); }
 namespace {
 
 // The first object of `plan` that is missing or short; empty if none.
-// (Stat of the named objects, not a List of the step: on RADOS a List walks
-// every placement group.)
+// (Stat of the named objects, not a List of the step: a List may wait on
+// every placement of the store.)
 Result<std::string> FirstMissing(Backend& backend, const CommitPlan& plan) {
   std::vector<std::string> names;
   names.reserve(plan.objects.size());

@@ -6,8 +6,8 @@
 // Every commit has one shape: `COMMIT` holds a claim (format/commit_record.h,
 // CommitClaim) and the record is published at the seal the claim names.
 // The claim is published in the background from the moment the work begins
-// (CommitClaimant), so that where `COMMIT`'s placement is slow (a RADOS
-// placement group with a slow OSD) its wait overlaps the data writes; the
+// (CommitClaimant), so that where `COMMIT`'s placement is slow (on RADOS,
+// doc/ceph.md) its wait overlaps the data writes; the
 // seal is named away from slow placements. Exactly one publish of a seal
 // name wins, so exactly one writer commits the step. Checking that every
 // object the commit names is there and whole, then sealing atomically

@@ -12,8 +12,7 @@ namespace sluice {
 namespace {
 
 // The slot a save writes and a reader asks first: slot 0 unless its
-// placement is slow, else the first that is not (slot 0 if every one is:
-// with one slow OSD of six in a 3-host pool, one name in 65536).
+// placement is slow, else the first that is not (slot 0 if every one is).
 uint32_t PreferredSlot(const Backend& backend, std::string_view name) {
   return PickAwayFromSlow(backend, kLatestHintSlots, [&](uint32_t slot) {
     return std::vector<std::string>{LatestHintObject(name, slot)};

@@ -1,26 +1,26 @@
 // The latest-step hint of a checkpoint name (format/layout.h,
 // LatestHintObject): rank 0 rewrites it after each commit, and the next
-// incremental save reads it to find its base without a listing (a RADOS
-// listing walks every placement group of the pool: seconds when one OSD is
-// slow). Best effort throughout: a hint lost, lagging or garbled costs a
+// incremental save reads it to find its base without a listing (a listing
+// may wait on every placement of the store, a slow one's too:
+// Backend::caps().child_listing). Best effort throughout: a hint lost, lagging or garbled costs a
 // listing or an older base, never correctness, because readers check the
 // step's commit record before building on it.
 //
 // A hint carries the step's commit record after the step number, when the
 // record is small enough: the next save then takes it for its first look at
 // the record instead of reading it (one wait fewer where the record's
-// placement group is a slow OSD's), and still reads the record once after
+// placement is slow), and still reads the record once after
 // publishing its refs record, and builds on the step only if the bytes
 // match (references.h). Where the record was published at a claim's seal
 // (format/commit_record.h, CommitClaim), the hint names the seal too, and
-// that read is of the seal alone, placed away from slow OSDs, not of the
+// that read is of the seal alone, placed away from slow placements, not of the
 // claim at `COMMIT`, whose placement was slow when it was made.
 //
 // Slots: where the backend can tell that a name's placement is slow
 // (Placement::Slow), a save writes slot 0 while it is not, and
 // else the first slot that is not; a reader asks that same slot first. So a
-// hint whose fixed name falls in a slow OSD's placement group costs no
-// waits in that OSD's queue. Elsewhere only slot 0 is used.
+// hint whose fixed name falls in a slow placement costs no waits behind
+// it. Elsewhere only slot 0 is used.
 //
 // Thread-safety: thread-safe (no state of its own).
 #ifndef SLUICE_CHECKPOINT_LATEST_HINT_H_

@@ -171,8 +171,8 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
     for (LatestHint& hint : ReadLatestHints(backend, name, other_slots)) {
       if (base || hint.step == step) continue;
       // The record the hint carries stands in for a first read of the commit
-      // record: on RADOS each read of a record whose primary is a slow OSD
-      // waits in its queue. It is checked like a read one would be, against
+      // record: each read of a record whose placement is slow waits behind
+      // it. It is checked like a read one would be, against
       // the record read after the refs record is published; a hint naming a
       // step removed since only costs a full write.
       if (!hint.record.empty() && DecodeCommitOf(name, hint.step, hint.record).ok()) {
@@ -216,9 +216,9 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
     return before.status();
   }
   // A damaged base is not built upon: its chunks are written again. (The
-  // commit record just read or hinted, not read again: on RADOS each read of
-  // a record whose primary is a slow OSD waits in its queue. Only this
-  // rank's manifest.)
+  // commit record just read or hinted, not read again: each read of a
+  // record whose placement is slow waits behind it. Only this rank's
+  // manifest.)
   auto record = DecodeCommitOf(name, *base, before->bytes);
   if (!record.ok() || rank >= record->ranks.size()) return std::optional<BaseIndex>();
   auto manifest = LoadCommittedManifest(backend, *record, record->ranks[rank]);
@@ -233,7 +233,7 @@ Result<std::optional<BaseIndex>> ReferenceBase(Backend& backend, std::string_vie
   // A record published at a claim's seal is read there alone: Remove takes
   // a step's seals before its claim, so a seal still there means the
   // removal had not begun. (The claim's placement was slow when it was
-  // made: reading it would wait in that OSD's queue.)
+  // made: reading it would wait behind it.)
   Result<std::string> after = [&]() -> Result<std::string> {
     if (!before->seal.empty()) return backend.ReadSmall(before->seal);
     ASSIGN_OR_RETURN(CommitRecordBytes now, ReadCommitRecord(backend, name, *base));

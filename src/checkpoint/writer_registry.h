@@ -27,9 +27,9 @@ constexpr int64_t kUnknownWriterStaleMs = 24ll * 3600 * 1000;
 // references and, for `manifest_rank`, manifest: each written and waited
 // for on its own) keep away from placements the backend found slow
 // (Placement::Slow). The id is random anyway: choosing among
-// candidates costs only hashing (a few microseconds each). With one slow OSD
-// of six in a 3-host pool about one candidate in eight qualifies, with two
-// one in 64; after 1024 the candidate with the fewest slow records is taken.
+// candidates costs only hashing (a few microseconds each). After 1024 the
+// candidate with the fewest slow records is taken (how many qualify on
+// RADOS: doc/ceph.md).
 std::string NewWriterIdAwayFromSlow(Backend& backend, std::string_view name, uint64_t step,
                                     std::optional<uint32_t> manifest_rank);
 

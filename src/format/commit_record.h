@@ -46,7 +46,7 @@ Result<CommitRecord> DecodeCommitRecord(std::string_view bytes, const std::strin
 // exactly when the claim and its seal both exist: the seal's exclusive
 // publish is the commit point. Every commit claims `COMMIT` when its work
 // begins and seals when it commits, so that where `COMMIT`'s placement is
-// slow (a RADOS placement group with a slow OSD) the wait for it overlaps the
+// slow (Backend::caps().placement; on RADOS, doc/ceph.md) the wait for it overlaps the
 // data writes; the seal's name is chosen where placement is not slow.
 // (Stores written before every commit was claimed may hold a record at
 // `COMMIT` itself; readers take both.)

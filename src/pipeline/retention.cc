@@ -60,8 +60,9 @@ uint64_t Retention::Apply(const std::string& name) {
     if (hooks_.leaves_shared_tiers(name)) return removed;
   }
   // Where every tier keeps every step there is nothing to remove (a step
-  // leaves a tier only past its keep_last): no listing (on RADOS a pool
-  // walk, seconds when an OSD is slow, and a pipeline's close waits for it).
+  // leaves a tier only past its keep_last): no listing (it may wait on every
+  // placement of the store, a slow one's too, and a pipeline's close waits
+  // for it).
   if (std::all_of(tiers_.begin(), tiers_.end(), [](const TierOptions& t) { return t.keep_last == 0; })) {
     return removed;
   }
