@@ -21,8 +21,8 @@ void PyLazySnapshot::WaitAll() {
   ThrowIfError(st);
 }
 
-void PyLazySnapshot::Seal(std::optional<std::string> error) {
-  lazy_->Seal(error ? Status::InvalidArgument(*error) : Status::OK());
+void PyLazySnapshot::Finish(std::optional<std::string> error) {
+  lazy_->Finish(error ? Status::InvalidArgument(*error) : Status::OK());
 }
 
 PyLazySnapshot::~PyLazySnapshot() {
@@ -63,7 +63,7 @@ void BindSave(py::module_& m) {
       .def("wait_all", &PyLazySnapshot::WaitAll)
       .def("copy_done", &PyLazySnapshot::copy_done)
       .def_property_readonly("copy_seconds", &PyLazySnapshot::copy_seconds)
-      .def("seal", &PyLazySnapshot::Seal, py::arg("error") = py::none());
+      .def("finish", &PyLazySnapshot::Finish, py::arg("error") = py::none());
 }
 
 }  // namespace sluice::pyb

@@ -99,7 +99,7 @@ class PyLazySnapshot {
   bool copy_done() const { return lazy_->copy_done(); }
   double copy_seconds() const { return lazy_->copy_seconds(); }
   // None: commit; a message: fail the save with it (InvalidArgument).
-  void Seal(std::optional<std::string> error);
+  void Finish(std::optional<std::string> error);
   // Waits for the copy (without the GIL) before the buffers may go.
   ~PyLazySnapshot();
   PyLazySnapshot(PyLazySnapshot&&) = default;

@@ -296,9 +296,9 @@ class SaveHandle {
 // Thread-safety: thread-safe.
 class LazySnapshot {
  public:
-  // Dropped before Seal(): sealed with Unavailable (the save does not
+  // Dropped before Finish(): finished with Unavailable (the save does not
   // commit). Waits for the copy to stop: the caller's buffers may go then.
-  // Seal every LazySnapshot before its pipeline closes: one still unsealed
+  // Finish every LazySnapshot before its pipeline closes: one still unfinished
   // then fails with Unavailable.
   virtual ~LazySnapshot() = default;
   // The save, as Snapshot() returns it; stall_seconds() is the time
@@ -317,10 +317,10 @@ class LazySnapshot {
   // Seconds from SnapshotLazily() to the end of the copy (0 before).
   virtual double copy_seconds() const = 0;
   // The caller's verdict on the copy, e.g. after checking that no buffer
-  // changed before its item was copied. Tier 0 commits only after Seal(OK);
+  // changed before its item was copied. Tier 0 commits only after Finish(OK);
   // an error fails the save with it, and nothing is committed. The first
   // verdict counts.
-  virtual void Seal(const Status& verdict) = 0;
+  virtual void Finish(const Status& verdict) = 0;
 };
 
 // One rank's save being assembled.
@@ -346,7 +346,7 @@ class PendingCheckpoint {
   // Snapshot() that returns before copying: the copy runs on a pipeline
   // thread (PipelineOptions::lazy_copy_threads), items in the order they
   // were added, so add first what the caller will change first. Nothing is
-  // committed until the LazySnapshot is sealed. Copies into staging run
+  // committed until the LazySnapshot is finished. Copies into staging run
   // one at a time in the order saves snapshot: a Snapshot() after a lazy
   // one waits (in its stall) for the rest of that copy.
   virtual Result<std::shared_ptr<LazySnapshot>> SnapshotLazily() = 0;

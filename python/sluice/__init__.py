@@ -8,8 +8,8 @@
     state = sluice.load("/data/ckpt", "run1")                     # latest step
     sluice.load("/data/ckpt", "run1", into={"model": model.state_dict()})  # in place
 
-A store is a URI ("file:///path", a plain path, "rados://pool/prefix") or a
-list of them, fastest first: saves land on the first and drain to the others
+A store is a URI ("file:///path", a plain path, "rados://pool/prefix",
+"s3://bucket/prefix?endpoint=...") or a list of them, fastest first: saves land on the first and drain to the others
 in the background; loads read the fastest tier holding a committed copy and
 fall back chunk by chunk. sluice.torch holds the Distributed Checkpoint
 (torch.distributed.checkpoint) StorageWriter and StorageReader.
@@ -248,7 +248,7 @@ def close():
         _read_pipelines.clear()
         _pool[:] = [None, None]  # its memory goes with the last pipeline
         _own_saves.clear()  # committed on the fastest tier once their pipelines close
-    _lazy.finish_all()  # lazy copies end and are sealed before their pipelines close
+    _lazy.finish_all()  # lazy copies end and are finished before their pipelines close
     for p in pipelines:
         p.close()
 

@@ -42,11 +42,11 @@ from . import _sluice
 EAGER_BYTES = 1 << 20
 
 _lock = threading.Lock()
-_pending = []                     # LazySave objects not yet sealed
+_pending = []                     # LazySave objects not yet finished
 _optimizers = weakref.WeakSet()   # every optimizer seen stepping
-_sealer = [None]                  # the thread that seals copies nobody waits for
+_finisher = [None]                  # the thread that finishes copies nobody waits for
 _hook = [None]                    # the optimizer step pre-hook's handle, once installed
-_sealer_queue = queue.Queue()
+_finisher_queue = queue.Queue()
 
 
 def _span(tensor):
@@ -118,7 +118,7 @@ def order_items(tensors, optimizers=None):
 
 class LazySave:
     """One lazy save's copy: which items hold which tensors, what was
-    checked, and the seal."""
+    checked, and the finish."""
 
     def __init__(self, lazy, label, entries):
         self.lazy = lazy
@@ -127,21 +127,21 @@ class LazySave:
         for index, e in enumerate(entries):
             by_storage.setdefault(e.span[0], []).append(index)
         # (an Entry per lazily copied tensor, their indexes by storage),
-        # replaced as one by finish() once sealed.
+        # replaced as one by finish() once finished.
         self._index = (entries, by_storage)
         self._checked = set()                   # entry indexes checked and released
         self._per_optimizer = weakref.WeakKeyDictionary()
         self._errors = []
         self._lock = threading.Lock()
-        self._sealed = threading.Event()
-        self._on_staged = []                    # callables run once sealed
+        self._finished = threading.Event()
+        self._on_staged = []                    # callables run once finished
         self.wait_seconds = 0.0                 # the trainer blocked in hooks and wait_staged
-        self.copy_seconds = 0.0                 # set once sealed
+        self.copy_seconds = 0.0                 # set once finished
         self.staged_at = None                   # time.perf_counter() when the copy was seen done
 
     @property
-    def sealed(self):
-        return self._sealed.is_set()
+    def finished(self):
+        return self._finished.is_set()
 
     def _entries_of(self, optimizer, entries, by_storage):
         found = self._per_optimizer.get(optimizer)
@@ -173,7 +173,7 @@ class LazySave:
         changes. Never raises into the step: what it cannot tell, it waits
         for in full."""
         (entries, by_storage), lazy = self._index, self.lazy
-        if self.sealed or lazy is None:
+        if self.finished or lazy is None:
             return
         try:
             indexes = [i for i in self._entries_of(optimizer, entries, by_storage) if i not in self._checked]
@@ -190,14 +190,14 @@ class LazySave:
         finally:
             self.wait_seconds += time.perf_counter() - start
         with self._lock:
-            if not self.sealed:
+            if not self.finished:
                 self._check(entries, indexes)
 
     def finish(self):
-        """Waits for the whole copy, checks what no hook checked, and seals:
+        """Waits for the whole copy, checks what no hook checked, and finishes:
         the save commits, or fails naming each tensor changed too early."""
         lazy = self.lazy
-        if self.sealed or lazy is None:
+        if self.finished or lazy is None:
             return
         copy_error = None
         try:
@@ -208,7 +208,7 @@ class LazySave:
             self.staged_at = time.perf_counter()
         error = None
         with self._lock:
-            if self.sealed:
+            if self.finished:
                 return
             try:
                 entries = self._index[0]
@@ -220,14 +220,14 @@ class LazySave:
                              f"before changing saved tensors outside optimizer.step(), or save with "
                              f"snapshot='eager'")
             finally:
-                # Sealed whatever happened above: the writer waits for it.
-                lazy.seal(error)
+                # Finished whatever happened above: the writer waits for it.
+                lazy.finish(error)
                 # The tensors may go, and the snapshot with its hold on the
                 # pipeline (sluice.close() then waits for the commit).
                 self.copy_seconds = lazy.copy_seconds
                 self.lazy = None
                 self._index = ([], {})
-                self._sealed.set()
+                self._finished.set()
                 callbacks, self._on_staged = self._on_staged, []
         with _lock:
             if self in _pending:
@@ -252,9 +252,9 @@ class LazySave:
         self.wait_seconds += time.perf_counter() - start
 
     def when_staged(self, callback):
-        """Runs callback() once sealed (at once if it is)."""
+        """Runs callback() once finished (at once if it is)."""
         with self._lock:
-            if not self.sealed:
+            if not self.finished:
                 self._on_staged.append(callback)
                 return
         callback()
@@ -262,7 +262,7 @@ class LazySave:
 
 def _report(message):
     """A RuntimeWarning, or a log record where warnings are errors (this
-    runs in the pre-hook and on the sealing thread: never raise there)."""
+    runs in the pre-hook and on the finishing thread: never raise there)."""
     try:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
     except Exception:
@@ -278,15 +278,15 @@ def _before_step(optimizer, args, kwargs):
     return None
 
 
-def _seal_in_background():
+def _finish_in_background():
     while True:
-        save = _sealer_queue.get()
+        save = _finisher_queue.get()
         try:
             save.finish()
         except BaseException as e:  # never lose the thread: later saves need it
-            logging.getLogger("sluice").error("sluice: sealing %s failed: %r", save.label, e)
+            logging.getLogger("sluice").error("sluice: finishing %s failed: %r", save.label, e)
         del save  # not kept while waiting for the next one
-        _sealer_queue.task_done()
+        _finisher_queue.task_done()
 
 
 def install_step_hook():
@@ -305,28 +305,28 @@ def seen_optimizers():
 
 def start(lazy, label, entries):
     """Registers the lazy snapshot `lazy` (a _sluice.LazySnapshot) of
-    `entries` for the pre-hook and the background sealer."""
+    `entries` for the pre-hook and the background finisher."""
     install_step_hook()
     save = LazySave(lazy, label, entries)
     with _lock:
         _pending.append(save)
-        if _sealer[0] is None:
-            _sealer[0] = threading.Thread(target=_seal_in_background, name="sluice-lazy-sealer",
+        if _finisher[0] is None:
+            _finisher[0] = threading.Thread(target=_finish_in_background, name="sluice-lazy-finisher",
                                           daemon=True)
-            _sealer[0].start()
-    _sealer_queue.put(save)
+            _finisher[0].start()
+    _finisher_queue.put(save)
     return save
 
 
 def finish_all():
-    """Seals every pending lazy save (waiting for its copy), and waits until
-    the sealing thread let go of them all: before the pipelines close, so
+    """Finishes every pending lazy save (waiting for its copy), and waits until
+    the finishing thread let go of them all: before the pipelines close, so
     that nothing of a save holds its pipeline open past sluice.close()."""
     with _lock:
         saves = list(_pending)
-        sealer = _sealer[0]
+        finisher = _finisher[0]
     for save in saves:
         save.finish()
     del saves
-    if sealer is not None and sealer.is_alive():
-        _sealer_queue.join()
+    if finisher is not None and finisher.is_alive():
+        _finisher_queue.join()

@@ -333,7 +333,7 @@ class LazySaveHandle(SaveHandle):
     """A lazy save (snapshot="lazy"): save() returned before the large
     tensors were copied. An optimizer's step waits for the tensors it owns
     on its own (a pre-hook); change any other saved tensor in place only
-    after wait_staged(). wait() seals the copy first."""
+    after wait_staged(). wait() finishes the copy first."""
 
     def __init__(self, save, handle, stall):
         super().__init__(handle)
@@ -355,7 +355,7 @@ class LazySaveHandle(SaveHandle):
     @property
     def staged(self):
         """True once every tensor is in staging and the copy was checked."""
-        return self._save.sealed
+        return self._save.finished
 
     @property
     def staged_seconds(self):
@@ -370,7 +370,7 @@ class LazySaveHandle(SaveHandle):
         return self
 
     def when_staged(self, callback):
-        """Calls callback() once staged (on the sealing thread, or now)."""
+        """Calls callback() once staged (on the finishing thread, or now)."""
         self._save.when_staged(callback)
 
     def wait(self, tier=None):

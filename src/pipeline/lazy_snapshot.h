@@ -22,7 +22,7 @@ class LazySnapshotImpl final : public LazySnapshot {
       : handle_(std::move(handle)), image_(std::move(image)), start_(std::chrono::steady_clock::now()) {}
   // Waits for the copy: the caller's buffers may go once this returns.
   ~LazySnapshotImpl() override {
-    image_->Seal(Status::Unavailable("the lazy snapshot was dropped before it was sealed"));
+    image_->Finish(Status::Unavailable("the lazy snapshot was dropped before it was finished"));
     (void)image_->WaitCopied();
   }
 
@@ -34,7 +34,7 @@ class LazySnapshotImpl final : public LazySnapshot {
     if (!image_->CopyFinished()) return 0;
     return std::chrono::duration<double>(image_->CopyFinishedAt() - start_).count();
   }
-  void Seal(const Status& verdict) override { image_->Seal(verdict); }
+  void Finish(const Status& verdict) override { image_->Finish(verdict); }
 
  private:
   const std::shared_ptr<HandleImpl> handle_;

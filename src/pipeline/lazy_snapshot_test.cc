@@ -1,8 +1,8 @@
 // Lazy snapshots (PendingCheckpoint::SnapshotLazily): the call returns before
 // the copy; items land in the order they were added; WaitItems returns once
 // the items asked for are copied, while later ones still copy; nothing
-// commits before Seal(), a failed verdict or a dropped snapshot commits
-// nothing, and a pipeline closing on an unsealed snapshot does not hang.
+// commits before Finish(), a failed verdict or a dropped snapshot commits
+// nothing, and a pipeline closing on an unfinished snapshot does not hang.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -121,13 +121,13 @@ TEST_F(LazySnapshotTest, ItemsLandInOrderAndCommitOnlyOnceSealed) {
   ASSERT_TRUE((*lazy)->WaitAll().ok());
   EXPECT_TRUE((*lazy)->copy_done());
   EXPECT_GT((*lazy)->copy_seconds(), 0.0);
-  // Copied and written, but not sealed: not committed.
+  // Copied and written, but not finished: not committed.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto handle = (*lazy)->handle();
   EXPECT_FALSE(handle->done());
   EXPECT_FALSE(Committed(*p, 1));
 
-  (*lazy)->Seal(Status::OK());
+  (*lazy)->Finish(Status::OK());
   ASSERT_TRUE(handle->Wait().ok());
   EXPECT_EQ(Read(*p, 1, "first", 3 << 20), Pattern(3 << 20, 1));
   EXPECT_EQ(Read(*p, 1, "second", 2 << 20), second_bytes);
@@ -143,8 +143,8 @@ TEST_F(LazySnapshotTest, AFailedVerdictCommitsNothing) {
   auto lazy = (*pending)->SnapshotLazily();
   ASSERT_TRUE(lazy.ok());
   ASSERT_TRUE((*lazy)->WaitAll().ok());
-  (*lazy)->Seal(Status::InvalidArgument("item 'x' changed before it was copied"));
-  (*lazy)->Seal(Status::OK());  // the first verdict counts
+  (*lazy)->Finish(Status::InvalidArgument("item 'x' changed before it was copied"));
+  (*lazy)->Finish(Status::OK());  // the first verdict counts
   Status st = (*lazy)->handle()->WaitTier(0);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.ToString().find("changed before it was copied"), std::string::npos) << st.ToString();
@@ -189,10 +189,10 @@ TEST_F(LazySnapshotTest, ClosingOnAnUnsealedSnapshotFailsItInsteadOfHanging) {
   auto lazy = (*pending)->SnapshotLazily();
   ASSERT_TRUE(lazy.ok());
   auto handle = (*lazy)->handle();
-  p.reset();  // closes: the copy finishes, the unsealed save fails
+  p.reset();  // closes: the copy finishes, the unfinished save fails
   Status st = handle->WaitTier(0);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
-  EXPECT_NE(st.ToString().find("closed before the lazy snapshot was sealed"), std::string::npos)
+  EXPECT_NE(st.ToString().find("closed before the lazy snapshot was finished"), std::string::npos)
       << st.ToString();
   EXPECT_TRUE((*lazy)->copy_done());
 }
@@ -212,7 +212,7 @@ TEST_F(LazySnapshotTest, AnEagerSaveAfterALazyOneCommitsBothInOrder) {
   auto hb = (*pb)->Snapshot();  // waits for the lazy copy's turn, then copies
   ASSERT_TRUE(hb.ok());
   EXPECT_TRUE((*lazy)->copy_done());
-  (*lazy)->Seal(Status::OK());
+  (*lazy)->Finish(Status::OK());
   EXPECT_TRUE((*lazy)->handle()->Wait().ok());
   EXPECT_TRUE((*hb)->Wait().ok());
   EXPECT_EQ(Read(*p, 6, "x", a.size()), a);
@@ -228,17 +228,17 @@ TEST_F(LazySnapshotTest, AnEagerSaveLargerThanTheArenaAfterALazyOneWaitsItsTurnA
   ASSERT_TRUE((*pa)->AddItem("x", "", a.data(), a.size()).ok());
   auto lazy = (*pa)->SnapshotLazily();
   ASSERT_TRUE(lazy.ok());
-  // Whoever owns the lazy save seals it once copied (sluice's Python
+  // Whoever owns the lazy save finishes it once copied (sluice's Python
   // package does it on a thread of its own), while this thread saves on.
-  std::thread sealer([&] {
+  std::thread finisher([&] {
     ASSERT_TRUE((*lazy)->WaitAll().ok());
-    (*lazy)->Seal(Status::OK());
+    (*lazy)->Finish(Status::OK());
   });
   auto pb = p->Begin({"m", 9}, 0, 1);
   ASSERT_TRUE(pb.ok());
   ASSERT_TRUE((*pb)->AddItem("x", "", b.data(), b.size()).ok());
   auto hb = (*pb)->Snapshot();  // streams through the arena after the lazy copy
-  sealer.join();
+  finisher.join();
   ASSERT_TRUE(hb.ok()) << hb.status().ToString();
   EXPECT_TRUE((*lazy)->handle()->Wait().ok());
   EXPECT_TRUE((*hb)->Wait().ok());
@@ -255,7 +255,7 @@ TEST_F(LazySnapshotTest, ClosingSealsAnUnsealedSnapshotBeforeRunningTheCopiesQue
   ASSERT_TRUE((*pa)->AddItem("x", "", a.data(), a.size()).ok());
   auto la = (*pa)->SnapshotLazily();
   ASSERT_TRUE(la.ok());
-  ASSERT_TRUE((*la)->WaitAll().ok());  // copied, never sealed
+  ASSERT_TRUE((*la)->WaitAll().ok());  // copied, never finished
   auto pb = p->Begin({"m", 11}, 0, 1);
   ASSERT_TRUE(pb.ok());
   ASSERT_TRUE((*pb)->AddItem("x", "", b.data(), b.size()).ok());

@@ -202,7 +202,7 @@ class PipelineImpl final : public Pipeline {
     // until the writer and drainer threads are gone: they Wake() it.
     if (maintenance_) maintenance_->Stop();
     // Lazy copies finish first (the writer waits for their bytes), and a
-    // snapshot its caller never sealed fails rather than hold the writer.
+    // snapshot its caller never finished fails rather than hold the writer.
     if (stager_) stager_->Close();
     work_cv_.notify_all();
     if (writer_thread_.joinable()) writer_thread_.join();  // finishes queued tier-0 writes first

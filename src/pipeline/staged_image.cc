@@ -379,13 +379,13 @@ bool StagedImage::CopyFinished() {
   return copy_finished_;
 }
 
-void StagedImage::Seal(const Status& verdict) {
+void StagedImage::Finish(const Status& verdict) {
   {
-    // The verdict lands with the seal, in one step: a writer that sees the
-    // seal sees a failed one as failed.
+    // The verdict lands with the finish, in one step: a writer that sees the
+    // finish sees a failed one as failed.
     std::lock_guard<std::mutex> lock(mu_);
-    if (sealed_) return;
-    sealed_ = true;
+    if (finished_) return;
+    finished_ = true;
     if (!verdict.ok() && !failed_.load()) {
       failed_.store(true, std::memory_order_release);
       if (copy_status_.ok()) copy_status_ = verdict;
@@ -395,9 +395,9 @@ void StagedImage::Seal(const Status& verdict) {
   if (!verdict.ok()) arena_.Kick();
 }
 
-Status StagedImage::WaitSealed() {
+Status StagedImage::WaitFinished() {
   std::unique_lock<std::mutex> lock(mu_);
-  filled_cv_.wait(lock, [&] { return copy_finished_ && (!tracked_ || sealed_); });
+  filled_cv_.wait(lock, [&] { return copy_finished_ && (!tracked_ || finished_); });
   return copy_status_;
 }
 

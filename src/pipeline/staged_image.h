@@ -110,7 +110,7 @@ class StagedImage {
 
   // A lazy snapshot (PendingCheckpoint::SnapshotLazily): call before CopyIn.
   // CopyIn then counts each item's copied bytes, so that WaitItems can tell
-  // when an item is whole, and WriteAndCommit commits only after Seal().
+  // when an item is whole, and WriteAndCommit commits only after Finish().
   void TrackItems();
   // Waits until every item in `items` (indexes into the planned items) is in
   // staging: OK, or the copy's error if it failed first.
@@ -123,7 +123,7 @@ class StagedImage {
   Status WaitCopied();
   // The caller's verdict on a tracked copy (the first one counts): OK lets
   // the writer commit, an error fails the save with it.
-  void Seal(const Status& verdict);
+  void Finish(const Status& verdict);
 
  private:
   struct ObjectPlan {
@@ -163,9 +163,9 @@ class StagedImage {
   bool WaitSlabFilled(uint64_t slab);
   // Waits until CopyIn has returned.
   void WaitCopyFinished();
-  // Waits until CopyIn has returned and, for a tracked copy, Seal() was
-  // called; returns the copy's outcome (a failed seal's verdict included).
-  Status WaitSealed();
+  // Waits until CopyIn has returned and, for a tracked copy, Finish() was
+  // called; returns the copy's outcome (a failed finish's verdict included).
+  Status WaitFinished();
   // A tracked copy's unit of `item` landed; the item is whole after its last.
   void UnitCopied(uint32_t item);
   void ItemsCopied(const std::vector<uint32_t>& items);
@@ -206,11 +206,11 @@ class StagedImage {
   std::atomic<bool> failed_{false};
   Status copy_status_;
   // Tracked copies only (TrackItems): units not yet copied per item, whether
-  // each item is whole (under mu_), and the seal.
+  // each item is whole (under mu_), and the finish.
   bool tracked_ = false;
   std::unique_ptr<std::atomic<uint32_t>[]> units_left_;
   std::vector<char> item_copied_;
-  bool sealed_ = false;
+  bool finished_ = false;
 };
 
 }  // namespace sluice

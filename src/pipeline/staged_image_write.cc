@@ -311,8 +311,8 @@ Result<SaveStats> StagedImage::WriteAndCommit(RankWriter& writer, Backend& backe
   if (auto found = writer.ReferenceBase(); found.ok()) base = std::move(found).value();
   Writing writing(*this, writer, backend, bucket, written, written_total, hash_pool, std::move(base));
   Status error = writing.WriteAll();
-  // A lazy snapshot commits only once its caller sealed it.
-  if (error.ok()) error = WaitSealed();
+  // A lazy snapshot commits only once its caller finished it.
+  if (error.ok()) error = WaitFinished();
   if (!error.ok()) return writing.Fail(error);
   return writing.Commit();
 }

@@ -30,27 +30,27 @@ void Stager::Copy(uint64_t ticket, std::function<void(CopyPool&)> copy, const st
       thread_ = std::thread([this] { Loop(); });
     }
     copies_.push_back(Queued{ticket, std::move(copy)});
-    unsealed_.erase(std::remove_if(unsealed_.begin(), unsealed_.end(),
+    unfinished_.erase(std::remove_if(unfinished_.begin(), unfinished_.end(),
                                    [](const std::weak_ptr<StagedImage>& w) { return w.expired(); }),
-                    unsealed_.end());
-    unsealed_.push_back(image);
+                    unfinished_.end());
+    unfinished_.push_back(image);
   }
   cv_.notify_all();
 }
 
 void Stager::Close() {
-  std::vector<std::weak_ptr<StagedImage>> unsealed;
+  std::vector<std::weak_ptr<StagedImage>> unfinished;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
-    unsealed.swap(unsealed_);
+    unfinished.swap(unfinished_);
   }
-  // Sealed first: a queued copy may be waiting for slabs that only the
-  // writer frees, and the writer for an earlier image's seal. A caller's
-  // seal, if it already came, is the one that counts.
-  for (auto& weak : unsealed) {
+  // Finished first: a queued copy may be waiting for slabs that only the
+  // writer frees, and the writer for an earlier image's finish. A caller's
+  // finish, if it already came, is the one that counts.
+  for (auto& weak : unfinished) {
     if (auto image = weak.lock()) {
-      image->Seal(Status::Unavailable("the pipeline closed before the lazy snapshot was sealed"));
+      image->Finish(Status::Unavailable("the pipeline closed before the lazy snapshot was finished"));
     }
   }
   cv_.notify_all();

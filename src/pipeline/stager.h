@@ -50,8 +50,8 @@ class Stager {
   // Call in ticket order.
   void Copy(uint64_t ticket, std::function<void(CopyPool&)> copy, const std::shared_ptr<StagedImage>& image);
 
-  // Fails every image whose caller has not sealed it (so that neither the
-  // writer nor a queued copy waits for a seal that cannot come), then runs
+  // Fails every image whose caller has not finished it (so that neither the
+  // writer nor a queued copy waits for a finish that cannot come), then runs
   // what is queued. Call before stopping the writer.
   void Close();
 
@@ -67,7 +67,7 @@ class Stager {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Queued> copies_;
-  std::vector<std::weak_ptr<StagedImage>> unsealed_;
+  std::vector<std::weak_ptr<StagedImage>> unfinished_;
   bool closing_ = false;
   std::unique_ptr<CopyPool> pool_;
   std::thread thread_;
