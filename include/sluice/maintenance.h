@@ -143,11 +143,17 @@ Result<RebuildReport> Rebuild(const std::vector<Backend*>& tiers, const RebuildO
 // step of any name while another tier holds some (a lost tier).
 bool TierLooksLost(const std::vector<Backend*>& tiers, size_t target);
 
-// A tier that could not be opened (`first_error`), standing in for it so
-// that a command over several tiers goes on with the others: every call
-// retries the open of `uri`, at most once a second, and fails as
-// Unavailable until it succeeds; then it forwards to the opened backend.
-std::unique_ptr<Backend> NewDeferredBackend(std::string uri, bool create, Status first_error);
+// The tiers of a command that works over several (scrub), opened from
+// `uris`, fastest first: a tier that cannot be opened stands in as failed
+// (each call on it retries the open, at most once a second, and fails as
+// Unavailable until it succeeds), so that the command goes on with the
+// others. InvalidArgument for a bad URI; when no tier opens, the first
+// tier's open error.
+struct OpenedTiers {
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> tiers;  // owned's, in order
+};
+Result<OpenedTiers> OpenTiersGoingOnWithoutFailed(const std::vector<std::string>& uris);
 
 }  // namespace sluice
 

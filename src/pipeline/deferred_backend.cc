@@ -1,9 +1,10 @@
-#include "sluice/maintenance.h"
+#include "pipeline/deferred_backend.h"
 
 #include <chrono>
 #include <mutex>
 
 #include "sluice/backend_wrapper.h"
+#include "sluice/maintenance.h"
 
 namespace sluice {
 namespace {
@@ -62,6 +63,26 @@ class DeferredBackend final : public BackendWrapper {
 
 std::unique_ptr<Backend> NewDeferredBackend(std::string uri, bool create, Status first_error) {
   return std::make_unique<DeferredBackend>(std::move(uri), create, std::move(first_error));
+}
+
+Result<OpenedTiers> OpenTiersGoingOnWithoutFailed(const std::vector<std::string>& uris) {
+  OpenedTiers out;
+  Status first_error;
+  size_t opened = 0;
+  for (const auto& uri : uris) {
+    auto backend = OpenBackend(uri, false);
+    if (backend.ok()) {
+      ++opened;
+    } else {
+      if (backend.status().code() == StatusCode::kInvalidArgument) return backend.status();
+      if (first_error.ok()) first_error = backend.status();
+      backend = NewDeferredBackend(uri, false, backend.status());
+    }
+    out.tiers.push_back(backend->get());
+    out.owned.push_back(std::move(backend).value());
+  }
+  if (opened == 0 && !uris.empty()) return first_error;
+  return out;
 }
 
 }  // namespace sluice

@@ -3,6 +3,7 @@
 #include "sluice/pipeline.h"
 
 #include "io/aligned_buffer.h"
+#include "pipeline/deferred_backend.h"
 #include "sluice/maintenance.h"
 #include "pipeline/staging_arena.h"
 

@@ -283,10 +283,8 @@ int CmdExport(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  auto name = NameFromFlags(flags);
-  if (!name.ok()) return Fail(name.status(), true);
-  auto step = StepFromFlags(flags, true, false);
-  if (!step.ok()) return Fail(step.status(), true);
+  auto args = CheckpointArgsFromFlags(flags);
+  if (!args.ok()) return Fail(args.status(), true);
   auto format = flags.Require("format");
   if (!format.ok()) return Fail(format.status(), true);
   if (*format != "safetensors") {
@@ -300,14 +298,12 @@ int CmdExport(int argc, char** argv) {
   }
   const std::vector<std::string> select = flags.GetAll("select");
   const std::string strip = flags.Get("strip-prefix").value_or("");
-  auto popts = PipelineOptionsFromFlags(flags, false);
-  if (!popts.ok()) return Fail(popts.status(), true);
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto pipeline = Pipeline::Open(*popts);
+  auto pipeline = Pipeline::Open(args->pipeline);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   ReadRecovery recovery;
-  auto reader = OpenCheckpointFromFlags(**pipeline, *name, *step, LatestGoodFromFlags(flags), &recovery);
+  auto reader = OpenCheckpointFromFlags(**pipeline, args->name, args->step, args->latest_good, &recovery);
   if (!reader.ok()) return Fail(reader.status());
   const CheckpointInfo& info = (*reader)->info();
   const std::string label = CheckpointLabel(info.name, info.step);
@@ -334,7 +330,7 @@ int CmdExport(int argc, char** argv) {
   for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
   if (!written.ok()) return Fail(written);
   const double secs = SecondsSince(t0);
-  if (flags.Has("json")) {
+  if (args->json) {
     PrintJson({{"name", info.name}, {"step", info.step}, {"to", *to}, {"tensors", tensors.size()},
                {"bytes", total}, {"shards", shards.size()}, {"skipped_items", selection->skipped},
                {"seconds", secs}});

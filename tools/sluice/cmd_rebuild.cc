@@ -38,10 +38,6 @@ CommandSpec RebuildSpec() {
   return s;
 }
 
-namespace {
-
-}  // namespace
-
 int CmdRebuild(int argc, char** argv) {
   const CommandSpec spec = RebuildSpec();
   Flags flags;

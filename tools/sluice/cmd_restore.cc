@@ -272,10 +272,8 @@ int CmdRestore(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  auto name = NameFromFlags(flags);
-  if (!name.ok()) return Fail(name.status(), true);
-  auto step = StepFromFlags(flags, true, false);
-  if (!step.ok()) return Fail(step.status(), true);
+  auto args = CheckpointArgsFromFlags(flags);
+  if (!args.ok()) return Fail(args.status(), true);
   auto to = flags.Require("to");
   if (!to.ok()) return Fail(to.status(), true);
   std::optional<uint32_t> rank;
@@ -284,8 +282,6 @@ int CmdRestore(int argc, char** argv) {
     if (!r.ok() || *r > 1'000'000) return Fail(Status::InvalidArgument("--rank must be a rank number"), true);
     rank = static_cast<uint32_t>(*r);
   }
-  auto popts = PipelineOptionsFromFlags(flags, false);
-  if (!popts.ok()) return Fail(popts.status(), true);
   bool exists = false;
   if (!DirIsEmpty(*to, &exists) && !flags.Has("force")) {
     return Fail(Status::AlreadyExists("--to " + *to + " is not empty (use --force to restore into it)"));
@@ -293,12 +289,12 @@ int CmdRestore(int argc, char** argv) {
 
   const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
-  auto pipeline = Pipeline::Open(*popts);
+  auto pipeline = Pipeline::Open(args->pipeline);
   if (!pipeline.ok()) return FailStoreOpen(pipeline.status());
   // Reads the fastest tier with a committed copy; a bad or missing chunk
   // there is read from a later tier, and the bad copy rewritten.
   ReadRecovery recovery;
-  auto reader = OpenCheckpointFromFlags(**pipeline, *name, *step, LatestGoodFromFlags(flags), &recovery);
+  auto reader = OpenCheckpointFromFlags(**pipeline, args->name, args->step, args->latest_good, &recovery);
   auto report_recovery = [&] {
     for (const auto& f : recovery.fallbacks) std::fprintf(stderr, "sluice: fallback: %s\n", f.c_str());
     for (const auto& r : recovery.repairs) std::fprintf(stderr, "sluice: repair: %s\n", r.c_str());
@@ -311,7 +307,7 @@ int CmdRestore(int argc, char** argv) {
   if (rank && *rank >= info.ranks) {
     // Operational (1): the command line is fine; this checkpoint has fewer ranks.
     return Fail(Status::InvalidArgument("--rank " + std::to_string(*rank) + ": " +
-                                        CheckpointLabel(*name, info.step) + " has " + std::to_string(info.ranks) +
+                                        CheckpointLabel(args->name, info.step) + " has " + std::to_string(info.ranks) +
                                         " rank(s), 0 to " + std::to_string(info.ranks - 1)));
   }
   uint64_t total = 0;
@@ -329,7 +325,7 @@ int CmdRestore(int argc, char** argv) {
   report_recovery();
   if (!st.ok()) return Fail(st);
   const double secs = SecondsSince(t0);
-  if (flags.Has("json")) {
+  if (args->json) {
     PrintJson({{"name", info.name}, {"step", info.step}, {"bytes", sink.bytes()}, {"items", sink.files()},
                {"hole_bytes", sink.hole_bytes()}, {"seconds", secs},
                {"bytes_per_second", secs > 0 ? sink.bytes() / secs : 0}, {"cpu_seconds", ProcessCpuSeconds() - cpu0},

@@ -42,10 +42,6 @@ CommandSpec ScrubSpec() {
   return s;
 }
 
-namespace {
-
-}  // namespace
-
 int CmdScrub(int argc, char** argv) {
   const CommandSpec spec = ScrubSpec();
   Flags flags;
@@ -71,25 +67,14 @@ int CmdScrub(int argc, char** argv) {
   auto store_options = StoreOptionsFromFlags(flags);
   if (!store_options.ok()) return Fail(store_options.status(), true);
   options.store = *store_options;
-  std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<Backend*> tiers;
-  size_t opened = 0;
-  Status open_error;
-  for (const auto& uri : *uris) {
-    auto backend = OpenBackend(uri, false);
-    if (!backend.ok()) {
-      // A tier that cannot be opened is named as failed; the others are
-      // scrubbed. A bad URI is a usage error.
-      if (backend.status().code() == StatusCode::kInvalidArgument) return Fail(backend.status(), true);
-      open_error = backend.status();
-      backend = NewDeferredBackend(uri, false, backend.status());
-    } else {
-      ++opened;
-    }
-    tiers.push_back(backend->get());
-    backends.push_back(std::move(backend).value());
+  // A tier that cannot be opened is named as failed; the others are
+  // scrubbed. A bad URI is a usage error.
+  auto opened = OpenTiersGoingOnWithoutFailed(*uris);
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kInvalidArgument) return Fail(opened.status(), true);
+    return FailStoreOpen(opened.status());
   }
-  if (opened == 0) return FailStoreOpen(open_error);
+  const std::vector<Backend*>& tiers = opened->tiers;
   auto metrics_server = ServeMetricsIfAsked(flags);
   if (!metrics_server.ok()) return Fail(metrics_server.status(), metrics_server.status().code() == StatusCode::kInvalidArgument);
   const bool json = flags.Has("json");

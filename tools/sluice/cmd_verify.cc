@@ -11,11 +11,11 @@ namespace {
 
 // Verifies one store's copy; kExitNotHeld if `several` and it has none.
 constexpr int kExitNotHeld = -1;
-int VerifyOne(Store& store, const Flags& flags, const std::string& name,
+int VerifyOne(Store& store, const CheckpointArgs& args, const std::string& name,
               std::optional<uint64_t> step, bool several) {
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  auto r = ResolveStepOnStore(store, name, step, LatestGoodFromFlags(flags));
+  auto r = ResolveStepOnStore(store, name, step, args.latest_good);
   if (!r.ok() && several && r.status().IsNotFound()) return kExitNotHeld;
   if (!r.ok()) return Fail(r.status());
   const uint64_t resolved = *r;
@@ -23,7 +23,7 @@ int VerifyOne(Store& store, const Flags& flags, const std::string& name,
   if (!report.ok() && several && report.status().IsNotFound()) return kExitNotHeld;
   if (!report.ok()) return Fail(report.status());
   const double secs = SecondsSince(t0);
-  if (flags.Has("json")) {
+  if (args.json) {
     JsonValue bad = JsonValue::array();
     for (const auto& b : report->bad) {
       bad.push_back({{"item", b.item}, {"rank", b.rank}, {"chunk", b.chunk_index}, {"object", b.object},
@@ -78,28 +78,25 @@ int CmdVerify(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  auto name = NameFromFlags(flags);
-  if (!name.ok()) return Fail(name.status(), true);
-  auto step = StepFromFlags(flags, true, false);
-  if (!step.ok()) return Fail(step.status(), true);
-  auto uris = TierUrisFromFlags(flags);
-  if (!uris.ok()) return Fail(uris.status(), true);
-  auto store_options = StoreOptionsFromFlags(flags);
-  if (!store_options.ok()) return Fail(store_options.status(), true);
+  auto args = CheckpointArgsFromFlags(flags);
+  if (!args.ok()) return Fail(args.status(), true);
+  const std::vector<std::string> uris = args->uris();
+  const std::string& name = args->name;
+  const std::optional<uint64_t>& step = args->step;
   // Every tier's copy is checked on its own: a good copy on one tier does
   // not make a bad one on another acceptable.
-  const bool several = uris->size() > 1;
+  const bool several = uris.size() > 1;
   bool any = false, all_ok = true;
-  for (size_t k = 0; k < uris->size(); ++k) {
-    auto store = Store::Open((*uris)[k], *store_options);
+  for (size_t k = 0; k < uris.size(); ++k) {
+    auto store = Store::Open(uris[k], args->pipeline.store);
     if (!store.ok()) {
       if (!several) return FailStoreOpen(store.status());
       std::fprintf(stderr, "sluice: tier %zu: %s\n", k, store.status().message().c_str());
       all_ok = false;
       continue;
     }
-    if (several && !flags.Has("json")) std::printf("tier %zu %s:\n", k, (*uris)[k].c_str());
-    int r = VerifyOne(**store, flags, *name, *step, several);
+    if (several && !args->json) std::printf("tier %zu %s:\n", k, uris[k].c_str());
+    int r = VerifyOne(**store, *args, name, step, several);
     if (r == kExitNotHeld) continue;
     any = true;
     if (r != kExitOk) {
@@ -108,8 +105,8 @@ int CmdVerify(int argc, char** argv) {
     }
   }
   if (several && !any) {
-    return Fail(Status::NotFound("no tier holds a committed copy of " + *name + "@" +
-                                 (step->has_value() ? std::to_string(**step) : std::string("latest"))));
+    return Fail(Status::NotFound("no tier holds a committed copy of " + name + "@" +
+                                 (step.has_value() ? std::to_string(*step) : std::string("latest"))));
   }
   if (!all_ok) return kExitError;
   return kExitOk;

@@ -190,4 +190,20 @@ Result<uint64_t> ResolveStepOnStore(Store& store, const std::string& name, std::
   return good;
 }
 
+Result<CheckpointArgs> CheckpointArgsFromFlags(const Flags& flags) {
+  CheckpointArgs args;
+  ASSIGN_OR_RETURN(args.name, NameFromFlags(flags));
+  ASSIGN_OR_RETURN(args.step, StepFromFlags(flags, true, false));
+  args.latest_good = LatestGoodFromFlags(flags);
+  ASSIGN_OR_RETURN(args.pipeline, PipelineOptionsFromFlags(flags, false));
+  args.json = flags.Has("json");
+  return args;
+}
+
+std::vector<std::string> CheckpointArgs::uris() const {
+  std::vector<std::string> out;
+  for (const auto& t : pipeline.tiers) out.push_back(t.uri);
+  return out;
+}
+
 }  // namespace sluice::cli

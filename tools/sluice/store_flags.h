@@ -40,6 +40,19 @@ Result<std::string> NameFromFlags(const Flags& flags);
 Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_latest, bool required);
 // True for --step latest-good: a damaged newest step is skipped, and said so.
 bool LatestGoodFromFlags(const Flags& flags);
+// What every command that reads one checkpoint takes, parsed once:
+// --store/--tier with the store options, --name, --step (N, latest,
+// latest-good) and --json. Errors are usage errors (InvalidArgument).
+struct CheckpointArgs {
+  PipelineOptions pipeline;       // the tiers, fastest first, and the store options
+  std::string name;
+  std::optional<uint64_t> step;   // nullopt: the newest
+  bool latest_good = false;       // --step latest-good
+  bool json = false;
+  std::vector<std::string> uris() const;
+};
+Result<CheckpointArgs> CheckpointArgsFromFlags(const Flags& flags);
+
 // Opens NAME@STEP (nullopt: the newest) through the pipeline. With
 // latest_good, a damaged newest step is named on stderr and the newest
 // intact step opened instead; without, it is an error naming the step.
