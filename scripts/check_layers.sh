@@ -64,6 +64,18 @@ for client in tools python bench; do
     check "$f" "${!allowed_var}"
   done < <(find "$client" -name '*.h' -o -name '*.cc' | grep -Ev '_test\.cc$|/tests/' | sort)
 done
+# python/sluice: the core modules (the state-dict API and its staging, lazy
+# copies, backlog warnings) know nothing of DCP, Lightning or
+# torch-checkpointing; those adapters sit on top of them.
+python_core='python/sluice/_state_dict.py python/sluice/_lazy.py python/sluice/_backlog.py'
+python_adapters='torch\.distributed\.checkpoint|lightning|torch_checkpointing|\.(torch|lightning|torch_checkpointing|dcp_convert|_dcp_[a-z_]+)\b|from \. import .*\b(torch|lightning|torch_checkpointing|dcp_convert|_dcp_[a-z_]+)\b'
+for f in $python_core; do
+  [ -f "$f" ] || continue
+  while IFS= read -r line; do
+    echo "layering: $f imports an adapter above it: $line" >&2
+    bad=1
+  done < <(grep -nE "^[[:space:]]*(import|from)[[:space:]]" "$f" | grep -E "$python_adapters")
+done
 for h in include/sluice/*.h; do
   base=$(basename "$h" .h)
   allowed_var=allow_public_$base

@@ -323,6 +323,28 @@ class SaveHandle:
         (0 until then)."""
         return self._handle.progress()[0]["durable_seconds"]
 
+    # What a lazy save (LazySaveHandle) finishes later, an eager one has
+    # done by the time save() returns: callers ask these, never the type.
+    @property
+    def staged(self):
+        """True once every tensor is in staging (an eager save: at once)."""
+        return True
+
+    @property
+    def wait_seconds(self):
+        """How long the trainer blocked for this save after save() returned
+        (an eager save: never)."""
+        return 0.0
+
+    def wait_staged(self):
+        """Waits until every tensor of the save is in staging (an eager
+        save: they are)."""
+        return self
+
+    def when_staged(self, callback):
+        """Calls callback() once staged (an eager save: now)."""
+        callback()
+
     def __repr__(self):
         states = ", ".join(p["state"] for p in self._handle.progress())
         return (f"<sluice.SaveHandle {self._handle.name}@{self._handle.step} "

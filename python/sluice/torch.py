@@ -352,12 +352,10 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             return staged
         from concurrent.futures import Future
         future = Future()
-        if isinstance(self.handle, _state_dict.LazySaveHandle):
-            # Resolved by the thread that seals the copy; a copy that failed
-            # or was changed too early fails the upload, not this future.
-            self.handle.when_staged(lambda: future.set_result(staged))
-        else:
-            future.set_result(staged)  # staged off the main thread: a full copy
+        # A lazy copy resolves it from the thread that finishes the copy (a
+        # copy that failed or was changed too early fails the upload, not
+        # this future); an eager one is staged already.
+        self.handle.when_staged(lambda: future.set_result(staged))
         return future
 
     def _stage_now(self, state_dict):
@@ -423,9 +421,8 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     def synchronize_staging(self):
         """Waits until the last stage() is in staging: at once, except for a
         lazy one (async_staging=True)."""
-        handle = self.handle
-        if isinstance(handle, _state_dict.LazySaveHandle):
-            handle.wait_staged()
+        if self.handle is not None:
+            self.handle.wait_staged()
 
     def close(self):
         """Nothing to release: the staging arena belongs to the process's

@@ -19,4 +19,6 @@ uint32_t PickAwayFromSlow(const Backend& backend, uint32_t count,
   return best;
 }
 
+bool NamesMayBeSlow(const Backend& backend) { return backend.caps().placement != nullptr; }
+
 }  // namespace sluice

@@ -24,6 +24,12 @@ namespace sluice {
 uint32_t PickAwayFromSlow(const Backend& backend, uint32_t count,
                           const std::function<std::vector<std::string>(uint32_t k)>& records);
 
+// Whether a name's placement on `backend` may be slow at all (it has a
+// Placement): where not, every name is as good as another, and a wait on a
+// fixed name costs nothing special. The one other question the checkpoint
+// layer asks about placement.
+bool NamesMayBeSlow(const Backend& backend);
+
 }  // namespace sluice
 
 #endif  // SLUICE_CHECKPOINT_AWAY_FROM_SLOW_H_

@@ -362,7 +362,7 @@ Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptio
   // and any on a store without placements. One that commits where a
   // placement may be slow learns it from its claim instead, without a wait
   // in the slow placement's queue before its first write.
-  const bool check_committed = !Commits(rank, role) || backend.caps().placement == nullptr;
+  const bool check_committed = !Commits(rank, role) || !NamesMayBeSlow(backend);
   RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, check_committed));
   StepCommitOptions commit{rank, world, save.attempt, options.rank_timeout_ms, Commits(rank, role),
                            // Only for an attempt id used by this save alone: a note of an

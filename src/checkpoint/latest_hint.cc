@@ -69,7 +69,7 @@ std::vector<LatestHint> ReadLatestHints(Backend& backend, std::string_view name,
   const uint32_t preferred = PreferredSlot(backend, name);
   if (!other_slots) {
     slots.push_back(preferred);
-  } else if (backend.caps().placement != nullptr) {
+  } else if (NamesMayBeSlow(backend)) {
     for (uint32_t slot = 0; slot < kLatestHintSlots; ++slot) {
       if (slot != preferred) slots.push_back(slot);
     }
