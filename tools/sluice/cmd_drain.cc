@@ -111,10 +111,9 @@ int CmdDrain(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  std::string name = flags.Get("name").value_or("");
-  if (flags.Has("name")) {
-    if (Status st = ValidateCheckpointName(name); !st.ok()) return Fail(st, true);
-  }
+  auto named = OptionalNameFromFlags(flags);
+  if (!named.ok()) return Fail(named.status(), true);
+  const std::string name = *named;
   auto retry = ParseDurationMs(flags.Get("retry-for").value_or("0"));
   if (!retry.ok()) return Fail(retry.status().WithContext("--retry-for"), true);
   auto popts = PipelineOptionsFromFlags(flags, false);

@@ -203,10 +203,9 @@ int CmdLs(int argc, char** argv) {
   Flags flags;
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
-  std::string name = flags.Get("name").value_or("");
-  if (flags.Has("name")) {
-    if (Status st = ValidateCheckpointName(name); !st.ok()) return Fail(st, true);
-  }
+  auto named = OptionalNameFromFlags(flags);
+  if (!named.ok()) return Fail(named.status(), true);
+  const std::string name = *named;
   auto popts = PipelineOptionsFromFlags(flags, false);
   if (!popts.ok()) return Fail(popts.status(), true);
   if (flags.Has("step") && (!flags.Has("name") || flags.Has("all") || flags.Has("backlog"))) {

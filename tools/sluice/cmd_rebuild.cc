@@ -44,41 +44,29 @@ int CmdRebuild(int argc, char** argv) {
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
   RebuildOptions options;
-  if (flags.Has("name")) {
-    auto n = NameFromFlags(flags);
-    if (!n.ok()) return Fail(n.status(), true);
-    options.name = *n;
-  }
-  auto rate = flags.GetSize("rate-limit", 0);
-  if (!rate.ok()) {
-    return Fail(Status::InvalidArgument("--rate-limit '" + flags.Get("rate-limit").value_or("") +
-                                        "' is not a size per second: one cap for every tier this command reads, "
-                                        "no TIER=, e.g. --rate-limit 200MiB"),
-                true);
-  }
-  options.rate_bytes_per_sec = *rate;
+  auto args = TierWalkArgsFromFlags(flags);
+  if (!args.ok()) return Fail(args.status(), true);
+  options.name = args->name;
+  options.rate_bytes_per_sec = args->rate_bytes_per_sec;
+  options.store = args->store;
+  const std::vector<std::string>& uris = args->uris;
   auto target = flags.GetU64("target", 0);
   if (!target.ok()) return Fail(target.status(), true);
   auto keep = flags.GetU64("keep-last", 1);
   if (!keep.ok() || *keep > UINT32_MAX) return Fail(Status::InvalidArgument("--keep-last must be a count"), true);
   options.keep_last = static_cast<uint32_t>(*keep);
-  auto uris = TierUrisFromFlags(flags);
-  if (!uris.ok()) return Fail(uris.status(), true);
-  if (uris->size() < 2) return Fail(Status::InvalidArgument("rebuild needs two or more --tier: the lost one and a source"), true);
-  if (*target >= uris->size()) {
+  if (uris.size() < 2) return Fail(Status::InvalidArgument("rebuild needs two or more --tier: the lost one and a source"), true);
+  if (*target >= uris.size()) {
     return Fail(Status::InvalidArgument("--target " + std::to_string(*target) + " is not a tier (there are " +
-                                        std::to_string(uris->size()) + ")"), true);
+                                        std::to_string(uris.size()) + ")"), true);
   }
   options.target = static_cast<size_t>(*target);
-  auto store_options = StoreOptionsFromFlags(flags);
-  if (!store_options.ok()) return Fail(store_options.status(), true);
-  options.store = *store_options;
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<Backend*> tiers;
-  for (size_t k = 0; k < uris->size(); ++k) {
+  for (size_t k = 0; k < uris.size(); ++k) {
     // The lost tier may be an empty directory or a recreated pool: it is
     // created if missing. The others must exist.
-    auto backend = OpenBackend((*uris)[k], k == options.target);
+    auto backend = OpenBackend(uris[k], k == options.target);
     if (!backend.ok()) return FailStoreOpen(backend.status());
     tiers.push_back(backend->get());
     backends.push_back(std::move(backend).value());

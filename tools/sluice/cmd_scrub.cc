@@ -48,28 +48,16 @@ int CmdScrub(int argc, char** argv) {
   int rc;
   if (!ParseOrExit(spec, argc, argv, &flags, &rc)) return rc;
   ScrubOptions options;
-  if (flags.Has("name")) {
-    auto n = NameFromFlags(flags);
-    if (!n.ok()) return Fail(n.status(), true);
-    options.name = *n;
-  }
-  auto rate = flags.GetSize("rate-limit", 0);
-  if (!rate.ok()) {
-    return Fail(Status::InvalidArgument("--rate-limit '" + flags.Get("rate-limit").value_or("") +
-                                        "' is not a size per second: one cap for every tier this command reads, "
-                                        "no TIER=, e.g. --rate-limit 200MiB"),
-                true);
-  }
-  options.rate_bytes_per_sec = *rate;
+  auto args = TierWalkArgsFromFlags(flags);
+  if (!args.ok()) return Fail(args.status(), true);
+  options.name = args->name;
+  options.rate_bytes_per_sec = args->rate_bytes_per_sec;
+  options.store = args->store;
+  const std::vector<std::string>& uris = args->uris;
   options.repair = !flags.Has("no-repair");
-  auto uris = TierUrisFromFlags(flags);
-  if (!uris.ok()) return Fail(uris.status(), true);
-  auto store_options = StoreOptionsFromFlags(flags);
-  if (!store_options.ok()) return Fail(store_options.status(), true);
-  options.store = *store_options;
   // A tier that cannot be opened is named as failed; the others are
   // scrubbed. A bad URI is a usage error.
-  auto opened = OpenTiersGoingOnWithoutFailed(*uris);
+  auto opened = OpenTiersGoingOnWithoutFailed(uris);
   if (!opened.ok()) {
     if (opened.status().code() == StatusCode::kInvalidArgument) return Fail(opened.status(), true);
     return FailStoreOpen(opened.status());
@@ -109,7 +97,7 @@ int CmdScrub(int argc, char** argv) {
   if (json) {
     JsonValue copies = JsonValue::array();
     for (const auto& r : report->copies) {
-      JsonValue c = {{"name", r.name}, {"step", r.step}, {"tier", r.tier}, {"uri", (*uris)[r.tier]},
+      JsonValue c = {{"name", r.name}, {"step", r.step}, {"tier", r.tier}, {"uri", uris[r.tier]},
                      {"state", r.state}, {"chunks", r.chunks}, {"bytes", r.bytes}, {"seconds", r.seconds}};
       if (!r.reason.empty()) c["reason"] = r.reason;
       if (r.source) c["repaired_from"] = *r.source;
@@ -130,7 +118,7 @@ int CmdScrub(int argc, char** argv) {
     }
     for (const auto& e : report->tier_errors) std::printf("TIER FAILED %s\n", e.c_str());
     std::printf("scrubbed %zu checkpoint cop%s on %zu tier(s), %s in %.2f s: %s\n", report->copies.size(),
-                report->copies.size() == 1 ? "y" : "ies", uris->size(), HumanBytes(report->bytes).c_str(),
+                report->copies.size() == 1 ? "y" : "ies", uris.size(), HumanBytes(report->bytes).c_str(),
                 report->seconds,
                 report->ok() ? (repaired ? (std::to_string(repaired) + " repaired, the rest ok").c_str() : "all ok")
                              : (std::to_string(not_ok) + " not ok").c_str());

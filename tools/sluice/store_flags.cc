@@ -138,6 +138,11 @@ Result<std::string> NameFromFlags(const Flags& flags) {
   return name;
 }
 
+Result<std::string> OptionalNameFromFlags(const Flags& flags) {
+  if (!flags.Has("name")) return std::string();
+  return NameFromFlags(flags);
+}
+
 Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_latest, bool required) {
   auto v = flags.Get("step");
   if (!v) {
@@ -204,6 +209,21 @@ std::vector<std::string> CheckpointArgs::uris() const {
   std::vector<std::string> out;
   for (const auto& t : pipeline.tiers) out.push_back(t.uri);
   return out;
+}
+
+Result<TierWalkArgs> TierWalkArgsFromFlags(const Flags& flags) {
+  TierWalkArgs args;
+  ASSIGN_OR_RETURN(args.name, OptionalNameFromFlags(flags));
+  auto rate = flags.GetSize("rate-limit", 0);
+  if (!rate.ok()) {
+    return Status::InvalidArgument("--rate-limit '" + flags.Get("rate-limit").value_or("") +
+                                   "' is not a size per second: one cap for every tier this command reads, "
+                                   "no TIER=, e.g. --rate-limit 200MiB");
+  }
+  args.rate_bytes_per_sec = *rate;
+  ASSIGN_OR_RETURN(args.uris, TierUrisFromFlags(flags));
+  ASSIGN_OR_RETURN(args.store, StoreOptionsFromFlags(flags));
+  return args;
 }
 
 }  // namespace sluice::cli

@@ -37,6 +37,8 @@ Result<std::unique_ptr<Store>> OpenStoreFromFlags(const Flags& flags, bool creat
 // --name (validated) and --step (N, or "latest" or "latest-good" when
 // allow_latest: nullopt).
 Result<std::string> NameFromFlags(const Flags& flags);
+// --name where given (validated); empty where not (every name).
+Result<std::string> OptionalNameFromFlags(const Flags& flags);
 Result<std::optional<uint64_t>> StepFromFlags(const Flags& flags, bool allow_latest, bool required);
 // True for --step latest-good: a damaged newest step is skipped, and said so.
 bool LatestGoodFromFlags(const Flags& flags);
@@ -52,6 +54,17 @@ struct CheckpointArgs {
   std::vector<std::string> uris() const;
 };
 Result<CheckpointArgs> CheckpointArgsFromFlags(const Flags& flags);
+
+// What the commands that walk every tier's copies take (scrub, rebuild),
+// parsed once: the tiers and store options, an optional --name, and one
+// --rate-limit for every tier (no TIER=). Errors are usage errors.
+struct TierWalkArgs {
+  std::vector<std::string> uris;
+  StoreOptions store;
+  std::string name;             // empty: every name
+  uint64_t rate_bytes_per_sec;  // 0: no cap
+};
+Result<TierWalkArgs> TierWalkArgsFromFlags(const Flags& flags);
 
 // Opens NAME@STEP (nullopt: the newest) through the pipeline. With
 // latest_good, a damaged newest step is named on stderr and the newest
