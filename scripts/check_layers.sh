@@ -67,7 +67,7 @@ done
 # python/sluice: the core modules (the state-dict API and its staging, lazy
 # copies, backlog warnings) know nothing of DCP, Lightning or
 # torch-checkpointing; those adapters sit on top of them.
-python_core='python/sluice/_state_dict.py python/sluice/_lazy.py python/sluice/_backlog.py'
+python_core='python/sluice/_state_dict.py python/sluice/_handles.py python/sluice/_lazy.py python/sluice/_backlog.py'
 python_adapters='torch\.distributed\.checkpoint|lightning|torch_checkpointing|\.(torch|lightning|torch_checkpointing|dcp_convert|_dcp_[a-z_]+)\b|from \. import .*\b(torch|lightning|torch_checkpointing|dcp_convert|_dcp_[a-z_]+)\b'
 for f in $python_core; do
   [ -f "$f" ] || continue
