@@ -51,7 +51,7 @@ void StepCommit::End() {
 }
 
 Status StepCommit::ProtectSteps(const std::set<uint64_t>& steps) {
-  return PublishWriterRefs(backend_, id_.name, id_.step, writer_id_, steps).WithContext(Label(id_));
+  return PublishWriterRefs(backend_, id_.name, id_.step, writer_id_, steps);
 }
 
 Status StepCommit::Publish(CommitPlan plan, std::string* existing) {
