@@ -104,7 +104,7 @@ int CmdRebuild(int argc, char** argv) {
       steps.push_back(std::move(sj));
     }
     PrintJson({{"ok", report->ok()}, {"target", options.target}, {"seconds", report->seconds},
-               {"bytes", report->bytes}, {"cpu_seconds", cpu}, {"rate_limit", *rate}, {"stopped", report->stopped},
+               {"bytes", report->bytes}, {"cpu_seconds", cpu}, {"rate_limit", options.rate_bytes_per_sec}, {"stopped", report->stopped},
                {"tier_errors", report->tier_errors}, {"steps", steps}});
   } else {
     for (const auto& e : report->tier_errors) std::printf("TIER FAILED %s\n", e.c_str());

@@ -110,7 +110,7 @@ int CmdScrub(int argc, char** argv) {
       copies.push_back(std::move(c));
     }
     PrintJson({{"ok", report->ok()}, {"seconds", report->seconds}, {"bytes", report->bytes}, {"cpu_seconds", cpu},
-               {"rate_limit", *rate}, {"repair", options.repair}, {"resumed", report->resumed},
+               {"rate_limit", options.rate_bytes_per_sec}, {"repair", options.repair}, {"resumed", report->resumed},
                {"skipped", report->skipped}, {"tier_errors", report->tier_errors}, {"copies", copies}});
   } else {
     if (report->resumed) {
