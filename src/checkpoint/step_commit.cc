@@ -44,8 +44,9 @@ void StepCommit::End() {
   ended_ = true;
   // The claim, still in flight where the writer failed early, lands while
   // the lock is held; a commit that did not happen takes it back, so that a
-  // failed writer leaves the step as if never claimed.
-  if (claim_ != nullptr && committed_) claim_->KeepClaim();
+  // failed writer leaves the step as if never claimed, unless a retry will
+  // seal it.
+  if (claim_ != nullptr && (committed_ || options_.keep_claim_on_failure)) claim_->KeepClaim();
   claim_.reset();
   ReleaseWriterLock(backend_, id_.name, id_.step, writer_id_);
 }

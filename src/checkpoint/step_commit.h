@@ -11,9 +11,11 @@
 //           (CommitAsCoordinator); other ranks name theirs and wait
 //           (PointAndWait); a copy whose record is built already seals it
 //           (Publish);
-//   End     one rule for the claim: kept once this writer's commit
-//           happened, taken back otherwise (its seal fenced first, so a seal
-//           another writer published on it stays); then the lock goes.
+//   End     one rule for the claim, decided here alone: kept once this
+//           writer's commit happened, or where its failure is retried (a
+//           drain: the retry seals it); taken back otherwise (its seal
+//           fenced first, so a seal another writer published on it stays);
+//           then the lock goes.
 //
 // Abort notes tell the ranks of one save attempt at once that no commit
 // will come. The writer keeps what is its own: items, data objects, its
@@ -44,6 +46,12 @@ struct StepCommitOptions {
   // copy of a committed step): its claim of `COMMIT` starts at Begin. A
   // repair, a part writer and ranks > 0 commit nothing.
   bool commits = false;
+  // A failure of this writer is retried under a new writer (a drain's copy:
+  // its pipeline retries it): its claim then stays for the retry to seal,
+  // as after a crash. Taking it back (fence, then remove) would leave a
+  // fenced claim, which no writer may seal, wherever the store took the
+  // fence but failed the removal, and every retry would fail until gc.
+  bool keep_claim_on_failure = false;
   // Abort notes are written and heeded: world > 1, not a part writer, and an
   // attempt id this save alone uses (SaveOptions::attempt_is_unique).
   bool abort_notes = false;
@@ -102,9 +110,10 @@ class StepCommit {
   // abort notes are used; best effort).
   void PublishAbort(const Status& why);
 
-  // Ends this writer: the claim is kept if this writer committed and taken
-  // back otherwise; then the writer lock is released (best effort: what a
-  // failure leaves is gc's). Idempotent.
+  // Ends this writer: the claim is kept if this writer committed (or its
+  // failure is retried: keep_claim_on_failure) and taken back otherwise;
+  // then the writer lock is released (best effort: what a failure leaves
+  // is gc's). Idempotent.
   void End();
 
  private:

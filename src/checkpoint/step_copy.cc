@@ -244,6 +244,9 @@ Status CopyCommittedStep(Backend& src, Backend& dst, const std::string& name, ui
   // placement, a slow one's too.)
   StepCommitOptions options;
   options.commits = true;
+  // A copy that fails is retried (the pipeline's drains, a rebuild run
+  // again): its claim stays for the retry to seal.
+  options.keep_claim_on_failure = true;
   ASSIGN_OR_RETURN(auto writer, StepCommit::Begin(dst, CheckpointId{name, step}, "", options));
   ASSIGN_OR_RETURN(CommitPlan plan, CopyCheckpoint(src, dst, loaded, *writer, control, label));
   std::string existing;

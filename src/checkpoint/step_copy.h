@@ -7,9 +7,9 @@
 // (step_commit.h) with the claim and seal a save uses (doc/format.md,
 // "Tiers and drains").
 //
-// A killed copy leaves only uncommitted objects, which gc removes; a copy
-// that fails takes its claim back, as every writer that did not commit
-// does, and the next copy writes under names of its own.
+// A killed or failed copy leaves only uncommitted objects, which gc
+// removes, and its claim, which the next copy of the step (a retry) seals
+// under names of its own (step_commit.h, keep_claim_on_failure).
 //
 // Thread-safety: a free function; two copies of one step may run at once.
 #ifndef SLUICE_CHECKPOINT_STEP_COPY_H_

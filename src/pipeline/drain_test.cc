@@ -187,9 +187,10 @@ TEST_F(DrainTest, AfterAFailedDrainTheNextCommitsUnderItsOwnNamesAndGcTakesTheRe
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   EXPECT_TRUE(LoadCheckpoint(dst_->backend(), "d", 1).status().IsNotFound());
-  // The one rule for every writer that did not commit: its claim (fenced
-  // first) and its lock are gone, so the step looks as if never claimed.
-  EXPECT_TRUE(dst_->backend().ReadSmall(CommitObject("d", 1)).status().IsNotFound()) << "the failed drain left its claim";
+  // A failed copy keeps its claim, unsealed and unfenced, for the retry to
+  // seal (StepCommitOptions::keep_claim_on_failure), and releases its lock.
+  EXPECT_TRUE(ReadCommitRecord(dst_->backend(), "d", 1).status().IsNotFound());
+  EXPECT_TRUE(dst_->backend().ReadSmall(CommitObject("d", 1)).ok()) << "the failed drain took its claim back";
   for (const char* prefix : {"seal/", "writers/"}) {
     auto left = dst_->backend().List(StepPrefix("d", 1) + prefix);
     ASSERT_TRUE(left.ok());
