@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/content_hash.h"
 #include "io/crc32c.h"
 

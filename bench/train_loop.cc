@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "sluice/pipeline.h"
 
 using namespace sluice;

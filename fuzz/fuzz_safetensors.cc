@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "format/safetensors.h"
+#include "sluice/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sluice;

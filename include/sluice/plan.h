@@ -11,6 +11,7 @@
 #define SLUICE_PLAN_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,27 @@ struct PlanComparison {
 PlanComparison ComparePlans(const std::vector<CyclePlan>& plans);
 
 const char* PlanTierKindName(PlanTierKind kind);
+
+// A cluster as the planner sees it (a profile: doc/planning.md): a host's
+// rates, the durable tiers by kind ("ceph", "s3", "shared-fs"), failures.
+struct PlanCluster {
+  PlanHost host;
+  std::map<std::string, PlanTier> tiers;
+  PlanFailures failures;
+};
+
+// Another host's profile joins `cluster`: the cluster is as fast as its
+// slowest host, so each rate becomes the least of the two (each tier's
+// too; a tier only `other` has is taken as it is).
+void AddSlowerHost(PlanCluster* cluster, const PlanCluster& other);
+
+// The layouts `sluice plan compare` sets side by side, in this order.
+const std::vector<std::string>& PlanLayoutNames();
+
+// The layout `name` over `cluster`'s tiers; InvalidArgument naming the
+// missing tier (e.g. "tiers.ceph") where the cluster lacks what it needs,
+// or the layouts there are for an unknown name.
+Result<PlanLayout> LayoutOf(const PlanCluster& cluster, const std::string& name);
 
 }  // namespace sluice
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/crc32c.h"
 #include "sluice/backend.h"
 

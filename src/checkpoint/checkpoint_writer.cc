@@ -364,11 +364,16 @@ Result<std::unique_ptr<RankWriter>> NewWriter(Backend& backend, const StoreOptio
   // in the slow placement's queue before its first write.
   const bool check_committed = !Commits(rank, role) || !NamesMayBeSlow(backend);
   RETURN_IF_ERROR(ValidateWriter(backend, options, id, rank, world, save, check_committed));
-  StepCommitOptions commit{rank, world, save.attempt, options.rank_timeout_ms, Commits(rank, role),
-                           // Only for an attempt id used by this save alone: a note of an
-                           // earlier launch with the same id would fail this one. A part
-                           // writer's store is its host's own: no other rank would read one.
-                           role != Role::kPart && world > 1 && !save.attempt.empty() && save.attempt_is_unique};
+  StepCommitOptions commit;
+  commit.rank = rank;
+  commit.world = world;
+  commit.attempt = save.attempt;
+  commit.rank_timeout_ms = options.rank_timeout_ms;
+  commit.commits = Commits(rank, role);
+  // Only for an attempt id used by this save alone: a note of an earlier
+  // launch with the same id would fail this one. A part writer's store is
+  // its host's own: no other rank would read one.
+  commit.abort_notes = role != Role::kPart && world > 1 && !save.attempt.empty() && save.attempt_is_unique;
   ASSIGN_OR_RETURN(auto step, StepCommit::Begin(backend, id, std::move(writer_id), std::move(commit)));
   return std::unique_ptr<RankWriter>(new Writer(backend, options, id, rank, world, save, std::move(step), role));
 }

@@ -46,15 +46,15 @@ struct StepCommitOptions {
   // copy of a committed step): its claim of `COMMIT` starts at Begin. A
   // repair, a part writer and ranks > 0 commit nothing.
   bool commits = false;
+  // Abort notes are written and heeded: world > 1, not a part writer, and an
+  // attempt id this save alone uses (SaveOptions::attempt_is_unique).
+  bool abort_notes = false;
   // A failure of this writer is retried under a new writer (a drain's copy:
   // its pipeline retries it): its claim then stays for the retry to seal,
   // as after a crash. Taking it back (fence, then remove) would leave a
   // fenced claim, which no writer may seal, wherever the store took the
   // fence but failed the removal, and every retry would fail until gc.
   bool keep_claim_on_failure = false;
-  // Abort notes are written and heeded: world > 1, not a part writer, and an
-  // attempt id this save alone uses (SaveOptions::attempt_is_unique).
-  bool abort_notes = false;
 };
 
 class StepCommit {

@@ -6,7 +6,7 @@
 
 #include "engine/read_stream.h"
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 
 namespace sluice {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <deque>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/crc32c.h"
 
 namespace sluice {

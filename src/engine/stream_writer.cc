@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 
 namespace sluice {
 

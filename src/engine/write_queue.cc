@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "engine/loser_reaper.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/crc32c.h"
 
 namespace sluice {

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "format/manifest.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "sluice/backend.h"
 #include "sluice/metrics.h"

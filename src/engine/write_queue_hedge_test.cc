@@ -23,7 +23,7 @@
 
 #include "engine/loser_reaper.h"
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "engine/slow_placement_fixture.h"
 #include "sluice/backend_wrapper.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "sluice/backend_wrapper.h"
 

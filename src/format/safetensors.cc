@@ -1,4 +1,4 @@
-#include "format/safetensors.h"
+#include "sluice/safetensors.h"
 
 #include <nlohmann/json.hpp>
 

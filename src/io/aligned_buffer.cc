@@ -1,4 +1,4 @@
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 
 #include <sys/mman.h>
 

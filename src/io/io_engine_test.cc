@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 
 namespace sluice {
 namespace {

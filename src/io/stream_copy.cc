@@ -1,4 +1,4 @@
-#include "io/stream_copy.h"
+#include "sluice/stream_copy.h"
 
 #include <immintrin.h>
 

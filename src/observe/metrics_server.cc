@@ -1,4 +1,4 @@
-#include "observe/metrics_server.h"
+#include "sluice/metrics_server.h"
 
 #include <arpa/inet.h>
 #include <civetweb.h>

@@ -19,7 +19,7 @@
 #include <unordered_set>
 
 #include "format/layout.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/token_bucket.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"

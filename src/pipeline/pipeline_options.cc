@@ -2,7 +2,7 @@
 // name, apart from the machinery (pipeline.cc).
 #include "sluice/pipeline.h"
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "pipeline/deferred_backend.h"
 #include "sluice/maintenance.h"
 #include "pipeline/staging_arena.h"

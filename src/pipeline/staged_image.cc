@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "io/aligned_buffer.h"
-#include "io/stream_copy.h"
+#include "sluice/aligned_buffer.h"
+#include "sluice/stream_copy.h"
 #include "engine/chunk_layout.h"
 #include "engine/write_queue.h"
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <utility>
 
 namespace sluice {
 namespace {
@@ -291,6 +293,70 @@ PlanComparison ComparePlans(const std::vector<CyclePlan>& plans) {
                 widest->mine.bound + ") against " + seconds(widest->theirs.value) + " (" + widest->theirs.bound +
                 "); if that input is wrong, so is the choice.";
   return out;
+}
+
+namespace {
+
+// The slower of two hosts (or tiers): the least of each rate.
+void TakeSlower(PlanHost* a, const PlanHost& b) {
+  a->memcpy_bytes_per_s = std::min(a->memcpy_bytes_per_s, b.memcpy_bytes_per_s);
+  a->d2h_bytes_per_s = std::min(a->d2h_bytes_per_s, b.d2h_bytes_per_s);
+  a->staging_bytes = std::min(a->staging_bytes, b.staging_bytes);
+  a->nvme_write_bytes_per_s = std::min(a->nvme_write_bytes_per_s, b.nvme_write_bytes_per_s);
+  a->nvme_read_bytes_per_s = std::min(a->nvme_read_bytes_per_s, b.nvme_read_bytes_per_s);
+  a->nic_bytes_per_s = std::min(a->nic_bytes_per_s, b.nic_bytes_per_s);
+  a->storage_link_share = std::min(a->storage_link_share, b.storage_link_share);
+}
+
+void TakeSlower(PlanTier* a, const PlanTier& b) {
+  a->osds = std::min(a->osds, b.osds);
+  a->osd_write_bytes_per_s = std::min(a->osd_write_bytes_per_s, b.osd_write_bytes_per_s);
+  a->osd_read_bytes_per_s = std::min(a->osd_read_bytes_per_s, b.osd_read_bytes_per_s);
+  a->write_amplification = std::max(a->write_amplification, b.write_amplification);
+  a->write_bytes_per_s = std::min(a->write_bytes_per_s, b.write_bytes_per_s);
+  a->read_bytes_per_s = std::min(a->read_bytes_per_s, b.read_bytes_per_s);
+  if (a->network_bytes_per_s == 0 || (b.network_bytes_per_s > 0 && b.network_bytes_per_s < a->network_bytes_per_s)) {
+    a->network_bytes_per_s = b.network_bytes_per_s;
+  }
+}
+
+}  // namespace
+
+void AddSlowerHost(PlanCluster* cluster, const PlanCluster& other) {
+  TakeSlower(&cluster->host, other.host);
+  for (const auto& [kind, tier] : other.tiers) {
+    auto found = cluster->tiers.find(kind);
+    if (found == cluster->tiers.end()) {
+      cluster->tiers[kind] = tier;
+    } else {
+      TakeSlower(&found->second, tier);
+    }
+  }
+}
+
+const std::vector<std::string>& PlanLayoutNames() {
+  static const std::vector<std::string> names = {"nvme+ceph", "ceph", "shared-fs", "nvme+s3"};
+  return names;
+}
+
+Result<PlanLayout> LayoutOf(const PlanCluster& cluster, const std::string& name) {
+  static const std::map<std::string, std::pair<bool, std::string>> kLayouts = {
+      {"nvme+ceph", {true, "ceph"}}, {"ceph", {false, "ceph"}},
+      {"shared-fs", {false, "shared-fs"}}, {"nvme+s3", {true, "s3"}}};
+  auto found = kLayouts.find(name);
+  if (found == kLayouts.end()) {
+    return Status::InvalidArgument("layout '" + name + "' is not one of nvme+ceph, ceph, shared-fs, nvme+s3");
+  }
+  PlanLayout layout;
+  layout.name = name;
+  layout.local_tier0 = found->second.first;
+  auto tier = cluster.tiers.find(found->second.second);
+  if (tier == cluster.tiers.end()) {
+    return Status::InvalidArgument("the profile has no tiers." + found->second.second + " (layout " + name +
+                                   " needs it: calibrate with such a --tier, or add it by hand)");
+  }
+  layout.durable = tier->second;
+  return layout;
 }
 
 }  // namespace sluice

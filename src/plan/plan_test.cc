@@ -155,5 +155,40 @@ TEST(PlanTest, ComparisonPicksTheFewestLostGpuHoursAndNamesWhatSeparatesThem) {
   EXPECT_NE(c.reason.find("differ most in"), std::string::npos) << c.reason;
 }
 
+TEST(PlanTest, AClusterIsAsFastAsItsSlowestHostAndLayoutsNeedTheirTier) {
+  PlanCluster a, b;
+  a.host.memcpy_bytes_per_s = 10e9;
+  a.host.nic_bytes_per_s = 5e9;
+  b.host.memcpy_bytes_per_s = 8e9;
+  b.host.nic_bytes_per_s = 6e9;
+  PlanTier ceph;
+  ceph.osds = 6;
+  ceph.osd_write_bytes_per_s = 200e6;
+  ceph.write_amplification = 3;
+  a.tiers["ceph"] = ceph;
+  ceph.osds = 4;
+  ceph.write_amplification = 2;
+  b.tiers["ceph"] = ceph;
+  PlanTier s3;
+  s3.kind = PlanTierKind::kS3;
+  s3.write_bytes_per_s = 1e9;
+  b.tiers["s3"] = s3;
+  AddSlowerHost(&a, b);
+  EXPECT_EQ(a.host.memcpy_bytes_per_s, 8e9);
+  EXPECT_EQ(a.host.nic_bytes_per_s, 5e9);
+  EXPECT_EQ(a.tiers["ceph"].osds, 4u);
+  EXPECT_EQ(a.tiers["ceph"].write_amplification, 3);  // the worse amplification
+  ASSERT_EQ(a.tiers.count("s3"), 1u);                 // a tier one host alone has
+  auto layout = LayoutOf(a, "nvme+s3");
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_TRUE(layout->local_tier0);
+  EXPECT_EQ(layout->durable.kind, PlanTierKind::kS3);
+  auto missing = LayoutOf(a, "shared-fs");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("tiers.shared-fs"), std::string::npos) << missing.status().ToString();
+  EXPECT_FALSE(LayoutOf(a, "tape").ok());
+  EXPECT_EQ(PlanLayoutNames().front(), "nvme+ceph");
+}
+
 }  // namespace
 }  // namespace sluice

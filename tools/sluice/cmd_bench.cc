@@ -25,7 +25,7 @@
 #include "output.h"
 #include "serve_metrics.h"
 #include "store_flags.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 
 namespace sluice::cli {
 namespace {

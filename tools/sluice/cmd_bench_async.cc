@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "bench_report.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "item_sources.h"
 #include "sluice/metrics.h"
 #include "output.h"

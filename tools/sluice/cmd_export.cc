@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "format/safetensors.h"
+#include "sluice/safetensors.h"
 #include "output.h"
 #include "store_flags.h"
 #include "tensor_items.h"

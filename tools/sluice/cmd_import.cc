@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "format/safetensors.h"
+#include "sluice/safetensors.h"
 #include "output.h"
 #include "store_flags.h"
 #include "tensor_items.h"

@@ -158,14 +158,14 @@ int PlanOne(const Flags& flags, const PlanProfile& profile, const PlanJob& job) 
   std::string name = flags.Get("layout").value_or("");
   if (name.empty()) {
     for (const auto& n : PlanLayoutNames()) {
-      if (LayoutFromProfile(profile, n).ok()) {
+      if (LayoutOf(profile, n).ok()) {
         name = n;
         break;
       }
     }
     if (name.empty()) return Fail(Status::InvalidArgument("the profile has no tiers: nothing to plan for"));
   }
-  auto layout = LayoutFromProfile(profile, name);
+  auto layout = LayoutOf(profile, name);
   if (!layout.ok()) return Fail(layout.status(), true);
   // What the job and profile files hold (1), not the command line.
   auto plan = PlanCycle(job, profile.host, *layout, profile.failures);
@@ -187,7 +187,7 @@ int PlanCompare(const Flags& flags, const PlanProfile& profile, const PlanJob& j
   std::vector<CyclePlan> plans;
   JsonValue skipped = JsonValue::object();
   for (const auto& n : PlanLayoutNames()) {
-    auto layout = LayoutFromProfile(profile, n);
+    auto layout = LayoutOf(profile, n);
     if (!layout.ok()) {
       skipped[n] = layout.status().message();
       continue;

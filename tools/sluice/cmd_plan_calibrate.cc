@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench_report.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "output.h"
 #include "plan_files.h"
 #include "sluice/pipeline.h"

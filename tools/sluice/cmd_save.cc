@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "item_sources.h"
 #include "output.h"
 #include "serve_metrics.h"

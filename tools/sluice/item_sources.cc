@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "io/stream_copy.h"
+#include "sluice/stream_copy.h"
 
 namespace sluice::cli {
 namespace {

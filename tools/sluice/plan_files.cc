@@ -147,50 +147,14 @@ Result<PlanProfile> ReadProfile(const std::string& path) {
   return p;
 }
 
-// The slower of two hosts (or tiers): the least of each rate.
-void TakeSlower(PlanHost* a, const PlanHost& b) {
-  a->memcpy_bytes_per_s = std::min(a->memcpy_bytes_per_s, b.memcpy_bytes_per_s);
-  a->d2h_bytes_per_s = std::min(a->d2h_bytes_per_s, b.d2h_bytes_per_s);
-  a->staging_bytes = std::min(a->staging_bytes, b.staging_bytes);
-  a->nvme_write_bytes_per_s = std::min(a->nvme_write_bytes_per_s, b.nvme_write_bytes_per_s);
-  a->nvme_read_bytes_per_s = std::min(a->nvme_read_bytes_per_s, b.nvme_read_bytes_per_s);
-  a->nic_bytes_per_s = std::min(a->nic_bytes_per_s, b.nic_bytes_per_s);
-  a->storage_link_share = std::min(a->storage_link_share, b.storage_link_share);
-}
-
-void TakeSlower(PlanTier* a, const PlanTier& b) {
-  a->osds = std::min(a->osds, b.osds);
-  a->osd_write_bytes_per_s = std::min(a->osd_write_bytes_per_s, b.osd_write_bytes_per_s);
-  a->osd_read_bytes_per_s = std::min(a->osd_read_bytes_per_s, b.osd_read_bytes_per_s);
-  a->write_amplification = std::max(a->write_amplification, b.write_amplification);
-  a->write_bytes_per_s = std::min(a->write_bytes_per_s, b.write_bytes_per_s);
-  a->read_bytes_per_s = std::min(a->read_bytes_per_s, b.read_bytes_per_s);
-  if (a->network_bytes_per_s == 0 || (b.network_bytes_per_s > 0 && b.network_bytes_per_s < a->network_bytes_per_s)) {
-    a->network_bytes_per_s = b.network_bytes_per_s;
-  }
-}
-
 }  // namespace
-
-const std::vector<std::string>& PlanLayoutNames() {
-  static const std::vector<std::string> names = {"nvme+ceph", "ceph", "shared-fs", "nvme+s3"};
-  return names;
-}
 
 Result<PlanProfile> ReadProfiles(const std::vector<std::string>& paths) {
   if (paths.empty()) return Status::InvalidArgument("--profile is required");
   ASSIGN_OR_RETURN(PlanProfile out, ReadProfile(paths[0]));
   for (size_t i = 1; i < paths.size(); ++i) {
     ASSIGN_OR_RETURN(PlanProfile next, ReadProfile(paths[i]));
-    TakeSlower(&out.host, next.host);
-    for (const auto& [kind, tier] : next.tiers) {
-      auto found = out.tiers.find(kind);
-      if (found == out.tiers.end()) {
-        out.tiers[kind] = tier;
-      } else {
-        TakeSlower(&found->second, tier);
-      }
-    }
+    AddSlowerHost(&out, next);
   }
   return out;
 }
@@ -210,26 +174,6 @@ Result<PlanJob> ReadJob(const std::string& path) {
   if (snapshot != "eager" && snapshot != "lazy") return f.Error("snapshot", "must be \"eager\" or \"lazy\"");
   job.lazy = snapshot == "lazy";
   return job;
-}
-
-Result<PlanLayout> LayoutFromProfile(const PlanProfile& profile, const std::string& name) {
-  static const std::map<std::string, std::pair<bool, std::string>> kLayouts = {
-      {"nvme+ceph", {true, "ceph"}}, {"ceph", {false, "ceph"}},
-      {"shared-fs", {false, "shared-fs"}}, {"nvme+s3", {true, "s3"}}};
-  auto found = kLayouts.find(name);
-  if (found == kLayouts.end()) {
-    return Status::InvalidArgument("layout '" + name + "' is not one of nvme+ceph, ceph, shared-fs, nvme+s3");
-  }
-  PlanLayout layout;
-  layout.name = name;
-  layout.local_tier0 = found->second.first;
-  auto tier = profile.tiers.find(found->second.second);
-  if (tier == profile.tiers.end()) {
-    return Status::InvalidArgument("the profile has no tiers." + found->second.second + " (layout " + name +
-                                   " needs it: calibrate with such a --tier, or add it by hand)");
-  }
-  layout.durable = tier->second;
-  return layout;
 }
 
 JsonValue ProfileJson(const PlanProfile& p) {

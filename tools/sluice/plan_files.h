@@ -20,15 +20,11 @@ constexpr const char* kJobFormat = "sluice.plan.job";
 constexpr int kPlanFileVersion = 1;
 constexpr const char* kSluiceVersion = "0.1.0";
 
-struct PlanProfile {
-  PlanHost host;
-  std::map<std::string, PlanTier> tiers;  // by kind name: "ceph", "s3", "shared-fs"
-  PlanFailures failures;
-  JsonValue measured;                     // calibrate's raw figures, kept as they are
+// The cluster the planner reads (sluice/plan.h), plus calibrate's raw
+// figures, kept as they are.
+struct PlanProfile : PlanCluster {
+  JsonValue measured;
 };
-
-// The layouts `sluice plan compare` sets side by side, in this order.
-const std::vector<std::string>& PlanLayoutNames();
 
 // Reads a profile, or several (one per host: the cluster is as fast as its
 // slowest host, so each host rate is the least of them, and each tier's
@@ -36,10 +32,6 @@ const std::vector<std::string>& PlanLayoutNames();
 // missing, mistyped, or from another format version or sluice version.
 Result<PlanProfile> ReadProfiles(const std::vector<std::string>& paths);
 Result<PlanJob> ReadJob(const std::string& path);
-
-// The layout `name` over `profile`'s tiers; InvalidArgument naming the
-// missing field (e.g. "tiers.ceph") if the profile lacks what it needs.
-Result<PlanLayout> LayoutFromProfile(const PlanProfile& profile, const std::string& name);
 
 // The profile as `sluice plan calibrate` writes it.
 JsonValue ProfileJson(const PlanProfile& profile);

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "flags.h"
-#include "observe/metrics_server.h"
+#include "sluice/metrics_server.h"
 
 namespace sluice::cli {
 

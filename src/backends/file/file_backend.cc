@@ -17,7 +17,7 @@
 #include "backends/file/file_directory.h"
 #include "backends/file/file_object.h"
 #include "backends/uri_query.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "io/io_engine.h"
 
 namespace sluice {

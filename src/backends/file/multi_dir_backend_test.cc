@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "sluice/backend.h"
 
 namespace sluice {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "engine/write_queue.h"
-#include "io/aligned_buffer.h"
+#include "sluice/aligned_buffer.h"
 #include "sluice/backend.h"
 
 namespace sluice {

@@ -10,8 +10,8 @@
 //
 // Thread-safety: requests are answered on civetweb's threads; the registry is
 // thread-safe. Destroying the server stops it, waiting for requests under way.
-#ifndef SLUICE_OBSERVE_METRICS_SERVER_H_
-#define SLUICE_OBSERVE_METRICS_SERVER_H_
+#ifndef SLUICE_METRICS_SERVER_H_
+#define SLUICE_METRICS_SERVER_H_
 
 #include <memory>
 #include <string>
@@ -62,4 +62,4 @@ class MetricsServer {
 
 }  // namespace sluice
 
-#endif  // SLUICE_OBSERVE_METRICS_SERVER_H_
+#endif  // SLUICE_METRICS_SERVER_H_

@@ -2,8 +2,8 @@
 // allocation so that first-touch page faults are not paid on the data path.
 //
 // Thread-safety: none; move-only.
-#ifndef SLUICE_IO_ALIGNED_BUFFER_H_
-#define SLUICE_IO_ALIGNED_BUFFER_H_
+#ifndef SLUICE_ALIGNED_BUFFER_H_
+#define SLUICE_ALIGNED_BUFFER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -56,4 +56,4 @@ inline uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 }  // namespace sluice
 
-#endif  // SLUICE_IO_ALIGNED_BUFFER_H_
+#endif  // SLUICE_ALIGNED_BUFFER_H_

@@ -6,8 +6,8 @@
 // is ~1.7-2x faster than glibc's memcpy at the sizes staging copies.
 //
 // Thread-safety: a pure function.
-#ifndef SLUICE_IO_STREAM_COPY_H_
-#define SLUICE_IO_STREAM_COPY_H_
+#ifndef SLUICE_STREAM_COPY_H_
+#define SLUICE_STREAM_COPY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -18,4 +18,4 @@ void StreamCopy(void* dst, const void* src, size_t n);
 
 }  // namespace sluice
 
-#endif  // SLUICE_IO_STREAM_COPY_H_
+#endif  // SLUICE_STREAM_COPY_H_

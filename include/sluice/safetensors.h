@@ -11,8 +11,8 @@
 // "weight_map" names the file of each tensor.
 //
 // Thread-safety: values and pure functions.
-#ifndef SLUICE_FORMAT_SAFETENSORS_H_
-#define SLUICE_FORMAT_SAFETENSORS_H_
+#ifndef SLUICE_SAFETENSORS_H_
+#define SLUICE_SAFETENSORS_H_
 
 #include <cstdint>
 #include <map>
@@ -68,4 +68,4 @@ std::string EncodeSafetensorsIndex(const std::map<std::string, std::string>& wei
 
 }  // namespace sluice
 
-#endif  // SLUICE_FORMAT_SAFETENSORS_H_
+#endif  // SLUICE_SAFETENSORS_H_
