@@ -367,8 +367,11 @@ for s in $(seq 1 64); do
 done
 check "a step whose COMMIT is in one of osd.0's placement groups ($cs)" [ "$cs" -gt 0 ]
 # c2's cache holds osd.0 as a suspect (the hedged save above shared it).
+# Held to 1 MiB/s (128 s in all): each look for its objects lists the pool
+# past the slow OSD, and at 4 MiB/s (32 s) one run found the save already
+# committed by the time a look saw its objects.
 "$TESTBED" exec c2 "$SLUICE" save --store "$URI" --name claim-killed --step "$cs" --from "$W/hedge" \
-  --object-size 8MiB --rate-limit 0=4MiB >/dev/null 2>"$W/claim-killed.err" &
+  --object-size 8MiB --rate-limit 0=1MiB >/dev/null 2>"$W/claim-killed.err" &
 claimed_and_writing() {
   tb exec c1 rados -p "$SLUICE_TESTBED_POOL" stat "$(claim_obj "$cs")" >/dev/null 2>&1 &&
     [ "$(data_objects claim-killed)" -ge 2 ]
