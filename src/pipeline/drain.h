@@ -6,14 +6,11 @@
 #ifndef SLUICE_PIPELINE_DRAIN_H_
 #define SLUICE_PIPELINE_DRAIN_H_
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "engine/object_copy.h"
 #include "sluice/backend.h"
 #include "sluice/pipeline.h"
 #include "sluice/store.h"
