@@ -42,6 +42,7 @@ void BindSave(py::module_& m) {
       .def("done", &PySaveHandle::done)
       .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
       .def("wait", &PySaveHandle::Wait)
+      .def("wait_written", &PySaveHandle::WaitWritten)
       .def("progress", &PySaveHandle::Progress)
       .def("stats", &PySaveHandle::Stats)
       .def("backlog", &PySaveHandle::Backlog);

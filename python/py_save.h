@@ -57,6 +57,15 @@ class PySaveHandle {
     for (const auto& p : handle_->progress()) out.append(ProgressDict(p));
     return out;
   }
+  // The manifest this rank's tier-0 write published (SaveHandle::WaitWritten).
+  std::string WaitWritten() {
+    Result<std::string> r = std::string();
+    {
+      py::gil_scoped_release release;
+      r = handle_->WaitWritten();
+    }
+    return ValueOrThrow(std::move(r));
+  }
   std::string name() const { return handle_->id().name; }
   uint64_t step() const { return handle_->id().step; }
   py::list Backlog() const { return BacklogList(handle_->backlog()); }

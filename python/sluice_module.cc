@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cuda_copy.h"
+#include "py_peer.h"
 #include "py_save.h"
 #include "py_support.h"
 #include "sluice/metrics.h"
@@ -335,6 +336,7 @@ PYBIND11_MODULE(_sluice, m) {
   BindStagingPool(m);
 
   BindSave(m);
+  BindPeer(m);
 
   py::class_<PyReader>(m, "Reader")
       .def_property_readonly("info", &PyReader::Info)

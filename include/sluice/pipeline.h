@@ -287,6 +287,12 @@ class SaveHandle {
   virtual SaveStats stats() const = 0;
   // The pipeline's backlog per tier now (its last figures once it closed).
   virtual std::vector<TierBacklog> backlog() const = 0;
+  // Waits until tier 0 holds this rank's data objects and manifest, and
+  // returns the manifest's object name. With tier0_per_host that is before
+  // the save commits anywhere (the part commits on tier 1 later): peer
+  // replicas start from it (doc/peer.md). The tier-0 write's error if it
+  // failed.
+  virtual Result<std::string> WaitWritten() = 0;
 };
 
 // A snapshot whose copy into staging runs in the background

@@ -23,7 +23,7 @@ import atexit
 import os
 import threading
 
-from . import _backlog, _lazy, _sluice
+from . import _backlog, _lazy, _peer, _sluice
 from ._sluice import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
                       NoSpaceError, NotFoundError, NotSupportedError, StoreIOError, UnavailableError)
 from ._backlog import BacklogWarning
@@ -78,6 +78,9 @@ _options = {
 # Python-side options (not the pipeline's): when a save warns that a tier
 # falls behind (see _backlog.py).
 _warn_options = {"backlog_warn_steps": 2, "backlog_warn_bytes": 0}
+# Peer replicas (_peer.py, doc/peer.md): Python-side too, read by sluice.torch.
+_peer_options = {"peer_replicas": 0, "peer_domains": None, "peer_rate_limit": 0,
+                 "peer_timeout_seconds": 120}
 # (tiers, options) -> pipeline. A read opens one that creates nothing
 # (_read_pipelines) unless a save already opened the store; the first save
 # opens one that may create its tiers, which reads then use too.
@@ -129,22 +132,33 @@ def configure(**options):
     every step (a backlog_policy list must say "drain-every" for it), and
     such saves are written in full.
 
+    peer_replicas=N (with tier0_per_host) copies each host's part of every
+    DCP save to N hosts in other failure domains over a gloo group of
+    sluice's own, and makes the step safe (a peer commit) before the durable
+    tier has it: peer_domains (None: each host its own; a dict host ->
+    domain; a callable rank -> domain; or NVRx's jump J), peer_rate_limit
+    (bytes/s a host sends, 0: no cap), peer_timeout_seconds (a peer silent
+    this long fails the replica; default 120). See doc/peer.md.
+
     Each option is checked here, with those set before, and a bad one raises
     what the next save would (ValueError, TypeError, InvalidArgumentError),
     changing nothing. Per-tier lists of different lengths are refused here;
     their length is checked against the store's tiers at the save."""
-    known = set(_options) | set(_warn_options)
+    known = set(_options) | set(_warn_options) | set(_peer_options)
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"sluice.configure: unknown option(s) {sorted(unknown)}; "
                         f"known: {sorted(known)}")
     with _lock:
         warn = {**_warn_options, **{k: v for k, v in options.items() if k in _warn_options}}
-        pipeline_options = {**_options, **{k: v for k, v in options.items() if k not in _warn_options}}
+        peer = {**_peer_options, **{k: v for k, v in options.items() if k in _peer_options}}
+        pipeline_options = {**_options, **{k: v for k, v in options.items() if k in _options}}
         _check_options(pipeline_options)
+        _peer.check_settings({**peer, "tier0_per_host": pipeline_options["tier0_per_host"]})
         _backlog.set_thresholds(warn["backlog_warn_steps"], warn["backlog_warn_bytes"])  # checks them first
         _warn_options.update(warn)
         _options.update(pipeline_options)
+        _peer_options.update(peer)
 
 
 def _check_options(opts):
@@ -249,6 +263,7 @@ def close():
         _pool[:] = [None, None]  # its memory goes with the last pipeline
         _own_saves.clear()  # committed on the fastest tier once their pipelines close
     _lazy.finish_all()  # lazy copies end and are finished before their pipelines close
+    _peer.wait_all()  # peer replications end before the pipelines their handles belong to
     for p in pipelines:
         p.close()
 

@@ -13,7 +13,7 @@ from torch.distributed.checkpoint import metadata as _metadata
 from torch.distributed.checkpoint import planner as _planner
 
 from . import _dcp_shared_reads as _shared
-from . import _sluice, _state_dict, pipeline
+from . import _peer, _sluice, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
 from ._dcp_common import (_LATEST, _RANK_METADATA_PREFIX, _check_step, _storage_meta)
@@ -106,9 +106,10 @@ class StorageReader(dcp.StorageReader):
                                  "StorageReader(store, name, step) or checkpoint_id="
                                  "'STORE/NAME@STEP'")
             p = pipeline(self.store, _reading=True)
+            step = self._step_from_peers(p)
             try:
                 with _state_dict.in_python_terms():
-                    self._reader = p.open(self.name, None if self.step in _LATEST else self.step)
+                    self._reader = p.open(self.name, step)
             except _sluice.CorruptionError as e:
                 # A damaged newest step is never skipped unless asked for.
                 if self.step != "latest-good":
@@ -132,6 +133,31 @@ class StorageReader(dcp.StorageReader):
                                  f"(no '{METADATA_KEY}' item); read it with sluice.load")
             self._items = items
         return self._reader
+
+    def _step_from_peers(self, p):
+        """The step to open (None: the newest). With peer replicas, every
+        rank first agrees on it (the newest durable or safe step any rank
+        sees) and each host fetches from its peers the parts of it it lacks
+        (a host that replaced a lost one: all of them), so that its tier 0
+        serves the step (doc/peer.md). Collective: read_metadata runs on
+        every rank."""
+        topology = _peer.open_for_store(self.store)
+        if topology is None:
+            return None if self.step in _LATEST else self.step
+        step = self.step
+        if step in _LATEST:
+            try:
+                durable = p.open(self.name, None).info["step"]
+            except _sluice.Error:
+                durable = None
+            step = _peer.agree_on_step(topology, self.name, durable)
+        if step is None:
+            return None
+        fetched = _peer.fetch_missing(topology, self.name, step)
+        if fetched:
+            warnings.warn(f"sluice.torch.StorageReader: {self.name}@{step}: this host's tier 0 lacked the "
+                          f"part(s) of rank(s) {fetched}; read from peer hosts and verified", stacklevel=3)
+        return step
 
     def read_metadata(self):
         reader = self._open()

@@ -11,6 +11,7 @@ class SaveHandle:
 
     def __init__(self, handle):
         self._handle = handle
+        self._peer = None  # with peer replicas: the save's replication (sluice._peer)
 
     @property
     def stall_seconds(self):
@@ -28,6 +29,23 @@ class SaveHandle:
         else:
             self._handle.wait_tier(tier)
         return self
+
+    def wait_safe(self, timeout=None):
+        """With peer replicas (doc/peer.md): waits until the step is safe,
+        its peer commit held in peer_replicas + 1 failure domains, which
+        does not wait for the durable tier. Raises UnavailableError saying
+        why it is not safe (the save may still become durable: wait()), and
+        ValueError for a save without peer replicas."""
+        if self._peer is None:
+            raise ValueError("sluice: this save has no peer replicas (sluice.configure(tier0_per_host=True, "
+                             "peer_replicas=1), then a multi-process DCP save)")
+        self._peer.wait(timeout)
+        return self
+
+    @property
+    def safe(self):
+        """True once the step is safe (peer replicas); False before, or without them."""
+        return self._peer is not None and self._peer.done() and self._peer.error is None
 
     def progress(self):
         """Per tier: uri, state, durable_seconds, bytes_written, attempts, error."""

@@ -44,7 +44,7 @@ from torch.distributed.checkpoint import planner as _planner
 from torch.distributed.checkpoint.staging import AsyncStager as _AsyncStager
 from torch.distributed.checkpoint.storage import WriteResult as _WriteResult
 
-from . import _backlog, _state_dict, pipeline
+from . import _backlog, _peer, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key  # noqa: F401 (re-exported)
 from ._dcp_common import (_LATEST, _RANK_METADATA_PREFIX, _RankAssignment,
@@ -106,8 +106,17 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
     _synchronize_after_execute = False
 
     def __init__(self, store=None, name=None, step=None, *, checkpoint_id=None,
-                 process_group=None, no_dist=False, incremental=True, async_staging=False):
+                 process_group=None, no_dist=False, incremental=True, async_staging=False,
+                 complete_on="durable"):
         super().__init__()
+        # What write_data (dcp.save's return) waits for: "durable" (committed
+        # on tier 0, or with tier0_per_host on the shared tier), or "safe"
+        # (with peer_replicas: the peer commit, doc/peer.md).
+        if complete_on not in ("durable", "safe"):
+            raise ValueError(f"sluice.torch.StorageWriter: complete_on must be 'durable' or 'safe', "
+                             f"not {complete_on!r}")
+        self.complete_on = complete_on
+        self._peers = None
         # True: stage() returns a Future, so dcp.async_save returns an
         # AsyncSaveResponse whose staging_completion resolves once the
         # snapshot is in staging. The snapshot is then lazy (sluice.save's
@@ -179,6 +188,10 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             # Open (or reuse) now: a bad store fails in planning, on every
             # rank. A staged save has its store open where it was staged.
             pipeline(self.store)
+        self._peers = _peer.open_for_store(self.store)
+        if self.complete_on == "safe" and self._peers is None:
+            raise ValueError("sluice.torch.StorageWriter: complete_on='safe' needs peer replicas "
+                             "(sluice.configure(tier0_per_host=True, peer_replicas=1)) in a multi-process job")
 
     def __getstate__(self):
         """A copy for another process (DCP's AsyncCheckpointerType.PROCESS
@@ -238,9 +251,15 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             raise
         self.handle = pending.snapshot()
         _backlog.warn_if_behind(pipeline(self.store), self.handle.backlog())
-        # Committed on tier 0: on rank 0 it published the commit record, on
-        # the others the commit record lists their manifest.
-        self.handle.wait(tier=0)
+        if self._peers is not None:
+            self.handle._peer = _peer.replicate(self._peers, self.handle._handle, self.name, self.step,
+                                                assignment.attempt)
+        if self.complete_on == "safe":
+            self.handle.wait_safe()
+        else:
+            # Committed on tier 0: on rank 0 it published the commit record,
+            # on the others the commit record lists their manifest.
+            self.handle.wait(tier=0)
         future = torch.futures.Future()
         future.set_result(results)
         return future

@@ -151,7 +151,13 @@ def main():
         # Each rank a host of its own: tier 0 its own directory, tier 1 shared.
         base = os.environ["SLUICE_TEST_PER_HOST"]
         store = [os.path.join(base, f"host{rank}"), os.path.join(base, "shared")]
-        sluice.configure(tier0_per_host=True)
+        if os.environ.get("SLUICE_TEST_PEERS"):
+            # Peer replicas: rank R is host R ($SLUICE_HOST), one domain each.
+            os.environ["SLUICE_HOST"] = f"host{rank}"
+            sluice.configure(tier0_per_host=True, peer_replicas=int(os.environ["SLUICE_TEST_PEERS"]),
+                             peer_timeout_seconds=30)
+        else:
+            sluice.configure(tier0_per_host=True)
     if "replicated" in mode:
         replicated_mode(mode, store, name, step, rank, world)
         dist.destroy_process_group()
@@ -185,7 +191,8 @@ def main():
         if mode == "save-no-collectives":
             # A key only this rank holds (a pipeline stage's layer).
             state[f"only_r{rank}"] = torch.full((3,), float(rank))
-        writer = StorageWriter(store, name, step)
+        writer = StorageWriter(store, name, step,
+                               complete_on=os.environ.get("SLUICE_TEST_COMPLETE_ON", "durable"))
         if mode == "save-no-collectives":
             dcp.save(state, storage_writer=writer, use_collectives=False)
         elif mode.startswith("save-process"):

@@ -1,8 +1,11 @@
 #include "checkpoint/parts.h"
 
+#include <optional>
 #include <utility>
 
 #include "checkpoint/copies.h"
+#include "checkpoint/replicas.h"
+#include "checkpoint/store_walk.h"
 #include "format/commit_record.h"
 #include "format/layout.h"
 #include "sluice/names.h"
@@ -22,11 +25,39 @@ Status PublishPart(Backend& backend, std::string_view commit_bytes, uint32_t ran
   return Status::OK();
 }
 
+namespace {
+
+// Adds to `out` the ranks a peer commit of the same save lists whose
+// manifests `backend` holds (replicas, and the host's own ranks).
+Status AddPeerCommitted(Backend& backend, const PeerCommitRecord& peer, LoadedPart* out) {
+  if (out->commit_bytes.empty()) {
+    out->commit = peer.commit;
+  } else if (!SameManifests(out->commit, peer.commit)) {
+    return Status::OK();  // a peer commit of an earlier save of the step: the part records' save stands
+  }
+  out->peer_committed = true;
+  ASSIGN_OR_RETURN(std::vector<uint32_t> held, RanksHeld(backend, peer));
+  for (uint32_t rank : held) {
+    if (out->manifests.count(rank)) continue;
+    ASSIGN_OR_RETURN(Manifest m, LoadCommittedManifest(backend, out->commit, out->commit.ranks[rank]));
+    out->manifests.emplace(rank, std::move(m));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t step) {
   const std::string label = CheckpointLabel(name, step);
+  const std::string peer_object = PeerCommitObject(name, step);
   ASSIGN_OR_RETURN(auto listed, backend.List(PartPrefix(name, step)));
   LoadedPart out;
+  std::optional<PeerCommitRecord> peer;
   for (const auto& o : listed) {
+    if (o.name == peer_object) {
+      ASSIGN_OR_RETURN(peer, ReadPeerCommit(backend, name, step));
+      continue;
+    }
     ASSIGN_OR_RETURN(std::string bytes, backend.ReadSmall(o.name));
     if (out.commit_bytes.empty()) {
       ASSIGN_OR_RETURN(out.commit, DecodeCommitRecord(bytes, "part record " + o.name));
@@ -35,6 +66,7 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
                                   CheckpointLabel(out.commit.name, out.commit.step));
       }
       out.commit_bytes = std::move(bytes);
+      out.durable_record = true;
     } else if (bytes != out.commit_bytes) {
       return Status::Corruption(label + ": part record " + o.name + " names another commit than " +
                                 listed.front().name);
@@ -48,22 +80,49 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
     }
     if (!found) return Status::Corruption("part record " + o.name + " is for a rank its commit does not list");
   }
-  if (out.commit_bytes.empty()) return Status::NotFound(label + " has no part here");
+  if (peer) RETURN_IF_ERROR(AddPeerCommitted(backend, *peer, &out));
+  if (out.commit_bytes.empty() && !out.peer_committed) return Status::NotFound(label + " has no part here");
   return out;
 }
 
 Result<LoadedCheckpoint> CombinePart(const LoadedPart& part, const LoadedCheckpoint& whole) {
-  if (!SameSave(part.commit, whole.commit)) {
+  if (!SameManifests(part.commit, whole.commit)) {
     return Status::Corruption(CheckpointLabel(part.commit.name, part.commit.step) +
                               ": the part held here belongs to another commit than the shared tier's");
   }
   LoadedCheckpoint out;
-  out.commit = part.commit;
+  out.commit = whole.commit;
   out.manifests = whole.manifests;
   for (const auto& [rank, m] : part.manifests) {
     if (rank < out.manifests.size()) out.manifests[rank] = m;
   }
   return out;
+}
+
+Result<LoadedCheckpoint> WholePart(const LoadedPart& part) {
+  if (!part.Whole()) {
+    return Status::Unavailable(CheckpointLabel(part.commit.name, part.commit.step) + ": " +
+                               std::to_string(part.manifests.size()) + " of " + std::to_string(part.commit.world) +
+                               " ranks held here");
+  }
+  LoadedCheckpoint out;
+  out.commit = part.commit;
+  for (const auto& [rank, m] : part.manifests) out.manifests.push_back(m);
+  return out;
+}
+
+Result<std::optional<uint64_t>> NewestWholeSafeStep(Backend& backend, std::string_view name,
+                                                    std::optional<uint64_t> above) {
+  ASSIGN_OR_RETURN(auto steps, StepsOfName(backend, name));
+  if (!steps) return std::optional<uint64_t>();
+  for (uint64_t step : *steps) {  // newest first
+    if (above && step <= *above) break;
+    ASSIGN_OR_RETURN(auto found, backend.Stat({PeerCommitObject(name, step)}));
+    if (found.empty()) continue;
+    auto part = LoadPart(backend, name, step);
+    if (part.ok() && part->peer_committed && part->Whole()) return std::optional<uint64_t>(step);
+  }
+  return std::optional<uint64_t>();
 }
 
 }  // namespace sluice

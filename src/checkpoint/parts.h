@@ -13,6 +13,14 @@
 // committed one is. Several ranks on one host share one tier 0; each
 // records its own part.
 //
+// With peer replicas (checkpoint/replicas.h, doc/peer.md) a host's store
+// also holds other hosts' ranks, and a peer commit record under parts/
+// (format/peer_commit.h) that makes the step safe before any shared tier
+// commits it: the part is then the ranks whose manifests the record lists
+// and the store holds, and it is read as committed by that record. When
+// the shared tier's part records are there too, they must list the same
+// manifests, and the replicas held count with the host's own ranks.
+//
 // A part is not a checkpoint: the catalog lists it with the ranks it holds
 // (CheckpointInfo::part_ranks), a tiered restore reads those ranks from it
 // and the others from the shared tier, retention counts it as tier 0's
@@ -46,15 +54,29 @@ Status PublishPart(Backend& backend, std::string_view commit_bytes, uint32_t ran
 // there.
 struct LoadedPart {
   CommitRecord commit;
-  std::string commit_bytes;
+  std::string commit_bytes;                // empty when only a peer commit is here
   std::map<uint32_t, Manifest> manifests;  // by rank: the ranks held here
+  bool peer_committed = false;             // a peer commit of this save is here (the step is safe)
+  bool durable_record = false;             // a part record (the shared tier's commit) is here
+
+  // Every rank is held here: the part is the whole checkpoint.
+  bool Whole() const { return manifests.size() == commit.world; }
 };
 Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t step);
 
 // A checkpoint as a tiered read sees it from a part: `part`'s manifests
 // and, for every other rank, the manifest `whole` (a later tier's copy of
-// the same save, checkpoint/copies.h) holds. Corruption if it is another
+// the same save: the same manifests) holds. Corruption if it is another
 // save.
+Result<LoadedCheckpoint> WholePart(const LoadedPart& part);  // Unavailable unless part.Whole()
+
+// The newest step of `name` newer than `above` (any, if unset) that
+// `backend` holds whole as a peer-committed part: a safe step every rank
+// of which this store can serve. Looks at the name's steps from the newest
+// down to `above`, by child listing; nullopt on a backend without one
+// (peer replicas live in host-local file stores).
+Result<std::optional<uint64_t>> NewestWholeSafeStep(Backend& backend, std::string_view name,
+                                                    std::optional<uint64_t> above);
 Result<LoadedCheckpoint> CombinePart(const LoadedPart& part, const LoadedCheckpoint& whole);
 
 }  // namespace sluice

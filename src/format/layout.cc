@@ -95,6 +95,10 @@ std::string PartObject(std::string_view name, uint64_t step, uint32_t rank) {
   return PartPrefix(name, step) + buf;
 }
 
+std::string PeerCommitObject(std::string_view name, uint64_t step) {
+  return PartPrefix(name, step) + "peer.commit";
+}
+
 std::string DrainNoteObject(std::string_view name, uint64_t step, std::string_view tier_uri) {
   return DrainNotePrefix(name, step) + Fnv1aHex(tier_uri) + ".note";
 }

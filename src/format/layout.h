@@ -8,6 +8,7 @@
 //   ckpt/<name>/<step>/ranks/<rank, 6 digits>.<k, 4 digits>     rank r's k-th manifest pointer
 //   ckpt/<name>/<step>/drain/<tier, 16 hex digits>.note         why a drain to a later tier failed
 //   ckpt/<name>/<step>/parts/r<rank, 6 digits>.part              a host-local tier's part (parts.h)
+//   ckpt/<name>/<step>/parts/peer.commit                         a peer commit (peer_commit.h)
 // <writer> is a random 16-hex-digit id per writer, so two writers never share
 // an object. Steps are zero-padded so names sort by step.
 //
@@ -67,6 +68,10 @@ std::string DrainNotePrefix(std::string_view name, uint64_t step);  // ".../drai
 // of a checkpoint committed on a shared tier (checkpoint/parts.h).
 std::string PartPrefix(std::string_view name, uint64_t step);  // ".../parts/"
 std::string PartObject(std::string_view name, uint64_t step, uint32_t rank);
+// Where a host's tier 0 keeps the peer commit of a step whose parts peers
+// replicate (format/peer_commit.h): under parts/, so that what keeps a
+// part whole (gc, retention) keeps it too.
+std::string PeerCommitObject(std::string_view name, uint64_t step);
 // Where a rank of save attempt `attempt` notes that it gave up (AbortNote).
 std::string AbortNoteObject(std::string_view name, uint64_t step, std::string_view attempt);
 // The note about draining to the tier at `tier_uri` (named by a hash of it).

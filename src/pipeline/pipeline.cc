@@ -413,6 +413,7 @@ class PipelineImpl final : public Pipeline {
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
                                              job.handle->written(0), metrics_->save_written, hash_pool_.get());
       if (job.part && stats.ok()) {
+        job.handle->SetWritten(job.writer->published().object);  // peer replicas may start
         job.part->writer = std::move(job.writer);  // keeps tier 0's lock until the part is recorded
       }
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed

@@ -97,7 +97,25 @@ class HandleImpl final : public SaveHandle {
     return backlog_ ? backlog_->Get() : std::vector<TierBacklog>{};
   }
 
+  Result<std::string> WaitWritten() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !written_manifest_.empty() || !final_.ok() || Settled(0) ||
+                                tiers_[0].state == TierState::kFailed; });
+    if (!written_manifest_.empty()) return written_manifest_;
+    if (!final_.ok()) return final_;
+    if (!tiers_[0].error.ok()) return tiers_[0].error;
+    return Status::NotFound("tier 0 holds no manifest of this save");
+  }
+
   // --- used by the pipeline
+  // Tier 0 holds this rank's objects and manifest `object` (WaitWritten).
+  void SetWritten(std::string object) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_manifest_ = std::move(object);
+    }
+    cv_.notify_all();
+  }
   void SetStats(const SaveStats& s) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_ = s;
@@ -157,6 +175,7 @@ class HandleImpl final : public SaveHandle {
   std::atomic<uint64_t> written_[16] = {};
   double stall_ = 0;
   SaveStats stats_;
+  std::string written_manifest_;
   Status final_;
   std::chrono::steady_clock::time_point start_;
 };

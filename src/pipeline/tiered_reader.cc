@@ -192,8 +192,16 @@ Result<LoadedCheckpoint> LoadPartOnTiers(const std::vector<Store*>& stores, size
     }
     return combined;
   }
-  return Status::Unavailable("holds only a part of " + CheckpointLabel(name, step) + " (the ranks of this host), "
-                             "and the rest cannot be read from a later tier: " + why.ToString());
+  if (part.Whole()) {
+    // Peer replicas and the host's own ranks: every rank is here (a safe
+    // step no later tier holds yet, or one restored from peers).
+    ASSIGN_OR_RETURN(LoadedCheckpoint alone, WholePart(part));
+    *held_here = alone;
+    return alone;
+  }
+  return Status::Unavailable("holds only a part of " + CheckpointLabel(name, step) + " (" +
+                             std::to_string(part.manifests.size()) + " of its " + std::to_string(part.commit.world) +
+                             " ranks), and the rest cannot be read from a later tier: " + why.ToString());
 }
 
 }  // namespace
@@ -227,6 +235,12 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
       } else if (first.ok() || first.IsNotFound()) {
         first = newest.status();
       }
+    }
+    // A safe step (peer replicas, doc/peer.md) newer than any commit, when
+    // a store holds every rank of it.
+    for (Store* s : stores) {
+      auto safe = NewestWholeSafeStep(s->backend(), n, best);
+      if (safe.ok() && *safe) best = *safe;
     }
     if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
     step = best;

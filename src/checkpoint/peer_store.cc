@@ -1,0 +1,106 @@
+// PeerStore (sluice/peer.h) over checkpoint/replicas.h.
+#include <utility>
+
+#include "checkpoint/replicas.h"
+#include "io/wall_clock.h"
+#include "sluice/backend.h"
+#include "sluice/peer.h"
+
+namespace sluice {
+namespace {
+
+RankDigest ToPublic(const CommittedRank& r) {
+  return RankDigest{r.rank, r.manifest, r.manifest_bytes, r.manifest_crc32c, r.items, r.bytes};
+}
+
+CommittedRank FromPublic(const RankDigest& r) {
+  return CommittedRank{r.rank, r.manifest, r.manifest_bytes, r.manifest_crc32c, r.items, r.bytes};
+}
+
+PeerCommit ToPublic(const PeerCommitRecord& r) {
+  PeerCommit c{r.commit.name, r.commit.step, r.commit.world, r.attempt, r.replicas, {}, {}};
+  for (const auto& rank : r.commit.ranks) c.ranks.push_back(ToPublic(rank));
+  for (const auto& h : r.holders) c.holders.push_back(PartHolding{h.host, h.domain, h.ranks});
+  return c;
+}
+
+class PeerStoreImpl final : public PeerStore {
+ public:
+  PeerStoreImpl(std::unique_ptr<Backend> backend, uint64_t io_bytes)
+      : backend_(std::move(backend)), io_bytes_(io_bytes) {}
+
+  Result<PeerPart> ReadPart(const std::string& manifest_object) override {
+    ASSIGN_OR_RETURN(PartForPeers part, ReadPartForPeers(*backend_, manifest_object));
+    PeerPart out;
+    out.digest = ToPublic(part.digest);
+    out.manifest_bytes = std::move(part.manifest_bytes);
+    for (const auto& o : part.manifest.objects) {
+      out.objects.push_back(o.name);
+      out.sizes.push_back(o.size);
+    }
+    return out;
+  }
+
+  Result<std::string> ReadObject(const PeerPart& part, size_t index) override {
+    ASSIGN_OR_RETURN(PartForPeers read, ReadPartForPeers(*backend_, part.digest.manifest));
+    if (read.manifest_bytes != part.manifest_bytes) {
+      return Status::Corruption("manifest " + part.digest.manifest + " changed since it was read");
+    }
+    return ReadPartObject(*backend_, read.manifest, index, io_bytes_);
+  }
+
+  Result<RankDigest> WriteReplica(const std::string& manifest_object, std::string_view manifest_bytes,
+                                  const std::vector<std::string_view>& objects) override {
+    ASSIGN_OR_RETURN(CommittedRank r, sluice::WriteReplica(*backend_, manifest_object, manifest_bytes, objects,
+                                                           io_bytes_));
+    return ToPublic(r);
+  }
+
+  void ReleaseReplica(const std::string& manifest_object) override {
+    ReleaseReplicaLock(*backend_, manifest_object);
+  }
+
+  Status PublishPeerCommit(const PeerCommit& c) override {
+    PeerCommitRecord r;
+    r.commit.name = c.name;
+    r.commit.step = c.step;
+    r.commit.world = c.world;
+    r.commit.created_unix_ms = NowUnixMs();
+    for (const auto& rank : c.ranks) r.commit.ranks.push_back(FromPublic(rank));
+    r.attempt = c.attempt;
+    r.replicas = c.replicas;
+    for (const auto& h : c.holders) r.holders.push_back(PartHolder{h.host, h.domain, h.ranks});
+    // What a reader will check, checked before anything is published.
+    const std::string what = "peer commit of " + c.name;
+    auto decoded = DecodePeerCommitRecord(EncodePeerCommitRecord(r), what);
+    if (!decoded.ok()) return Status::InvalidArgument(decoded.status().message());
+    return sluice::PublishPeerCommit(*backend_, r);
+  }
+
+  Result<PeerCommit> ReadPeerCommit(std::string_view name, uint64_t step) override {
+    ASSIGN_OR_RETURN(PeerCommitRecord r, sluice::ReadPeerCommit(*backend_, name, step));
+    return ToPublic(r);
+  }
+
+  Result<std::optional<uint64_t>> NewestPeerCommit(std::string_view name) override {
+    return NewestPeerCommittedStep(*backend_, name);
+  }
+
+  Result<std::vector<uint32_t>> RanksHeld(std::string_view name, uint64_t step) override {
+    ASSIGN_OR_RETURN(PeerCommitRecord r, sluice::ReadPeerCommit(*backend_, name, step));
+    return sluice::RanksHeld(*backend_, r);
+  }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  const uint64_t io_bytes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PeerStore>> PeerStore::Open(const std::string& uri, uint64_t io_bytes) {
+  ASSIGN_OR_RETURN(auto backend, OpenBackend(uri, /*create_if_missing=*/false));
+  return std::unique_ptr<PeerStore>(new PeerStoreImpl(std::move(backend), io_bytes));
+}
+
+}  // namespace sluice
