@@ -30,7 +30,8 @@ RankDigest DigestOf(const py::dict& d) {
 
 class PyPeerStore {
  public:
-  PyPeerStore(const std::string& uri, uint64_t io_bytes) : store_(ValueOrThrow(PeerStore::Open(uri, io_bytes))) {}
+  PyPeerStore(const std::string& uri, bool create, uint64_t io_bytes)
+      : store_(ValueOrThrow(PeerStore::Open(uri, create, io_bytes))) {}
 
   py::dict ReadPart(const std::string& manifest_object) {
     Result<PeerPart> r = PeerPart();
@@ -147,7 +148,8 @@ class PyPeerStore {
 
 void BindPeer(py::module_& m) {
   py::class_<PyPeerStore>(m, "PeerStore")
-      .def(py::init<const std::string&, uint64_t>(), py::arg("uri"), py::arg("io_bytes") = 4ull << 20)
+      .def(py::init<const std::string&, bool, uint64_t>(), py::arg("uri"), py::arg("create") = false,
+           py::arg("io_bytes") = 4ull << 20)
       .def("read_part", &PyPeerStore::ReadPart, py::arg("manifest_object"))
       .def("read_object_into", &PyPeerStore::ReadObjectInto, py::arg("manifest_object"), py::arg("index"),
            py::arg("into"))

@@ -68,8 +68,11 @@ struct PeerCommit {
 
 class PeerStore {
  public:
-  // Over the tier 0 at `uri` (a host's own store; it must exist).
-  static Result<std::unique_ptr<PeerStore>> Open(const std::string& uri, uint64_t io_bytes = 4ull << 20);
+  // Over the tier 0 at `uri` (a host's own store). `create_if_missing`:
+  // a host that replaced a lost one makes its tier 0 to take the parts it
+  // fetches from its peers.
+  static Result<std::unique_ptr<PeerStore>> Open(const std::string& uri, bool create_if_missing = false,
+                                                 uint64_t io_bytes = 4ull << 20);
   virtual ~PeerStore() = default;
 
   // The part whose manifest is `manifest_object` (SaveHandle::WaitWritten).

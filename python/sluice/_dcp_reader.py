@@ -105,8 +105,13 @@ class StorageReader(dcp.StorageReader):
                 raise ValueError("sluice.torch.StorageReader: no checkpoint to read: give "
                                  "StorageReader(store, name, step) or checkpoint_id="
                                  "'STORE/NAME@STEP'")
+            topology = _peer.open_for_store(self.store)
+            if topology is not None:
+                # A host that replaced a lost one makes its tier 0 here, to
+                # take the parts it fetches from its peers.
+                _sluice.PeerStore(topology.tier0, create=True)
             p = pipeline(self.store, _reading=True)
-            step = self._step_from_peers(p)
+            step = self._step_from_peers(p, topology)
             try:
                 with _state_dict.in_python_terms():
                     self._reader = p.open(self.name, step)
@@ -134,14 +139,13 @@ class StorageReader(dcp.StorageReader):
             self._items = items
         return self._reader
 
-    def _step_from_peers(self, p):
+    def _step_from_peers(self, p, topology):
         """The step to open (None: the newest). With peer replicas, every
         rank first agrees on it (the newest durable or safe step any rank
         sees) and each host fetches from its peers the parts of it it lacks
         (a host that replaced a lost one: all of them), so that its tier 0
         serves the step (doc/peer.md). Collective: read_metadata runs on
         every rank."""
-        topology = _peer.open_for_store(self.store)
         if topology is None:
             return None if self.step in _LATEST else self.step
         step = self.step

@@ -98,8 +98,9 @@ class PeerStoreImpl final : public PeerStore {
 
 }  // namespace
 
-Result<std::unique_ptr<PeerStore>> PeerStore::Open(const std::string& uri, uint64_t io_bytes) {
-  ASSIGN_OR_RETURN(auto backend, OpenBackend(uri, /*create_if_missing=*/false));
+Result<std::unique_ptr<PeerStore>> PeerStore::Open(const std::string& uri, bool create_if_missing,
+                                                   uint64_t io_bytes) {
+  ASSIGN_OR_RETURN(auto backend, OpenBackend(uri, create_if_missing));
   return std::unique_ptr<PeerStore>(new PeerStoreImpl(std::move(backend), io_bytes));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "format/commit_record.h"
+#include "format/peer_commit.h"
 #include "format/encoding.h"
 #include "format/record_frame.h"
 #include "format/layout.h"
@@ -309,6 +310,45 @@ TEST(Layout, ObjectNamesParseBack) {
   EXPECT_FALSE(ParseObjectName("other/x").has_value());
   // Steps sort as strings in numeric order.
   EXPECT_LT(StepPrefix("n", 9), StepPrefix("n", 10));
+}
+
+TEST(PeerCommitRecord, RoundTripsAndRefusesARankHeldInTooFewDomains) {
+  PeerCommitRecord r;
+  r.commit.name = "job";
+  r.commit.step = 7;
+  r.commit.world = 2;
+  r.commit.created_unix_ms = 1234;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    r.commit.ranks.push_back(CommittedRank{rank, ManifestObject("job", 7, rank, "00000000000000a" + std::to_string(rank)),
+                                           100 + rank, 7u + rank, 3, 4096});
+  }
+  r.attempt = "attempt-1";
+  r.replicas = 1;
+  r.holders = {PartHolder{"host0", "rack-a", {0, 1}}, PartHolder{"host1", "rack-b", {0, 1}}};
+  auto back = DecodePeerCommitRecord(EncodePeerCommitRecord(r), "peer commit");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->attempt, "attempt-1");
+  EXPECT_EQ(back->holders.size(), 2u);
+  EXPECT_TRUE(SameManifests(back->commit, r.commit));
+  EXPECT_EQ(back->DomainsHolding(1), 2u);
+
+  // Both hosts in one domain: rank 1 is held in one domain, not the two a
+  // safe step with one replica has.
+  r.holders[1].domain = "rack-a";
+  auto refused = DecodePeerCommitRecord(EncodePeerCommitRecord(r), "peer commit");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fewer than the 2"), std::string::npos) << refused.status().message();
+
+  // Every single-bit flip is caught by the frame's crc.
+  r.holders[1].domain = "rack-b";
+  std::string bytes = EncodePeerCommitRecord(r);
+  bytes[bytes.size() / 2] ^= 0x10;
+  EXPECT_TRUE(DecodePeerCommitRecord(bytes, "peer commit").status().IsCorruption());
+
+  // A record of another save of the step lists other manifests.
+  CommitRecord other = r.commit;
+  other.ranks[1].manifest_crc32c ^= 1;
+  EXPECT_FALSE(SameManifests(other, r.commit));
 }
 
 }  // namespace

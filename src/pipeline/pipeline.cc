@@ -1,9 +1,9 @@
 // Pipeline: the staged, tiered save path (see include/sluice/pipeline.h).
 //
 // Threads: the caller's thread (and copy_threads - 1 pool threads) copy into
-// staging during Snapshot(); a stager thread (and lazy_copy_threads - 1)
-// copies lazy snapshots, started at the first; one writer thread writes staged images to tier
-// 0 and commits them, in order; one drainer thread drains committed
+// staging during Snapshot(); a stager thread (and lazy_copy_threads - 1) copies lazy snapshots,
+// started at the first; one writer thread writes staged images to tier 0 and commits them, in
+// order; one drainer thread drains committed
 // checkpoints to later tiers, retrying failures with backoff; retention
 // (retention.h) applies keep_last after commits and drains, on a thread of
 // its own for superseded steps.
@@ -44,9 +44,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string Label(const CheckpointId& id) { return CheckpointLabel(id.name, id.step); }
 
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 class PipelineImpl;
 

@@ -1,0 +1,90 @@
+"""Peer replicas (doc/peer.md) over gloo, each rank a host of its own
+($SLUICE_HOST), with tier 0 its own directory and tier 1 shared."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import sluice
+from test_dcp import run_world
+
+
+def peer_env(base, replicas=1, complete_on="safe"):
+    return {"SLUICE_TEST_PER_HOST": str(base), "SLUICE_TEST_PEERS": str(replicas),
+            "SLUICE_TEST_COMPLETE_ON": complete_on}
+
+
+def files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_each_host_holds_its_peers_part_and_the_peer_commit(tmp_path):
+    base = tmp_path / "cluster"
+    run_world("save", "-", "ph", 3, 2, tmp_path, env=peer_env(base))
+    for host in ("host0", "host1"):
+        held = files(base / host)
+        assert sum("/manifest/r000000-" in f for f in held) == 1, held
+        assert sum("/manifest/r000001-" in f for f in held) == 1, held
+        assert any(f.endswith("/parts/peer.commit") for f in held), held
+        assert not any("/writers/" in f for f in held), held  # replica locks released
+        store = sluice._sluice.PeerStore(str(base / host))
+        assert store.ranks_held("ph", 3) == [0, 1]
+        record = store.read_peer_commit("ph", 3)
+        assert record["replicas"] == 1 and [h["host"] for h in record["holders"]] == ["host0", "host1"]
+    sluice.close()
+
+
+def test_a_lost_host_loads_its_part_from_its_peer_when_no_durable_tier_holds_the_step(tmp_path):
+    base = tmp_path / "cluster"
+    env = peer_env(base)
+    run_world("save", "-", "ph", 4, 2, tmp_path, env=env)
+    # The step is only safe: the shared tier loses it, and host 1 is lost
+    # with its disk. Its replacement gets both parts from host 0.
+    shutil.rmtree(base / "shared" / "ckpt" / "ph" / f"{4:020d}")
+    shutil.rmtree(base / "host1")
+    run_world("load", "-", "ph", 4, 2, tmp_path, env=env)
+    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ph", 4) == [0, 1]
+    sluice.close()
+
+
+def test_a_corrupt_replica_is_never_loaded(tmp_path):
+    base = tmp_path / "cluster"
+    env = peer_env(base)
+    run_world("save", "-", "ph", 5, 2, tmp_path, env=env)
+    shutil.rmtree(base / "shared" / "ckpt" / "ph" / f"{5:020d}")
+    shutil.rmtree(base / "host1")
+    # Host 0's replica of rank 1 rots: its data fails its checksum when read
+    # for sending, and the load fails instead of returning wrong bytes.
+    data = [p for p in (base / "host0").rglob("data/r000001-*.dat")]
+    assert data
+    with open(data[0], "r+b") as f:
+        f.seek(8)
+        byte = f.read(1)
+        f.seek(8)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    results = run_world("load", "-", "ph", 5, 2, tmp_path, env=env, expect_ok=False)
+    assert any(code != 0 for code, _ in results)
+    assert any("checksum" in err for _, err in results), [err[-400:] for _, err in results]
+    sluice.close()
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"peer_replicas": 1}, "peer_replicas needs tier0_per_host=True"),
+    ({"tier0_per_host": True, "peer_replicas": -1}, "peer_replicas must be an int >= 0"),
+    ({"tier0_per_host": True, "peer_replicas": 1, "peer_timeout_seconds": 0}, "must be > 0"),
+    ({"tier0_per_host": True, "peer_replicas": 1, "peer_domains": "rack"}, "peer_domains must be"),
+])
+def test_bad_peer_settings_are_refused_at_configure(options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        sluice.configure(**options)
+
+
+def test_more_replicas_than_other_domains_fails_every_rank_before_writing(tmp_path):
+    base = tmp_path / "cluster"
+    results = run_world("save", "-", "ph", 6, 2, tmp_path, env=peer_env(base, replicas=2), expect_ok=False)
+    assert all(code != 0 for code, _ in results)
+    assert all("needs more than 2 failure domains; the job has 2" in err for _, err in results)
+    assert not (base / "host0" / "ckpt").exists() and not (base / "shared" / "ckpt").exists()
