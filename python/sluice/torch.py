@@ -189,7 +189,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             # rank. A staged save has its store open where it was staged.
             pipeline(self.store)
         self._peers = _peer.open_for_store(self.store)
-        if self.complete_on == "safe" and self._peers is None:
+        if self.complete_on == "safe" and self._peers is None and self._staged is None:
             raise ValueError("sluice.torch.StorageWriter: complete_on='safe' needs peer replicas "
                              "(sluice.configure(tier0_per_host=True, peer_replicas=1)) in a multi-process job")
 
@@ -204,6 +204,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
         state = self.__dict__.copy()
         state["handle"] = None
         state["process_group"] = None
+        state["_peers"] = None  # replication runs in the process that staged
         staged = self._staged
         if staged is not None and staged.handle is not None:
             self._staged = None  # handed over: the copy finishes this save
@@ -251,15 +252,8 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             raise
         self.handle = pending.snapshot()
         _backlog.warn_if_behind(pipeline(self.store), self.handle.backlog())
-        if self._peers is not None:
-            self.handle._peer = _peer.replicate(self._peers, self.handle._handle, self.name, self.step,
-                                                assignment.attempt)
-        if self.complete_on == "safe":
-            self.handle.wait_safe()
-        else:
-            # Committed on tier 0: on rank 0 it published the commit record,
-            # on the others the commit record lists their manifest.
-            self.handle.wait(tier=0)
+        self._replicate(self.handle, assignment)
+        self._wait_complete(self.handle)
         future = torch.futures.Future()
         future.set_result(results)
         return future
@@ -280,10 +274,27 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
                 f"sluice's staging; pass none, or stage with DCP's default stager")
         if staged.handle is not None:
             self.handle = staged.handle
-            self.handle.wait(tier=0)
+            self._wait_complete(self.handle)
         future = torch.futures.Future()
         future.set_result([staged.results[item.index] for item in plan.items])
         return future
+
+    def _replicate(self, handle, assignment):
+        """With peer replicas: hands this rank's part to the peer thread,
+        which sends it once tier 0 holds it (doc/peer.md)."""
+        if self._peers is not None:
+            handle._peer = _peer.replicate(self._peers, handle._handle, self.name, self.step,
+                                           assignment.attempt)
+
+    def _wait_complete(self, handle):
+        """What dcp.save's return (and async_save's upload_completion) means:
+        safe with complete_on='safe', else committed on tier 0 (on rank 0 it
+        published the commit record, on the others the commit record lists
+        their manifest; with tier0_per_host, on the shared tier)."""
+        if self.complete_on == "safe":
+            handle.wait_safe()
+        else:
+            handle.wait(tier=0)
 
     def _stage(self, plan, planner, assignment, lazy=False):
         # A collective save's attempt id is a fresh uuid: a rank that gives up
@@ -409,6 +420,7 @@ class StorageWriter(dcp.StorageWriter, _AsyncStager):
             raise
         handle = pending.snapshot()
         _backlog.warn_if_behind(pipeline(self.store), handle.backlog())
+        self._replicate(handle, assignment)
         self._staged = _Staged(self.name, self.step, handle, results, self._stored_metadata, world)
         self.handle = handle
         return _planned_state_dict(plan)

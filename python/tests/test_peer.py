@@ -37,6 +37,16 @@ def test_each_host_holds_its_peers_part_and_the_peer_commit(tmp_path):
     sluice.close()
 
 
+@pytest.mark.parametrize("mode", ["save-async", "save-async-lazy"])
+def test_async_saves_replicate_too(tmp_path, mode):
+    base = tmp_path / "cluster"
+    run_world(mode, "-", "pa", 7, 2, tmp_path, env=peer_env(base))
+    for host in ("host0", "host1"):
+        store = sluice._sluice.PeerStore(str(base / host))
+        assert store.ranks_held("pa", 7) == [0, 1]
+    sluice.close()
+
+
 def test_a_lost_host_loads_its_part_from_its_peer_when_no_durable_tier_holds_the_step(tmp_path):
     base = tmp_path / "cluster"
     env = peer_env(base)
