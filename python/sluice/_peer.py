@@ -105,6 +105,7 @@ class Topology:
             raise ValueError(f"sluice: peer_replicas={replicas} needs more than {replicas} failure "
                              f"domains; the job has {len(domains)} ({', '.join(domains)})")
         self.peers = {h: self._pick_peers(h) for h in self.hosts}
+        self.broken = None  # why the group cannot be used any more (a peer timed out)
 
     def _pick_peers(self, host):
         i = self.hosts.index(host)
@@ -318,7 +319,31 @@ def _recv_part(topology, store, src):
     return store.write_replica(header["manifest"], manifest, objects), header["manifest"]
 
 
+def _is_transport_failure(error):
+    """A gloo wait that timed out or lost its peer: the group's pairs are in
+    an unknown state, so no later collective on it can be trusted."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and any(
+        s in text for s in ("Timed out", "timed out", "Connection closed", "Connection reset", "closed by peer"))
+
+
 def _replicate_one(topology, handle, name, step, attempt, result):
+    if topology.broken:
+        # Falls back: no more peer traffic from this process; saves go on
+        # and become durable as without peers.
+        result._finish(f"the peer group failed earlier ({topology.broken}); this process makes no more "
+                       f"replicas until the job restarts")
+        return
+    try:
+        _exchange(topology, handle, name, step, attempt, result)
+    except Exception as e:  # noqa: BLE001
+        if _is_transport_failure(e):
+            topology.broken = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+            warnings.warn(f"sluice: {name}@{step}: peer replication stopped: {topology.broken}")
+        raise
+
+
+def _exchange(topology, handle, name, step, attempt, result):
     rank = topology.rank
     store = _sluice.PeerStore(topology.tier0)
     digest, works, problem = None, [], None
@@ -332,18 +357,22 @@ def _replicate_one(topology, handle, name, step, attempt, result):
     except Exception as e:  # noqa: BLE001 - said to every rank below
         problem = f"rank {rank}: {type(e).__name__}: {e}"
     received, taken = [], []
-    for src in topology.sources(rank):
-        try:
-            d, manifest_object = _recv_part(topology, store, src)
-            received.append(d["rank"])
-            taken.append(manifest_object)
-        except Exception as e:  # noqa: BLE001
-            problem = problem or f"rank {rank}'s replica of rank {src}: {type(e).__name__}: {e}"
-    for w in works:
-        try:
+    try:
+        for src in topology.sources(rank):
+            try:
+                d, manifest_object = _recv_part(topology, store, src)
+                received.append(d["rank"])
+                taken.append(manifest_object)
+            except Exception as e:  # noqa: BLE001
+                if _is_transport_failure(e):
+                    raise
+                problem = problem or f"rank {rank}'s replica of rank {src}: {type(e).__name__}: {e}"
+        for w in works:
             w.wait()
-        except Exception as e:  # noqa: BLE001
-            problem = problem or f"rank {rank}'s send: {type(e).__name__}: {e}"
+    except Exception:
+        for m in taken:
+            store.release_replica(m)
+        raise
     try:
         _commit(topology, store, name, step, attempt, digest, received, problem, result)
     finally:

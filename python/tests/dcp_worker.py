@@ -155,7 +155,12 @@ def main():
             # Peer replicas: rank R is host R ($SLUICE_HOST), one domain each.
             os.environ["SLUICE_HOST"] = f"host{rank}"
             sluice.configure(tier0_per_host=True, peer_replicas=int(os.environ["SLUICE_TEST_PEERS"]),
-                             peer_timeout_seconds=30)
+                             peer_timeout_seconds=float(os.environ.get("SLUICE_TEST_PEER_TIMEOUT", 30)))
+            if os.environ.get("SLUICE_TEST_PEER_HANGS") and rank == 1:
+                # A peer that never answers: rank 1's peer thread hangs.
+                import time
+                from sluice import _peer
+                _peer._exchange = lambda *args: time.sleep(3600)
         else:
             sluice.configure(tier0_per_host=True)
     if "replicated" in mode:
@@ -217,6 +222,13 @@ def main():
         else:
             dcp.save(state, storage_writer=writer)
         dist.barrier()
+        if os.environ.get("SLUICE_TEST_PEER_HANGS"):
+            if rank == 1:
+                os._exit(0)  # its hung peer thread would keep close() waiting
+            try:
+                writer.handle.wait_safe(timeout=120)
+            except sluice.UnavailableError as e:
+                print(f"not safe: {e}")
         if rank == 0:
             reader = sluice.pipeline(store).open(name, step)
             by_rank = {}

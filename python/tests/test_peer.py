@@ -1,8 +1,10 @@
 """Peer replicas (doc/peer.md) over gloo, each rank a host of its own
 ($SLUICE_HOST), with tier 0 its own directory and tier 1 shared."""
 
+import json
 import os
 import shutil
+import time
 import subprocess
 import sys
 
@@ -44,6 +46,21 @@ def test_async_saves_replicate_too(tmp_path, mode):
     for host in ("host0", "host1"):
         store = sluice._sluice.PeerStore(str(base / host))
         assert store.ranks_held("pa", 7) == [0, 1]
+    sluice.close()
+
+
+def test_a_peer_that_never_answers_fails_the_replica_in_bounded_time_and_the_step_is_still_durable(tmp_path):
+    base = tmp_path / "cluster"
+    env = {**peer_env(base, complete_on="durable"), "SLUICE_TEST_PEER_HANGS": "1",
+           "SLUICE_TEST_PEER_TIMEOUT": "3"}
+    start = time.monotonic()
+    outputs = run_world("save", "-", "hang", 2, 2, tmp_path, env=env)
+    assert time.monotonic() - start < 60
+    assert "not safe:" in outputs[0], outputs[0]
+    report = json.loads(outputs[0].strip().splitlines()[-1])
+    assert report["info"]["complete"]  # durable on the shared tier all the same
+    for host in ("host0", "host1"):
+        assert not [f for f in files(base / host) if f.endswith("peer.commit")]
     sluice.close()
 
 
