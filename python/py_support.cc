@@ -158,6 +158,8 @@ py::dict InfoDict(const CheckpointInfo& info) {
   d["referenced_bytes"] = info.referenced_bytes;
   d["created_unix_ms"] = info.created_unix_ms;
   d["problem"] = info.problem;
+  d["part_ranks"] = info.part_ranks;
+  d["safe_hosts"] = info.safe_hosts;
   return d;
 }
 

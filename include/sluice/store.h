@@ -150,6 +150,9 @@ struct CheckpointInfo {
   // tier0_per_host); complete is false, items and bytes are the part's.
   // Listed whether or not incomplete ones are asked for.
   std::vector<uint32_t> part_ranks;
+  // Not empty: the step is safe (peer replicas, doc/peer.md): these hosts
+  // published its peer commit, and this store holds it.
+  std::vector<std::string> safe_hosts;
 };
 
 // One bad chunk found by Verify.

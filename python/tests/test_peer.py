@@ -36,6 +36,13 @@ def test_each_host_holds_its_peers_part_and_the_peer_commit(tmp_path):
         assert store.ranks_held("ph", 3) == [0, 1]
         record = store.read_peer_commit("ph", 3)
         assert record["replicas"] == 1 and [h["host"] for h in record["holders"]] == ["host0", "host1"]
+        # ls says where the step is safe, and which ranks each host holds.
+        listed = sluice.pipeline([str(base / host), str(base / "shared")], _reading=True).list("ph")
+        assert [t["state"] for t in listed[0]["tiers"]] == ["part", "committed"]
+        assert listed[0]["tiers"][0]["reason"] == "ranks 0,1 of 2 held here; safe: peer commit on host0,host1"
+        out = subprocess.run([os.environ.get("SLUICE_BIN", "sluice"), "ls", "--json", "--tier", str(base / host),
+                              "--tier", str(base / "shared")], capture_output=True, text=True, check=True).stdout
+        assert "safe: peer commit on host0,host1" in out, out
     sluice.close()
 
 

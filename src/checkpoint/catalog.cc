@@ -75,6 +75,7 @@ CheckpointInfo PartInfo(Backend& backend, const std::string& name, uint64_t step
   }
   info.ranks = part->commit.world;
   info.created_unix_ms = part->commit.created_unix_ms;
+  info.safe_hosts = part->safe_hosts;
   LoadedCheckpoint held;
   held.commit = part->commit;
   for (const auto& [rank, m] : part->manifests) {

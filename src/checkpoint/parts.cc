@@ -36,6 +36,7 @@ Status AddPeerCommitted(Backend& backend, const PeerCommitRecord& peer, LoadedPa
     return Status::OK();  // a peer commit of an earlier save of the step: the part records' save stands
   }
   out->peer_committed = true;
+  for (const auto& h : peer.holders) out->safe_hosts.push_back(h.host);
   ASSIGN_OR_RETURN(std::vector<uint32_t> held, RanksHeld(backend, peer));
   for (uint32_t rank : held) {
     if (out->manifests.count(rank)) continue;

@@ -58,6 +58,7 @@ struct LoadedPart {
   std::map<uint32_t, Manifest> manifests;  // by rank: the ranks held here
   bool peer_committed = false;             // a peer commit of this save is here (the step is safe)
   bool durable_record = false;             // a part record (the shared tier's commit) is here
+  std::vector<std::string> safe_hosts;     // the peer commit's holders, when peer_committed
 
   // Every rank is held here: the part is the whole checkpoint.
   bool Whole() const { return manifests.size() == commit.world; }

@@ -74,6 +74,7 @@ JsonValue InfoJson(const CheckpointInfo& c) {
     for (uint32_t r : c.part_ranks) ranks.push_back(r);
     j["part_ranks"] = std::move(ranks);
   }
+  if (!c.safe_hosts.empty()) j["safe_hosts"] = c.safe_hosts;
   return j;
 }
 
