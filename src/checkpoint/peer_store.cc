@@ -1,4 +1,6 @@
 // PeerStore (sluice/peer.h) over checkpoint/replicas.h.
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "checkpoint/replicas.h"
@@ -51,13 +53,25 @@ class PeerStoreImpl final : public PeerStore {
 
   Result<RankDigest> WriteReplica(const std::string& manifest_object, std::string_view manifest_bytes,
                                   const std::vector<std::string_view>& objects) override {
-    ASSIGN_OR_RETURN(CommittedRank r, sluice::WriteReplica(*backend_, manifest_object, manifest_bytes, objects,
-                                                           io_bytes_));
-    return ToPublic(r);
+    ASSIGN_OR_RETURN(ReplicaWritten r, sluice::WriteReplica(*backend_, manifest_object, manifest_bytes, objects,
+                                                            io_bytes_));
+    if (r.writer != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      writers_[manifest_object] = std::move(r.writer);
+    }
+    return ToPublic(r.digest);
   }
 
   void ReleaseReplica(const std::string& manifest_object) override {
-    ReleaseReplicaLock(*backend_, manifest_object);
+    std::unique_ptr<StepCommit> writer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = writers_.find(manifest_object);
+      if (it == writers_.end()) return;
+      writer = std::move(it->second);
+      writers_.erase(it);
+    }
+    writer->End();
   }
 
   Status PublishPeerCommit(const PeerCommit& c) override {
@@ -74,7 +88,12 @@ class PeerStoreImpl final : public PeerStore {
     const std::string what = "peer commit of " + c.name;
     auto decoded = DecodePeerCommitRecord(EncodePeerCommitRecord(r), what);
     if (!decoded.ok()) return Status::InvalidArgument(decoded.status().message());
-    return sluice::PublishPeerCommit(*backend_, r);
+    // A writer of the one commit module for the publish: its lock keeps gc
+    // off the step meanwhile.
+    StepCommitOptions options;
+    options.world = c.world;
+    ASSIGN_OR_RETURN(auto writer, StepCommit::Begin(*backend_, {c.name, c.step}, "", options));
+    return writer->PublishPeerCommit(r);
   }
 
   Result<PeerCommit> ReadPeerCommit(std::string_view name, uint64_t step) override {
@@ -94,6 +113,8 @@ class PeerStoreImpl final : public PeerStore {
  private:
   std::unique_ptr<Backend> backend_;
   const uint64_t io_bytes_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<StepCommit>> writers_;  // replicas whose locks are held, by manifest
 };
 
 }  // namespace

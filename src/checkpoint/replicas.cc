@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "checkpoint/store_walk.h"
-#include "checkpoint/writer_registry.h"
 #include "engine/object_copy.h"
 #include "engine/read_stream.h"
 #include "engine/write_queue.h"
@@ -109,9 +108,9 @@ Result<std::string> ReadPartObject(Backend& backend, const Manifest& m, size_t i
   return out;
 }
 
-Result<CommittedRank> WriteReplica(Backend& backend, const std::string& manifest_object,
-                                   std::string_view manifest_bytes, const std::vector<std::string_view>& objects,
-                                   uint64_t io_bytes) {
+Result<ReplicaWritten> WriteReplica(Backend& backend, const std::string& manifest_object,
+                                    std::string_view manifest_bytes, const std::vector<std::string_view>& objects,
+                                    uint64_t io_bytes) {
   ASSIGN_OR_RETURN(Manifest m, DecodePartManifest(manifest_object, manifest_bytes));
   if (objects.size() != m.objects.size()) {
     return Status::Corruption("replica of " + manifest_object + ": " + std::to_string(objects.size()) +
@@ -119,11 +118,15 @@ Result<CommittedRank> WriteReplica(Backend& backend, const std::string& manifest
   }
   const auto chunks = ChunksPerObject(m);
   for (size_t i = 0; i < objects.size(); ++i) RETURN_IF_ERROR(CheckReceivedObject(m.objects[i], objects[i], chunks[i]));
-  const CommittedRank digest = DigestOf(manifest_object, manifest_bytes, m);
+  ReplicaWritten out;
+  out.digest = DigestOf(manifest_object, manifest_bytes, m);
   auto there = backend.ReadSmall(manifest_object);
-  if (there.ok() && *there == manifest_bytes) return digest;  // held already (a retry, or a shared store)
-  Status locked = AcquireWriterLock(backend, m.name, m.step, m.writer_id);
-  if (!locked.ok()) return locked.WithContext("replica of " + manifest_object);
+  if (there.ok() && *there == manifest_bytes) return out;  // held already (a retry, or a shared store)
+  StepCommitOptions options;
+  options.rank = m.rank;
+  options.world = m.world;
+  auto writer = StepCommit::Begin(backend, {m.name, m.step}, m.writer_id, options);
+  if (!writer.ok()) return writer.status().WithContext("replica of " + manifest_object);
   Status written = WriteObjects(backend, m, objects, io_bytes);
   if (written.ok()) {
     written = backend.PublishIfAbsent(manifest_object, manifest_bytes);
@@ -131,30 +134,9 @@ Result<CommittedRank> WriteReplica(Backend& backend, const std::string& manifest
       written = Status::AlreadyExists("replica of " + manifest_object + ": another manifest is there");
     }
   }
-  if (!written.ok()) {
-    ReleaseWriterLock(backend, m.name, m.step, m.writer_id);
-    return written.WithContext("replica of " + manifest_object + " in " + backend.uri());
-  }
-  return digest;
-}
-
-void ReleaseReplicaLock(Backend& backend, const std::string& manifest_object) {
-  auto parsed = ParseObjectName(manifest_object);
-  if (!parsed) return;
-  const std::string writer = WriterOfObject(parsed->rest);
-  if (!writer.empty()) ReleaseWriterLock(backend, parsed->name, parsed->step, writer);
-}
-
-Status PublishPeerCommit(Backend& backend, const PeerCommitRecord& record) {
-  const std::string object = PeerCommitObject(record.commit.name, record.commit.step);
-  const std::string bytes = EncodePeerCommitRecord(record);
-  Status st = backend.PublishIfAbsent(object, bytes);
-  if (!st.IsAlreadyExists()) return st;
-  ASSIGN_OR_RETURN(PeerCommitRecord there, ReadPeerCommit(backend, record.commit.name, record.commit.step));
-  if (there.attempt == record.attempt && SameManifests(there.commit, record.commit)) return Status::OK();
-  return Status::AlreadyExists(CheckpointLabel(record.commit.name, record.commit.step) +
-                               " has a peer commit of another save (attempt " + there.attempt + ") in " +
-                               backend.uri());
+  if (!written.ok()) return written.WithContext("replica of " + manifest_object + " in " + backend.uri());
+  out.writer = std::move(writer).value();
+  return out;
 }
 
 Result<PeerCommitRecord> ReadPeerCommit(Backend& backend, std::string_view name, uint64_t step) {

@@ -13,19 +13,23 @@
 // every chunk's crc32c is checked against the manifest before anything is
 // written, and the manifest, whose presence is the replica, is published
 // last. Until the peer commit lands the receiver holds the sender's writer
-// lock in its own store (gc leaves the step alone); a receiver that dies
-// leaves a lock gc finds dead, and gc then takes the objects.
+// lock in its own store, as a writer of the one commit module
+// (step_commit.h), which publishes the peer commit too: gc leaves the step
+// alone; a receiver that dies leaves a lock gc finds dead, and gc then
+// takes the objects.
 //
 // Thread-safety: free functions.
 #ifndef SLUICE_CHECKPOINT_REPLICAS_H_
 #define SLUICE_CHECKPOINT_REPLICAS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/step_commit.h"
 #include "format/commit_record.h"
 #include "format/manifest.h"
 #include "format/peer_commit.h"
@@ -52,21 +56,19 @@ Result<std::string> ReadPartObject(Backend& backend, const Manifest& m, size_t i
 // Writes a received part into `backend`: `manifest_object` with
 // `manifest_bytes`, and `objects[i]` as the manifest's data object i. Checks
 // every size and chunk crc32c first (Corruption naming the object and
-// chunk, nothing written), takes the sender's writer lock in `backend`,
-// writes the data objects, then publishes the manifest. OK also when the
-// same manifest is there already. On success the lock stays (release it
-// with ReleaseReplicaLock once the peer commit is published or abandoned);
-// on failure it is released and what was written is left for gc.
-// Returns the manifest's digest.
-Result<CommittedRank> WriteReplica(Backend& backend, const std::string& manifest_object,
-                                   std::string_view manifest_bytes, const std::vector<std::string_view>& objects,
-                                   uint64_t io_bytes);
-void ReleaseReplicaLock(Backend& backend, const std::string& manifest_object);
-
-// Publishes `record` at the step's peer commit object. OK also when the same
-// bytes are there; AlreadyExists naming the other attempt if another save's
-// record is.
-Status PublishPeerCommit(Backend& backend, const PeerCommitRecord& record);
+// chunk, nothing written), begins a writer under the sender's writer id in
+// `backend` (its lock), writes the data objects, then publishes the
+// manifest. OK also when the same manifest is there already (then no
+// writer). On success the writer is returned, its lock held until it ends
+// (once the peer commit is published or given up); on failure it ended and
+// what was written is gc's.
+struct ReplicaWritten {
+  CommittedRank digest;               // of the manifest
+  std::unique_ptr<StepCommit> writer; // null when the replica was there already
+};
+Result<ReplicaWritten> WriteReplica(Backend& backend, const std::string& manifest_object,
+                                    std::string_view manifest_bytes, const std::vector<std::string_view>& objects,
+                                    uint64_t io_bytes);
 
 // The peer commit `backend` holds for (name, step); NotFound if none.
 Result<PeerCommitRecord> ReadPeerCommit(Backend& backend, std::string_view name, uint64_t step);

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/rank_gatherer.h"
 #include "checkpoint/references.h"
+#include "checkpoint/replicas.h"
 #include "checkpoint/writer_registry.h"
 #include "format/abort_note.h"
 #include "format/commit_record.h"
@@ -65,6 +66,20 @@ Status StepCommit::Publish(CommitPlan plan, std::string* existing) {
     committed_record_ = std::move(plan.commit_bytes);
   }
   return st;
+}
+
+Status StepCommit::PublishPeerCommit(const PeerCommitRecord& record) {
+  if (record.commit.name != id_.name || record.commit.step != id_.step) {
+    return Status::InvalidArgument(Label(id_) + ": a peer commit of " +
+                                   CheckpointLabel(record.commit.name, record.commit.step));
+  }
+  const std::string object = PeerCommitObject(id_.name, id_.step);
+  Status st = backend_.PublishIfAbsent(object, EncodePeerCommitRecord(record));
+  if (!st.IsAlreadyExists()) return st;
+  ASSIGN_OR_RETURN(PeerCommitRecord there, ReadPeerCommit(backend_, id_.name, id_.step));
+  if (there.attempt == record.attempt && SameManifests(there.commit, record.commit)) return Status::OK();
+  return Status::AlreadyExists(Label(id_) + " has a peer commit of another save (attempt " + there.attempt +
+                               ") in " + backend_.uri());
 }
 
 bool StepCommit::RefusedAsCommitted() { return claim_ != nullptr && claim_->RefusedAsCommitted(); }

@@ -11,6 +11,9 @@
 //           (CommitAsCoordinator); other ranks name theirs and wait
 //           (PointAndWait); a copy whose record is built already seals it
 //           (Publish);
+//   PublishPeerCommit   a host's copy of a step's peer commit (peer
+//           replicas, format/peer_commit.h): the step is safe before any
+//           shared tier commits it;
 //   End     one rule for the claim, decided here alone: kept once this
 //           writer's commit happened, or where its failure is retried (a
 //           drain: the retry seals it); taken back otherwise (its seal
@@ -32,6 +35,7 @@
 
 #include "checkpoint/commit_coordinator.h"
 #include "format/manifest.h"
+#include "format/peer_commit.h"
 #include "sluice/backend.h"
 #include "sluice/store.h"
 
@@ -105,6 +109,13 @@ class StepCommit {
   // sealed, AlreadyExists when a record was there first (`*existing` gets
   // its bytes where readable).
   Status Publish(CommitPlan plan, std::string* existing);
+
+  // Publishes `record` (of this writer's step) at the step's peer commit
+  // object, exclusively: OK also when the same save's record is there (a
+  // retry); AlreadyExists naming the other attempt when another save's is.
+  // Any writer may: a peer commit claims no `COMMIT` (the durable commit
+  // comes later, by the usual protocol, and must list the same manifests).
+  Status PublishPeerCommit(const PeerCommitRecord& record);
 
   // Tells the other ranks of this attempt that it will not commit (where
   // abort notes are used; best effort).
