@@ -81,6 +81,11 @@ def test_a_lost_host_loads_its_part_from_its_peer_when_no_durable_tier_holds_the
     shutil.rmtree(base / "host1")
     run_world("load", "-", "ph", 4, 2, tmp_path, env=env)
     assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ph", 4) == [0, 1]
+    # The durable tier gets the safe step from a host that holds all of it.
+    tiers = ["--tier", str(base / "host0"), "--tier", str(base / "shared")]
+    subprocess.run([os.environ.get("SLUICE_BIN", "sluice"), "drain", *tiers], check=True, capture_output=True)
+    listed = sluice.pipeline([str(base / "shared")], _reading=True).list("ph")
+    assert [(c["step"], c["tiers"][0]["state"]) for c in listed if c["step"] == 4] == [(4, "committed")]
     sluice.close()
 
 

@@ -112,6 +112,14 @@ Result<LoadedCheckpoint> WholePart(const LoadedPart& part) {
   return out;
 }
 
+Result<LoadedCheckpoint> LoadCommittedOrSafe(Backend& backend, std::string_view name, uint64_t step) {
+  auto loaded = LoadCheckpoint(backend, name, step);
+  if (!loaded.status().IsNotFound()) return loaded;
+  auto part = LoadPart(backend, name, step);
+  if (!part.ok() || !part->peer_committed || !part->Whole()) return loaded;
+  return WholePart(*part);
+}
+
 Result<std::optional<uint64_t>> NewestWholeSafeStep(Backend& backend, std::string_view name,
                                                     std::optional<uint64_t> above) {
   ASSIGN_OR_RETURN(auto steps, StepsOfName(backend, name));

@@ -71,6 +71,13 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
 // save.
 Result<LoadedCheckpoint> WholePart(const LoadedPart& part);  // Unavailable unless part.Whole()
 
+// The step as a copy reads it from `backend`: its commit there, or, where
+// it has none, a safe step (a peer commit) whose every rank `backend` holds
+// (WholePart). So a drain takes a safe step no shared tier committed, from a
+// host that holds all of it: the durable tier gets every safe step, a lost
+// host's part from its replica. Otherwise what LoadCheckpoint says.
+Result<LoadedCheckpoint> LoadCommittedOrSafe(Backend& backend, std::string_view name, uint64_t step);
+
 // The newest step of `name` newer than `above` (any, if unset) that
 // `backend` holds whole as a peer-committed part: a safe step every rank
 // of which this store can serve. Looks at the name's steps from the newest

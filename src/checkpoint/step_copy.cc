@@ -5,6 +5,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/parts.h"
 #include "checkpoint/commit_coordinator.h"
 #include "checkpoint/copies.h"
 #include "checkpoint/references.h"
@@ -225,7 +226,7 @@ Status CopyCommittedStep(Backend& src, Backend& dst, const std::string& name, ui
   if (!dst.caps().atomic_publish_if_absent) {
     return Status::NotSupported(label + ": the destination cannot publish atomically");
   }
-  ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(src, name, step));
+  ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCommittedOrSafe(src, name, step));
   ASSIGN_OR_RETURN(bool done, AlreadyThere(dst, loaded, label));
   if (done) return Status::OK();
   for (const auto& m : loaded.manifests) {

@@ -118,7 +118,7 @@ void DrainScheduler::FailLeft() {
 }
 
 uint64_t DrainScheduler::BytesToDrain(const std::string& name, uint64_t step, uint64_t fallback, size_t from) {
-  auto loaded = LoadCheckpoint(env_.stores[from]->backend(), name, step);
+  auto loaded = LoadCommittedOrSafe(env_.stores[from]->backend(), name, step);
   if (!loaded.ok()) return fallback;
   uint64_t bytes = 0;
   for (const auto& m : loaded->manifests) bytes += m.OwnBytes();
@@ -167,7 +167,7 @@ Status DrainScheduler::DrainOnce(const std::string& name, uint64_t step, size_t 
   int src = -1;
   Status why;
   for (size_t j = 0; j < dst; ++j) {
-    auto loaded = LoadCheckpoint(env_.stores[j]->backend(), name, step);
+    auto loaded = LoadCommittedOrSafe(env_.stores[j]->backend(), name, step);
     if (loaded.ok()) {
       src = static_cast<int>(j);
       break;
