@@ -127,3 +127,22 @@ def test_more_replicas_than_other_domains_fails_every_rank_before_writing(tmp_pa
     assert all(code != 0 for code, _ in results)
     assert all("needs more than 2 failure domains; the job has 2" in err for _, err in results)
     assert not (base / "host0" / "ckpt").exists() and not (base / "shared" / "ckpt").exists()
+
+
+def test_scrub_verifies_a_hosts_replicas_and_repairs_them_from_the_durable_tier(tmp_path):
+    base = tmp_path / "cluster"
+    run_world("save", "-", "ph", 3, 2, tmp_path, env=peer_env(base))
+    data = list((base / "host0").rglob("data/r000001-*.dat"))  # host 0's replica of rank 1
+    with open(data[0], "r+b") as f:
+        f.seek(8)
+        byte = f.read(1)
+        f.seek(8)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    sluice_bin = os.environ.get("SLUICE_BIN", "sluice")
+    alone = subprocess.run([sluice_bin, "scrub", "--tier", str(base / "host0")], capture_output=True, text=True)
+    assert alone.returncode != 0 and "checksum mismatch" in alone.stdout, alone.stdout
+    both = subprocess.run([sluice_bin, "scrub", "--tier", str(base / "host0"), "--tier", str(base / "shared")],
+                          capture_output=True, text=True)
+    assert both.returncode == 0 and "REPAIRED checkpoint ph@3 tier 0" in both.stdout, both.stdout
+    again = subprocess.run([sluice_bin, "scrub", "--tier", str(base / "host0")], capture_output=True, text=True)
+    assert again.returncode == 0 and "all ok" in again.stdout, again.stdout

@@ -1,6 +1,7 @@
 #include "pipeline/retention.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "format/layout.h"
 #include "pipeline/tier_listing.h"
@@ -81,19 +82,24 @@ uint64_t Retention::Apply(const std::string& name) {
 
 // Each host's own parts of `name` beyond tier 0's keep_last, newest kept:
 // removed whatever their state. A part is no use without the shared
-// tier's commit, so tier 0 never keeps one as a last copy.
+// tier's commit, so tier 0 never keeps one as a last copy; but for the
+// newest safe step (a peer commit, doc/peer.md), which may be the newest
+// step that survives a lost host: it stays until a newer one is safe.
 uint64_t Retention::PruneParts(const std::string& name) {
   const uint32_t keep = tiers_[0].keep_last;
   if (keep == 0) return 0;
   auto listed = stores_[0]->List(name, true);
   if (!listed.ok()) return 0;
   std::vector<uint64_t> parts;
+  std::optional<uint64_t> newest_safe;
   for (const auto& c : *listed) {
     if (!c.part_ranks.empty() || (c.damaged && PartRecordsIn(name, c.step))) parts.push_back(c.step);
+    if (!c.safe_hosts.empty() && !c.damaged) newest_safe = std::max(newest_safe.value_or(0), c.step);
   }
   std::sort(parts.rbegin(), parts.rend());
   uint64_t removed = 0;
   for (size_t i = keep; i < parts.size(); ++i) {
+    if (newest_safe == parts[i]) continue;
     if (stores_[0]->Remove({name, parts[i]}).ok()) ++removed;
   }
   return removed;

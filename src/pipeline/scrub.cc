@@ -9,6 +9,7 @@
 
 #include "checkpoint/catalog.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/parts.h"
 #include "checkpoint/copies.h"
 #include "checkpoint/references.h"
 #include "checkpoint/step_commit.h"
@@ -184,8 +185,10 @@ class Scrubber {
       }
       for (const auto& c : *listed) {
         // A host's part (checkpoint/parts.h) is not a checkpoint to verify
-        // on its own: its ranks are read, and repaired, by restores.
-        if (!c.part_ranks.empty()) continue;
+        // on its own: its ranks are read, and repaired, by restores. But a
+        // safe step this tier holds whole (its own ranks and the replicas
+        // it took, doc/peer.md) is verified as a checkpoint is.
+        if (!c.part_ranks.empty() && (c.safe_hosts.empty() || c.part_ranks.size() != c.ranks)) continue;
         t.holds.insert({c.name, c.step});
         keys.insert({c.name, c.step});
       }
@@ -229,7 +232,7 @@ class Scrubber {
     c.tier = k;
     const auto t0 = std::chrono::steady_clock::now();
     Tier& t = tiers_[k];
-    auto loaded = LoadCheckpoint(Reader(t), key.first, key.second);
+    auto loaded = LoadCommittedOrSafe(Reader(t), key.first, key.second);
     if (!loaded.ok()) {
       if (loaded.status().code() == StatusCode::kCorruption || loaded.status().code() == StatusCode::kNotSupported) {
         c.problem = loaded.status().message();
@@ -316,7 +319,7 @@ class Scrubber {
                                                              " other object(s) were rewritten)"));
     }
     // The repaired copy must now load and hold every object in full.
-    auto reloaded = LoadCheckpoint(dst, key.first, key.second);
+    auto reloaded = LoadCommittedOrSafe(dst, key.first, key.second);
     if (!reloaded.ok()) return reloaded.status().WithContext("after the repair");
     return CheckDataObjects(dst, *reloaded).WithContext("after the repair");
   }
