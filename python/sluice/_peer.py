@@ -369,6 +369,9 @@ def _exchange(topology, handle, name, step, attempt, result):
                 problem = problem or f"rank {rank}'s replica of rank {src}: {type(e).__name__}: {e}"
         for w in works:
             w.wait()
+        # The sent parts' buffers go now, not while the trainer's next save
+        # stages (freeing them unmaps hundreds of MiB).
+        works.clear()
     except Exception:
         for m in taken:
             store.release_replica(m)

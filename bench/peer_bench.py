@@ -1,0 +1,143 @@
+"""Peer replicas: time until safe against the peer cap, time until durable,
+and the trainer's stall with peers on and off, on fake hosts of one machine
+(each rank its own $SLUICE_HOST and tier 0 directory; tier 1 shared).
+
+    PYTHONPATH=build/python .venv/bin/python bench/peer_bench.py \\
+        [--hosts 4] [--mib 256] [--cap-mbit 200] [--rounds 5] [--dir /tmp/sluice-peer-bench]
+
+Each round starts `--hosts` fresh processes (a gloo world) that save one
+step of `--mib` MiB per host with dcp.async_save `--saves` times (the
+first save, which also sets the process up, is left out), rounds alternating peers
+on (peer_replicas=1, peer_rate_limit = the cap) and off. Per round: the
+stall (async_save's return), the time until safe (async_save to the peer
+commit in 2 domains) and until durable (the shared tier's commit), medians
+over ranks. The ceiling of time until safe is part bytes / cap (every host
+sends its part at once, each capped); the figure printed is the median of
+safe / ceiling over the peer rounds, and the median stall with peers over
+the median stall without. The links here are loopback: the cap is what
+binds, as `peer_rate_limit` binds a real host's link share.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    import sluice
+    from sluice.torch import StorageWriter, async_save
+    rank = args.worker
+    os.environ["SLUICE_HOST"] = f"h{rank}"
+    dist.init_process_group("gloo", init_method=f"file://{args.init}", rank=rank, world_size=args.hosts)
+    peers = args.peers
+    sluice.configure(tier0_per_host=True, peer_replicas=1 if peers else 0,
+                     peer_rate_limit=int(args.cap_mbit * 1e6 / 8) if peers else 0,
+                     staging_bytes=(args.mib + 64) << 20, peer_timeout_seconds=600)
+    tiers = [os.path.join(args.dir, f"h{rank}"), os.path.join(args.dir, "shared")]
+    state = {"w": torch.full((args.mib << 18,), float(rank))}
+    sluice.pipeline(tiers)
+    results = []
+    for k in range(args.saves):
+        dist.barrier()
+        t0 = time.monotonic()
+        writer = StorageWriter(tiers, "bench", args.step * 100 + k)
+        future = async_save(state, storage_writer=writer)
+        stall = time.monotonic() - t0
+        future.result()
+        writer.handle.wait()
+        safe = writer.handle.wait_safe()._peer.safe_seconds if peers else None
+        # Seconds from the save's start to the shared tier's commit.
+        durable = writer.handle.progress()[1]["durable_seconds"]
+        results.append({"stall": stall, "safe": safe, "durable": durable})
+        state["w"].add_(1)
+    # The first save also sets up the process (its pipeline's arena is made
+    # before; the peer group is made at the first save): a trainer saves
+    # many times, so the figures are the later saves'.
+    later = results[1:] or results
+    mine = {key: (statistics.median(r[key] for r in later) if later[0][key] is not None else None)
+            for key in ("stall", "safe", "durable")}
+    out = [None] * args.hosts
+    dist.all_gather_object(out, mine)
+    if rank == 0:
+        print(json.dumps(out))
+    dist.destroy_process_group()
+    sluice.close()
+
+
+def run_round(args, peers, step):
+    init = os.path.join(args.dir, f"init-{step}")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), "--init", init, "--hosts",
+                               str(args.hosts), "--mib", str(args.mib), "--cap-mbit", str(args.cap_mbit),
+                               "--dir", args.dir, "--saves", str(args.saves), "--step", str(step)] + (["--peers"] if peers else []),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(args.hosts)]
+    outs = [p.communicate(timeout=1800) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        if p.returncode != 0:
+            raise SystemExit(f"peer_bench: a rank failed:\n{err[-3000:]}")
+    return json.loads(outs[0][0].strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--mib", type=int, default=256, help="MiB per host")
+    ap.add_argument("--cap-mbit", type=float, default=200, help="peer_rate_limit, in Mbit/s")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds with peers (as many without)")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--saves", type=int, default=3, help="saves per round (the first one's figures are left out)")
+    ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--init", help=argparse.SUPPRESS)
+    ap.add_argument("--step", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--peers", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker is not None:
+        return worker(args)
+    own_dir = args.dir is None
+    args.dir = args.dir or tempfile.mkdtemp(prefix="sluice-peer-bench-")
+    ceiling = (args.mib << 20) / (args.cap_mbit * 1e6 / 8)
+    rows = []
+    try:
+        step = 1
+        for r in range(args.rounds):
+            for peers in ((True, False) if r % 2 == 0 else (False, True)):
+                ranks = run_round(args, peers, step)
+                step += 1
+                row = {"peers": peers,
+                       "stall": statistics.median(x["stall"] for x in ranks),
+                       "durable": statistics.median(x["durable"] for x in ranks),
+                       "safe": statistics.median(x["safe"] for x in ranks) if peers else None}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                # Each round's steps off the disk: rounds stay alike.
+                for d in os.listdir(args.dir):
+                    if d.startswith("h") or d == "shared":
+                        shutil.rmtree(os.path.join(args.dir, d), ignore_errors=True)
+    finally:
+        if own_dir:
+            shutil.rmtree(args.dir, ignore_errors=True)
+    on = [r for r in rows if r["peers"]]
+    off = [r for r in rows if not r["peers"]]
+    safe = statistics.median(r["safe"] for r in on)
+    print(json.dumps({
+        "hosts": args.hosts, "mib_per_host": args.mib, "cap_mbit": args.cap_mbit, "rounds": args.rounds,
+        "ceiling_safe_s": round(ceiling, 3), "median_safe_s": round(safe, 3),
+        "safe_over_ceiling": round(safe / ceiling, 3),
+        "median_durable_s_with_peers": round(statistics.median(r["durable"] for r in on), 3),
+        "median_durable_s_without": round(statistics.median(r["durable"] for r in off), 3),
+        "stall_with_over_without": round(statistics.median(r["stall"] for r in on) /
+                                         statistics.median(r["stall"] for r in off), 3),
+    }))
+
+
+if __name__ == "__main__":
+    main()
