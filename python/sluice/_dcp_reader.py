@@ -157,6 +157,13 @@ class StorageReader(dcp.StorageReader):
             step = _peer.agree_on_step(topology, self.name, durable)
         if step is None:
             return None
+        try:
+            p.open(self.name, step)
+            readable = True
+        except _sluice.Error:
+            readable = False
+        if _peer.all_ranks(topology, readable):
+            return step  # every rank reads it already (its part here, the rest on a durable tier)
         fetched = _peer.fetch_missing(topology, self.name, step)
         if fetched:
             warnings.warn(f"sluice.torch.StorageReader: {self.name}@{step}: this host's tier 0 lacked the "

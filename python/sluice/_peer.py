@@ -480,6 +480,13 @@ def fetch_missing(topology, name, step):
     return fetched
 
 
+def all_ranks(topology, flag):
+    """True on every rank when `flag` is true on every rank."""
+    said = [None] * topology.world
+    torch.distributed.all_gather_object(said, bool(flag), group=topology.group)
+    return all(said)
+
+
 def agree_on_step(topology, name, durable_step):
     """The step a collective load of `name`'s latest reads: the newest that
     some rank sees durable (`durable_step`, None if none) or that some host

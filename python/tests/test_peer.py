@@ -146,3 +146,12 @@ def test_scrub_verifies_a_hosts_replicas_and_repairs_them_from_the_durable_tier(
     assert both.returncode == 0 and "REPAIRED checkpoint ph@3 tier 0" in both.stdout, both.stdout
     again = subprocess.run([sluice_bin, "scrub", "--tier", str(base / "host0")], capture_output=True, text=True)
     assert again.returncode == 0 and "all ok" in again.stdout, again.stdout
+
+
+def test_a_lost_host_reads_the_durable_tier_and_fetches_nothing_when_the_step_is_durable(tmp_path):
+    base = tmp_path / "cluster"
+    env = peer_env(base)
+    run_world("save", "-", "ph", 4, 2, tmp_path, env=env)
+    shutil.rmtree(base / "host1")
+    run_world("load", "-", "ph", 4, 2, tmp_path, env=env)
+    assert not list((base / "host1").rglob("*.dat"))  # read from the shared tier, nothing copied
