@@ -39,6 +39,9 @@ struct PlanHost {
   double nvme_read_bytes_per_s = 0;
   double nic_bytes_per_s = 0;       // the host's link to storage
   double storage_link_share = 1;    // the part of that link drains may take (their rate cap), in (0, 1]
+  // What a host sends its peers at (peer layouts): its link, or the peer
+  // cap (peer_rate_limit) where one is set; 0: the link.
+  double peer_bytes_per_s = 0;
 };
 
 // The durable, shared tier.
@@ -69,10 +72,14 @@ struct PlanFailures {
 };
 
 // Where checkpoints go: a local tier 0 (the host's NVMe) before the durable
-// tier, or the durable tier alone (staging writes straight to it).
+// tier, or the durable tier alone (staging writes straight to it); with
+// peer replicas (doc/peer.md), each host's part also goes to peers in
+// other domains, and a step is safe before the durable tier has it.
 struct PlanLayout {
-  std::string name;                 // "nvme+ceph", "ceph", "shared-fs", "nvme+s3"
+  std::string name;                 // "nvme+ceph", "ceph", "shared-fs", "nvme+s3", "nvme+peer+ceph", ...
   bool local_tier0 = true;
+  uint32_t peer_replicas = 0;       // > 0: a peer layout (needs local_tier0)
+  bool durable_tier = true;         // false: per-host NVMe and peers alone ("nvme+peer")
   PlanTier durable;
 };
 
@@ -90,6 +97,7 @@ struct CyclePlan {
   Bounded copy;                     // the copy into staging (eager: the stall)
   Bounded tier0_durable;            // from the checkpoint's start; 0 without a local tier 0
   Bounded durable;                  // committed on the durable tier, from the checkpoint's start
+  Bounded safe;                     // peer layouts: the peer commit, from the checkpoint's start (0 without peers)
   Bounded drain;                    // moving one checkpoint to the durable tier
   Bounded min_interval;             // shorter intervals grow the backlog (or the stall, without tier 0)
   bool backlog_bounded = true;      // at the job's interval

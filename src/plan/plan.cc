@@ -92,6 +92,29 @@ const char* PlanTierKindName(PlanTierKind kind) {
   return "?";
 }
 
+namespace {
+
+Status ValidateDurableTier(const PlanTier& t, const PlanFailures& failures) {
+  const std::string tier = std::string("tiers.") + PlanTierKindName(t.kind);
+  if (t.kind == PlanTierKind::kCeph) {
+    if (t.osds == 0 || (failures.slow_osd && t.osds < 2)) {
+      return Status::InvalidArgument(tier + ".osds must be at least " + (failures.slow_osd ? "2 with a slow OSD" : "1"));
+    }
+    RETURN_IF_ERROR(Positive(t.osd_write_bytes_per_s, (tier + ".osd_write_bytes_per_s").c_str()));
+    RETURN_IF_ERROR(Positive(t.osd_read_bytes_per_s, (tier + ".osd_read_bytes_per_s").c_str()));
+    if (!(t.write_amplification >= 1)) {
+      return Status::InvalidArgument(tier + ".write_amplification must be at least 1, not " + Num(t.write_amplification));
+    }
+    RETURN_IF_ERROR(NonNegative(t.network_bytes_per_s, (tier + ".network_bytes_per_s").c_str()));
+  } else {
+    RETURN_IF_ERROR(Positive(t.write_bytes_per_s, (tier + ".write_bytes_per_s").c_str()));
+    RETURN_IF_ERROR(Positive(t.read_bytes_per_s, (tier + ".read_bytes_per_s").c_str()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ValidatePlanInputs(const PlanJob& job, const PlanHost& host, const PlanLayout& layout,
                           const PlanFailures& failures) {
   RETURN_IF_ERROR(Positive(job.state_bytes_per_rank, "job.state_bytes_per_rank"));
@@ -110,22 +133,18 @@ Status ValidatePlanInputs(const PlanJob& job, const PlanHost& host, const PlanLa
     RETURN_IF_ERROR(Positive(host.nvme_write_bytes_per_s, "host.nvme_write_bytes_per_s (a local tier 0)"));
     RETURN_IF_ERROR(Positive(host.nvme_read_bytes_per_s, "host.nvme_read_bytes_per_s (a local tier 0)"));
   }
-  const PlanTier& t = layout.durable;
-  const std::string tier = std::string("tiers.") + PlanTierKindName(t.kind);
-  if (t.kind == PlanTierKind::kCeph) {
-    if (t.osds == 0 || (failures.slow_osd && t.osds < 2)) {
-      return Status::InvalidArgument(tier + ".osds must be at least " + (failures.slow_osd ? "2 with a slow OSD" : "1"));
-    }
-    RETURN_IF_ERROR(Positive(t.osd_write_bytes_per_s, (tier + ".osd_write_bytes_per_s").c_str()));
-    RETURN_IF_ERROR(Positive(t.osd_read_bytes_per_s, (tier + ".osd_read_bytes_per_s").c_str()));
-    if (!(t.write_amplification >= 1)) {
-      return Status::InvalidArgument(tier + ".write_amplification must be at least 1, not " + Num(t.write_amplification));
-    }
-    RETURN_IF_ERROR(NonNegative(t.network_bytes_per_s, (tier + ".network_bytes_per_s").c_str()));
-  } else {
-    RETURN_IF_ERROR(Positive(t.write_bytes_per_s, (tier + ".write_bytes_per_s").c_str()));
-    RETURN_IF_ERROR(Positive(t.read_bytes_per_s, (tier + ".read_bytes_per_s").c_str()));
+  RETURN_IF_ERROR(NonNegative(host.peer_bytes_per_s, "host.peer_bytes_per_s"));
+  if (layout.peer_replicas > 0 && !layout.local_tier0) {
+    return Status::InvalidArgument("layout " + layout.name + ": peer replicas need a local tier 0");
   }
+  if (layout.peer_replicas >= job.hosts && layout.peer_replicas > 0) {
+    return Status::InvalidArgument("job.hosts (" + Num(job.hosts) + ") must be more than the layout's " +
+                                   Num(layout.peer_replicas) + " peer replica(s)");
+  }
+  if (!layout.durable_tier && layout.peer_replicas == 0) {
+    return Status::InvalidArgument("layout " + layout.name + ": no durable tier and no peers");
+  }
+  if (layout.durable_tier) RETURN_IF_ERROR(ValidateDurableTier(layout.durable, failures));
   RETURN_IF_ERROR(NonNegative(failures.host_mtbf_hours, "failures.host_mtbf_hours"));
   RETURN_IF_ERROR(NonNegative(failures.drive_bytes, "failures.drive_bytes"));
   RETURN_IF_ERROR(NonNegative(failures.rebuild_cap_bytes_per_s, "failures.rebuild_cap_bytes_per_s"));
@@ -135,6 +154,54 @@ Status ValidatePlanInputs(const PlanJob& job, const PlanHost& host, const PlanLa
   }
   return Status::OK();
 }
+
+namespace {
+
+// The rebuild and the expected lost work of plan `p` (its copy, durable
+// or safe times and recovery set). `replicate`: a peer layout's
+// replication time (0: none).
+CyclePlan FinishPlan(const PlanJob& job, const PlanLayout& layout, const PlanFailures& failures, double replicate,
+                     CyclePlan p) {
+  const double ranks = job.ranks_per_host, hosts = job.hosts;
+  if (failures.drive_bytes > 0) {
+    p.rebuild = {failures.drive_bytes / failures.rebuild_cap_bytes_per_s,
+                 "rebuild cap " + Rate(failures.rebuild_cap_bytes_per_s)};
+  }
+  // Expected lost work (Young): a checkpoint costs its stall C; a failure
+  // every M seconds (the job's MTBF) loses half an interval on average, the
+  // time until the newest checkpoint was durable, and the recovery.
+  const double gpus = ranks * hosts;
+  const double floor_interval = std::max(p.min_interval.value, job.step_s);
+  if (failures.host_mtbf_hours > 0) {
+    const double mtbf = failures.host_mtbf_hours * 3600 / hosts;
+    const double c = p.stall.value;
+    const double young = std::sqrt(2 * c * mtbf);
+    p.best_interval = young >= floor_interval
+                          ? Bounded{young, "Young: sqrt(2 x stall x job MTBF " + Num(mtbf / 3600) + " h)"}
+                          : Bounded{floor_interval, "the shortest interval whose backlog stays bounded (" +
+                                                        p.min_interval.bound + ")"};
+    auto lost_per_day = [&](double interval) {
+      // A step becomes durable at most once per drain: checkpointing more
+      // often adds stalls, not durable steps to roll back to.
+      // With peers a step is safe (the rollback target) once per
+      // replication, and safe after p.safe instead of durable after p.durable.
+      const bool peers = layout.peer_replicas > 0;
+      const double durable_every = std::max(interval, peers ? replicate : p.drain.value);
+      const double until = peers ? p.safe.value : p.durable.value;
+      const double waste = c / interval + (durable_every / 2 + until + p.recovery.value) / mtbf;
+      return gpus * 24 * std::min(1.0, waste);
+    };
+    p.gpu_hours_lost_per_day = lost_per_day(p.best_interval.value);
+    p.gpu_hours_lost_per_day_at_job_interval = lost_per_day(job.interval_s);
+  } else {
+    p.best_interval = {floor_interval, "no MTBF given: the shortest interval whose backlog stays bounded"};
+    p.gpu_hours_lost_per_day = gpus * 24 * p.stall.value / p.best_interval.value;
+    p.gpu_hours_lost_per_day_at_job_interval = gpus * 24 * p.stall.value / job.interval_s;
+  }
+  return p;
+}
+
+}  // namespace
 
 Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const PlanLayout& layout,
                             const PlanFailures& failures) {
@@ -151,7 +218,8 @@ Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const Plan
     copy_rate = Lesser({ranks * host.d2h_bytes_per_s, Num(ranks) + " GPUs x " + Rate(host.d2h_bytes_per_s) +
                                                           " device-to-host"}, copy_rate);
   }
-  const Bounded write_rate = DurableWriteRate(job, host, layout.durable, failures.slow_osd);
+  const Bounded write_rate = layout.durable_tier ? DurableWriteRate(job, host, layout.durable, failures.slow_osd)
+                                                : Bounded{0, "no durable tier"};
   // Where staged bytes go first: the host's NVMe, or its share of the
   // durable tier.
   const Bounded sink = layout.local_tier0
@@ -177,25 +245,55 @@ Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const Plan
 
   // Durability: tier 0 after the copy; the durable tier after tier 0 (a
   // drain) or straight from staging.
-  p.drain = {p.job_bytes / write_rate.value, write_rate.bound};
   double start_of_drain = p.copy.value;
   if (layout.local_tier0) {
     p.tier0_durable = {p.copy.value + staged / host.nvme_write_bytes_per_s, sink.bound};
     start_of_drain = p.tier0_durable.value;
   }
-  p.durable = {start_of_drain + p.drain.value, p.drain.bound};
+  if (layout.durable_tier) {
+    p.drain = {p.job_bytes / write_rate.value, write_rate.bound};
+    p.durable = {start_of_drain + p.drain.value, p.drain.bound};
+  } else {
+    p.drain = p.durable = {0, "no durable tier"};
+  }
   p.min_interval = p.drain;
+  // Peers: once tier 0 holds the part, each host sends it to its peers
+  // and takes as many parts from others, at once (a full-duplex link).
+  double replicate = 0, peer_busy = 0;
+  if (layout.peer_replicas > 0) {
+    const Bounded peer = host.peer_bytes_per_s > 0 && host.peer_bytes_per_s < host.nic_bytes_per_s
+                             ? Bounded{host.peer_bytes_per_s, "the peer cap, " + Rate(host.peer_bytes_per_s)}
+                             : Bounded{host.nic_bytes_per_s, "the host's link, " + Rate(host.nic_bytes_per_s)};
+    replicate = layout.peer_replicas * p.host_bytes / peer.value;
+    p.safe = {p.tier0_durable.value + replicate,
+              Num(layout.peer_replicas) + " replica(s) of the host's part at " + peer.bound};
+    peer_busy = peer.value / host.nic_bytes_per_s;
+    // Every step is safe if the interval outlasts its replication; the
+    // durable tier coalesces (drains the newest waiting step).
+    p.min_interval = {replicate, "the replication, " + p.safe.bound + " (the durable tier coalesces)"};
+  }
   p.backlog_bounded = job.interval_s >= p.min_interval.value;
 
-  // The link: a drain takes its host's share of the durable rate.
+  // The link: a drain takes its host's share of the durable rate, peer
+  // traffic its own rate while it runs.
   const double per_host_drain = write_rate.value / hosts;
   const double busy = std::min(1.0, per_host_drain / host.nic_bytes_per_s);
-  p.training_link_share_during_drain = 1 - busy;
-  p.training_link_share_average = 1 - busy * std::min(1.0, p.drain.value / job.interval_s);
+  p.training_link_share_during_drain = std::max(0.0, 1 - busy - peer_busy);
+  p.training_link_share_average = std::max(0.0, 1 - busy * std::min(1.0, p.drain.value / job.interval_s) -
+                                                    peer_busy * std::min(1.0, replicate / job.interval_s));
 
   // Recovery after a host loss: the replacement host reads its ranks' state
   // from the durable tier; the others from their NVMe (or the durable tier
-  // too, without one); then the job restarts.
+  // too, without one); then the job restarts. With peers the job rolls
+  // back to the newest safe step: every host takes the parts of it that it
+  // lacks from the hosts holding them (sluice reads a safe step from a tier
+  // 0 that holds all of it), the job's bytes through each host's link.
+  if (layout.peer_replicas > 0) {
+    p.recovery = {p.job_bytes / host.nic_bytes_per_s + failures.restart_s,
+                  "every host fetches the step's parts it lacks from peers: the job's bytes through the host's link, " +
+                      Rate(host.nic_bytes_per_s)};
+    return FinishPlan(job, layout, failures, replicate, p);
+  }
   const Bounded read_rate = DurableReadRate(layout.durable);
   const Bounded one_host = Lesser({host.nic_bytes_per_s, "the host's link, " + Rate(host.nic_bytes_per_s)}, read_rate);
   Bounded replacement{p.host_bytes / one_host.value, "the replacement host reads the durable tier: " + one_host.bound};
@@ -209,39 +307,7 @@ Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const Plan
   }
   p.recovery = survivors.value > replacement.value ? survivors : replacement;
   p.recovery.value += failures.restart_s;
-  if (failures.drive_bytes > 0) {
-    p.rebuild = {failures.drive_bytes / failures.rebuild_cap_bytes_per_s,
-                 "rebuild cap " + Rate(failures.rebuild_cap_bytes_per_s)};
-  }
-
-  // Expected lost work (Young): a checkpoint costs its stall C; a failure
-  // every M seconds (the job's MTBF) loses half an interval on average, the
-  // time until the newest checkpoint was durable, and the recovery.
-  const double gpus = ranks * hosts;
-  const double floor_interval = std::max(p.min_interval.value, job.step_s);
-  if (failures.host_mtbf_hours > 0) {
-    const double mtbf = failures.host_mtbf_hours * 3600 / hosts;
-    const double c = p.stall.value;
-    const double young = std::sqrt(2 * c * mtbf);
-    p.best_interval = young >= floor_interval
-                          ? Bounded{young, "Young: sqrt(2 x stall x job MTBF " + Num(mtbf / 3600) + " h)"}
-                          : Bounded{floor_interval, "the shortest interval whose backlog stays bounded (" +
-                                                        p.min_interval.bound + ")"};
-    auto lost_per_day = [&](double interval) {
-      // A step becomes durable at most once per drain: checkpointing more
-      // often adds stalls, not durable steps to roll back to.
-      const double durable_every = std::max(interval, p.drain.value);
-      const double waste = c / interval + (durable_every / 2 + p.durable.value + p.recovery.value) / mtbf;
-      return gpus * 24 * std::min(1.0, waste);
-    };
-    p.gpu_hours_lost_per_day = lost_per_day(p.best_interval.value);
-    p.gpu_hours_lost_per_day_at_job_interval = lost_per_day(job.interval_s);
-  } else {
-    p.best_interval = {floor_interval, "no MTBF given: the shortest interval whose backlog stays bounded"};
-    p.gpu_hours_lost_per_day = gpus * 24 * p.stall.value / p.best_interval.value;
-    p.gpu_hours_lost_per_day_at_job_interval = gpus * 24 * p.stall.value / job.interval_s;
-  }
-  return p;
+  return FinishPlan(job, layout, failures, 0, p);
 }
 
 PlanComparison ComparePlans(const std::vector<CyclePlan>& plans) {
@@ -335,24 +401,37 @@ void AddSlowerHost(PlanCluster* cluster, const PlanCluster& other) {
 }
 
 const std::vector<std::string>& PlanLayoutNames() {
-  static const std::vector<std::string> names = {"nvme+ceph", "ceph", "shared-fs", "nvme+s3"};
+  static const std::vector<std::string> names = {"nvme+ceph",      "ceph",          "shared-fs", "nvme+s3",
+                                                 "nvme+peer+ceph", "nvme+peer+s3", "nvme+peer"};
   return names;
 }
 
 Result<PlanLayout> LayoutOf(const PlanCluster& cluster, const std::string& name) {
-  static const std::map<std::string, std::pair<bool, std::string>> kLayouts = {
-      {"nvme+ceph", {true, "ceph"}}, {"ceph", {false, "ceph"}},
-      {"shared-fs", {false, "shared-fs"}}, {"nvme+s3", {true, "s3"}}};
+  struct Shape {
+    bool local_tier0;
+    uint32_t peer_replicas;
+    std::string tier;  // "": no durable tier
+  };
+  static const std::map<std::string, Shape> kLayouts = {
+      {"nvme+ceph", {true, 0, "ceph"}},     {"ceph", {false, 0, "ceph"}},
+      {"shared-fs", {false, 0, "shared-fs"}}, {"nvme+s3", {true, 0, "s3"}},
+      {"nvme+peer+ceph", {true, 1, "ceph"}}, {"nvme+peer+s3", {true, 1, "s3"}},
+      {"nvme+peer", {true, 1, ""}}};
   auto found = kLayouts.find(name);
   if (found == kLayouts.end()) {
-    return Status::InvalidArgument("layout '" + name + "' is not one of nvme+ceph, ceph, shared-fs, nvme+s3");
+    std::string all;
+    for (const auto& n : PlanLayoutNames()) all += (all.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("layout '" + name + "' is not one of " + all);
   }
   PlanLayout layout;
   layout.name = name;
-  layout.local_tier0 = found->second.first;
-  auto tier = cluster.tiers.find(found->second.second);
+  layout.local_tier0 = found->second.local_tier0;
+  layout.peer_replicas = found->second.peer_replicas;
+  layout.durable_tier = !found->second.tier.empty();
+  if (!layout.durable_tier) return layout;
+  auto tier = cluster.tiers.find(found->second.tier);
   if (tier == cluster.tiers.end()) {
-    return Status::InvalidArgument("the profile has no tiers." + found->second.second + " (layout " + name +
+    return Status::InvalidArgument("the profile has no tiers." + found->second.tier + " (layout " + name +
                                    " needs it: calibrate with such a --tier, or add it by hand)");
   }
   layout.durable = tier->second;

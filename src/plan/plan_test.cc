@@ -115,6 +115,39 @@ TEST(PlanTest, TheLinkBoundsAnS3Tier) {
   EXPECT_DOUBLE_EQ(p.training_link_share_during_drain, 0.5);
 }
 
+TEST(PlanTest, PeersMakeAStepSafeBeforeItIsDurableAndLostWorkCountsFromSafe) {
+  Example e;
+  e.host.peer_bytes_per_s = 2 * GiB;  // the peer cap, under the 10 GiB/s link
+  auto base = PlanCycle(e.job, e.host, e.layout, e.failures);
+  ASSERT_TRUE(base.ok());
+  e.layout.name = "nvme+peer+ceph";
+  e.layout.peer_replicas = 1;
+  auto p = PlanCycle(e.job, e.host, e.layout, e.failures);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  // 80 GiB per host at the 2 GiB/s cap, once tier 0 holds it (20 s).
+  EXPECT_NEAR(p->safe.value, p->tier0_durable.value + 40, 1e-6);
+  EXPECT_NE(p->safe.bound.find("the peer cap"), std::string::npos) << p->safe.bound;
+  EXPECT_LT(p->safe.value, p->durable.value);
+  EXPECT_DOUBLE_EQ(p->durable.value, base->durable.value);
+  // The replacement and the survivors fetch the parts they lack: the job's
+  // 320 GiB through each 10 GiB/s link, then the restart.
+  EXPECT_NEAR(p->recovery.value, 32 + 60, 1e-6);
+  // Lost work: half a replication (or interval) + safe + recovery per failure.
+  const double mtbf = 1000.0 * 3600 / 4, gpus = 32;
+  const double at_job = gpus * 24 * (p->stall.value / 600 + (600.0 / 2 + p->safe.value + p->recovery.value) / mtbf);
+  EXPECT_NEAR(p->gpu_hours_lost_per_day_at_job_interval, at_job, 1e-9);
+
+  e.layout.name = "nvme+peer";
+  e.layout.durable_tier = false;
+  auto alone = PlanCycle(e.job, e.host, e.layout, e.failures);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_DOUBLE_EQ(alone->safe.value, p->safe.value);
+  EXPECT_EQ(alone->drain.value, 0);
+
+  e.layout.peer_replicas = 4;  // as many as there are hosts
+  EXPECT_EQ(PlanCycle(e.job, e.host, e.layout, e.failures).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(PlanTest, ImpossibleInputsNameTheirField) {
   Example e;
   e.job.state_bytes_per_rank = -1;

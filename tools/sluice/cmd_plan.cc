@@ -31,7 +31,8 @@ CommandSpec PlanSpec() {
   spec.flags = {
       {"profile", "FILE", "a profile (repeat for several hosts: the slowest of each rate counts)", true},
       {"job", "FILE", "the job: state per rank, ranks per host, hosts, interval, step time"},
-      {"layout", "L", "nvme+ceph, ceph, shared-fs or nvme+s3 (default: the first the profile has)"},
+      {"layout", "L", "nvme+ceph, ceph, shared-fs, nvme+s3, nvme+peer+ceph, nvme+peer+s3 or nvme+peer "
+                      "(default: the first the profile has)"},
       {"json", "", "print the result as JSON"},
       {"report", "DIR", "also write DIR/index.html with plots against interval, hosts and OSDs"},
       {"tier", "URI", "calibrate: a tier to measure (repeat; the first file tier is the local NVMe)", true},
@@ -61,6 +62,7 @@ JsonValue PlanJson(const CyclePlan& p) {
   j["copy"] = BoundedJson(p.copy);
   j["tier0_durable"] = BoundedJson(p.tier0_durable);
   j["durable"] = BoundedJson(p.durable);
+  j["safe"] = BoundedJson(p.safe);
   j["drain"] = BoundedJson(p.drain);
   j["min_interval"] = BoundedJson(p.min_interval);
   j["backlog_bounded"] = p.backlog_bounded;
@@ -96,7 +98,8 @@ void PrintPlan(const PlanJob& job, const CyclePlan& p) {
               HumanBytes(static_cast<uint64_t>(p.job_bytes)).c_str(), Seconds(job.interval_s).c_str());
   Line("stall per checkpoint", Seconds(p.stall.value), By(p.stall));
   if (p.tier0_durable.value > 0) Line("durable on local NVMe after", Seconds(p.tier0_durable.value), By(p.tier0_durable));
-  Line("durable on the shared tier after", Seconds(p.durable.value), By(p.durable));
+  if (p.safe.value > 0) Line("safe on peers after", Seconds(p.safe.value), By(p.safe));
+  if (p.drain.value > 0) Line("durable on the shared tier after", Seconds(p.durable.value), By(p.durable));
   std::string backlog = p.backlog_bounded ? "bounded" : "GROWS";
   Line("backlog at this interval", backlog, "a drain takes " + Seconds(p.drain.value) +
                                                 "; shorter intervals let the backlog grow");

@@ -128,6 +128,7 @@ Result<PlanProfile> ReadProfile(const std::string& path) {
   ASSIGN_OR_RETURN(p.host.nvme_read_bytes_per_s, h.Amount("nvme_read_bytes_per_s", 0.0));
   ASSIGN_OR_RETURN(p.host.nic_bytes_per_s, h.Amount("nic_bytes_per_s"));
   ASSIGN_OR_RETURN(p.host.storage_link_share, h.Amount("storage_link_share", 1.0));
+  ASSIGN_OR_RETURN(p.host.peer_bytes_per_s, h.Amount("peer_bytes_per_s", 0.0));
   if (j.contains("tiers")) {
     if (!j["tiers"].is_object()) return top.Error("tiers", "must be an object");
     for (const auto& [kind, tier] : j["tiers"].items()) {
@@ -187,7 +188,8 @@ JsonValue ProfileJson(const PlanProfile& p) {
                {"nvme_write_bytes_per_s", p.host.nvme_write_bytes_per_s},
                {"nvme_read_bytes_per_s", p.host.nvme_read_bytes_per_s},
                {"nic_bytes_per_s", p.host.nic_bytes_per_s},
-               {"storage_link_share", p.host.storage_link_share}};
+               {"storage_link_share", p.host.storage_link_share},
+               {"peer_bytes_per_s", p.host.peer_bytes_per_s}};
   JsonValue tiers = JsonValue::object();
   for (const auto& [kind, t] : p.tiers) {
     if (t.kind == PlanTierKind::kCeph) {
