@@ -49,8 +49,10 @@ check "an S3 layout: its measured rate bounds the drain (40 s)" \
   [ "$(pyj '(d["drain"]["seconds"], d["drain"]["bound"])')" = "(40.0, 'S3, measured 8.00 GiB/s')" ]
 check "plan answers in under a second (${ms} ms)" [ "$ms" -lt 1000 ]
 sl plan compare --profile "$W/profile.json" --job "$W/job.json" --json
-check "compare plans the three layouts the profile has and says why shared-fs is not one" \
-  [ "$(pyj '(len(d["layouts"]), "tiers.shared-fs" in d["skipped"]["shared-fs"], d["recommended"] in ("nvme+ceph", "ceph", "nvme+s3"))')" = "(3, True, True)" ]
+check "compare plans the six layouts the profile has (three with peers) and says why shared-fs is not one" \
+  [ "$(pyj '(len(d["layouts"]), "tiers.shared-fs" in d["skipped"]["shared-fs"], d["recommended"] in ("nvme+ceph", "ceph", "nvme+s3", "nvme+peer+ceph", "nvme+peer+s3", "nvme+peer"))')" = "(6, True, True)" ]
+check "...a peer layout is safe before its durable tier has the step" \
+  [ "$(pyj '[l["safe"]["seconds"] < l["durable"]["seconds"] for l in d["layouts"] if l["layout"] == "nvme+peer+ceph"]')" = "[True]" ]
 check "...and names what separates the best two" [ "$(pyj '"differ most in" in d["reason"]')" = True ]
 if command -v gnuplot >/dev/null; then
   sl plan --profile "$W/profile.json" --job "$W/job.json" --report "$W/report"
