@@ -136,6 +136,12 @@ class PyPeerStore {
     return ValueOrThrow(store_->NewestPeerCommit(name));
   }
 
+  std::vector<std::pair<uint64_t, std::string>> RecentPeerCommits(const std::string& name, size_t limit) {
+    return ValueOrThrow(store_->RecentPeerCommits(name, limit));
+  }
+
+  void RemoveStep(const std::string& name, uint64_t step) { ThrowIfError(store_->RemoveStep(name, step)); }
+
   std::vector<uint32_t> RanksHeld(const std::string& name, uint64_t step) {
     return ValueOrThrow(store_->RanksHeld(name, step));
   }
@@ -159,6 +165,8 @@ void BindPeer(py::module_& m) {
       .def("publish_peer_commit", &PyPeerStore::PublishPeerCommit, py::arg("commit"))
       .def("read_peer_commit", &PyPeerStore::ReadPeerCommit, py::arg("name"), py::arg("step"))
       .def("newest_peer_commit", &PyPeerStore::NewestPeerCommit, py::arg("name"))
+      .def("recent_peer_commits", &PyPeerStore::RecentPeerCommits, py::arg("name"), py::arg("limit") = 16)
+      .def("remove_step", &PyPeerStore::RemoveStep, py::arg("name"), py::arg("step"))
       .def("ranks_held", &PyPeerStore::RanksHeld, py::arg("name"), py::arg("step"));
 }
 

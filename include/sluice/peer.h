@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/status.h"
@@ -95,6 +96,14 @@ class PeerStore {
   // The newest step of `name` this store holds a peer commit of (nullopt
   // if none), looking from the newest step down.
   virtual Result<std::optional<uint64_t>> NewestPeerCommit(std::string_view name) = 0;
+  // The newest `limit` steps of `name` this store holds a peer commit of,
+  // newest first, each with its save attempt's id: what a restore compares
+  // across hosts to tell a host back with an old tier 0 (doc/peer.md).
+  virtual Result<std::vector<std::pair<uint64_t, std::string>>> RecentPeerCommits(std::string_view name,
+                                                                                  size_t limit) = 0;
+  // Removes this store's copy of (name, step) (a stale one: another save of
+  // the step is the job's). NotFound if there is none.
+  virtual Status RemoveStep(std::string_view name, uint64_t step) = 0;
   // The ranks of the peer commit of (name, step) whose parts this store holds.
   virtual Result<std::vector<uint32_t>> RanksHeld(std::string_view name, uint64_t step) = 0;
 };

@@ -148,23 +148,23 @@ class StorageReader(dcp.StorageReader):
         every rank."""
         if topology is None:
             return None if self.step in _LATEST else self.step
-        step = self.step
+        step, attempt = self.step, None
         if step in _LATEST:
             try:
                 durable = p.open(self.name, None).info["step"]
             except _sluice.Error:
                 durable = None
-            step = _peer.agree_on_step(topology, self.name, durable)
+            step, attempt = _peer.agree_on_step(topology, self.name, durable)
         if step is None:
             return None
         try:
             p.open(self.name, step)
-            readable = True
+            readable = not _peer.holds_other_save(topology, self.name, step, attempt)
         except _sluice.Error:
             readable = False
         if _peer.all_ranks(topology, readable):
             return step  # every rank reads it already (its part here, the rest on a durable tier)
-        fetched = _peer.fetch_missing(topology, self.name, step)
+        fetched = _peer.fetch_missing(topology, self.name, step, attempt)
         if fetched:
             warnings.warn(f"sluice.torch.StorageReader: {self.name}@{step}: this host's tier 0 lacked the "
                           f"part(s) of rank(s) {fetched}; read from peer hosts and verified", stacklevel=3)

@@ -422,7 +422,7 @@ def _commit(topology, store, name, step, attempt, digest, received, problem, res
     result._finish(None, [h["host"] for h in holders])
 
 
-def fetch_missing(topology, name, step):
+def fetch_missing(topology, name, step, attempt=None):
     """Before a collective load of name@step (a step number every rank
     agreed on): each host gets, from a host that holds them, the parts of
     the step's peer commit it lacks, verified chunk by chunk. Returns the
@@ -433,6 +433,14 @@ def fetch_missing(topology, name, step):
         held = store.ranks_held(name, step)
         record = store.read_peer_commit(name, step)
     except _sluice.NotFoundError:
+        held, record = [], None
+    if record is not None and attempt is not None and record["attempt"] != attempt:
+        # This host's copy of the step is another (older) save's: it goes,
+        # and the job's save of the step is fetched in its place.
+        if topology.leader(topology.host_of[topology.rank]) == topology.rank:
+            warnings.warn(f"sluice: {name}@{step}: this host's tier 0 held another save of the step "
+                          f"(attempt {record['attempt']}, not the job's {attempt}); removed")
+            store.remove_step(name, step)
         held, record = [], None
     rank, host = topology.rank, topology.host_of[topology.rank]
     said = [None] * topology.world
@@ -487,13 +495,51 @@ def all_ranks(topology, flag):
     return all(said)
 
 
+def holds_other_save(topology, name, step, attempt):
+    """Whether this host's tier 0 holds a peer commit of name@step by
+    another save attempt than `attempt` (None: any counts)."""
+    if attempt is None:
+        return False
+    try:
+        record = _sluice.PeerStore(topology.tier0).read_peer_commit(name, step)
+    except _sluice.NotFoundError:
+        return False
+    return record["attempt"] != attempt
+
+
 def agree_on_step(topology, name, durable_step):
-    """The step a collective load of `name`'s latest reads: the newest that
-    some rank sees durable (`durable_step`, None if none) or that some host
-    holds a peer commit of. Every rank gets the same answer."""
-    store = _sluice.PeerStore(topology.tier0)
-    newest = store.newest_peer_commit(name)
+    """The step a collective load of `name`'s latest reads, and the save
+    attempt whose copy of it counts (None: read it as committed, from a
+    durable tier): the newest step that some rank sees durable
+    (`durable_step`) or whose peer commit some host holds. A host back with
+    an old tier 0 (the job rolled back and saved those steps again) is told
+    apart by the attempt ids: where its record of a step names another
+    attempt than the one more domains hold, it is stale from that step on,
+    and none of its newer records count. Every rank gets the same answer."""
+    store = _sluice.PeerStore(topology.tier0, create=True)
+    host = topology.host_of[topology.rank]
+    recent = store.recent_peer_commits(name) if topology.leader(host) == topology.rank else None
     said = [None] * topology.world
-    torch.distributed.all_gather_object(said, (durable_step, newest), group=topology.group)
-    steps = [s for pair in said for s in pair if s is not None]
-    return max(steps) if steps else None
+    torch.distributed.all_gather_object(said, (durable_step, recent), group=topology.group)
+    durable = max((d for d, _ in said if d is not None), default=None)
+    records = {}  # host -> {step: attempt}
+    for rank, (_, held) in enumerate(said):
+        if held is not None:
+            records[topology.host_of[rank]] = dict(held)
+    domains = {}  # (step, attempt) -> domains holding it
+    for h, held in records.items():
+        for step, attempt in held.items():
+            domains.setdefault((step, attempt), set()).add(topology.domain[h])
+    valid = {}  # (step, attempt) -> domains, from hosts not stale at that step
+    for h, held in records.items():
+        stale_from = min((step for step, attempt in held.items()
+                          if any(len(d) > len(domains[(step, attempt)])
+                                 for (s2, a2), d in domains.items() if s2 == step and a2 != attempt)),
+                         default=None)
+        for step, attempt in held.items():
+            if stale_from is None or step < stale_from:
+                valid.setdefault((step, attempt), set()).add(topology.domain[h])
+    best = max(valid, key=lambda k: (k[0], len(valid[k])), default=None)
+    if best is None or (durable is not None and durable >= best[0]):
+        return durable, None
+    return best

@@ -238,7 +238,11 @@ def main():
     else:
         state = {"weights": sharded(rank, world, rows, cols, fill=-1.0),
                  "dense": torch.zeros(10, dtype=torch.int64), "epoch": None}
-        dcp.load(state, storage_reader=StorageReader(store, name, step))
+        # STEP -1: the latest step, which the rank then prints.
+        reader = StorageReader(store, name, "latest" if step < 0 else step)
+        dcp.load(state, storage_reader=reader)
+        if step < 0:
+            print(json.dumps({"loaded_step": reader._reader.info["step"]}))
         start, count = rows_of(rank, world, rows)
         expected = (torch.arange(start * cols, (start + count) * cols, dtype=torch.float32)
                     .reshape(count, cols))

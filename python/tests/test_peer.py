@@ -155,3 +155,26 @@ def test_a_lost_host_reads_the_durable_tier_and_fetches_nothing_when_the_step_is
     shutil.rmtree(base / "host1")
     run_world("load", "-", "ph", 4, 2, tmp_path, env=env)
     assert not list((base / "host1").rglob("*.dat"))  # read from the shared tier, nothing copied
+
+
+def test_a_host_back_with_an_old_tier0_is_not_taken_for_newer_than_the_jobs_saves(tmp_path):
+    base = tmp_path / "cluster"
+    env = peer_env(base)
+    for step in (3, 4, 5):  # attempt A of steps 4 and 5
+        run_world("save", "-", "rb", step, 3, tmp_path, rows=18, env=env)
+    shutil.copytree(base / "host2", tmp_path / "host2-old")
+    # The job rolls back to step 3 and saves step 4 again (attempt B); the
+    # shared tier has not got it yet.
+    for tier in ("host0", "host1", "host2", "shared"):
+        for step in (4, 5):
+            shutil.rmtree(base / tier / "ckpt" / "rb" / f"{step:020d}", ignore_errors=True)
+    run_world("save", "-", "rb", 4, 3, tmp_path, rows=18, env=env)
+    shutil.rmtree(base / "shared" / "ckpt" / "rb" / f"{4:020d}")
+    # Host 2 comes back with its old tier 0: steps 4 and 5 of attempt A.
+    shutil.rmtree(base / "host2")
+    shutil.copytree(tmp_path / "host2-old", base / "host2")
+    outputs = run_world("load", "-", "rb", -1, 3, tmp_path, rows=18, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    attempts = {sluice._sluice.PeerStore(str(base / h)).read_peer_commit("rb", 4)["attempt"]
+                for h in ("host0", "host1", "host2")}
+    assert len(attempts) == 1  # host 2's stale copy of step 4 was replaced by the job's

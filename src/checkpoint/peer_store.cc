@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "checkpoint/replicas.h"
+#include "checkpoint/step_removal.h"
+#include "checkpoint/store_walk.h"
 #include "io/wall_clock.h"
 #include "sluice/backend.h"
 #include "sluice/peer.h"
@@ -103,6 +105,23 @@ class PeerStoreImpl final : public PeerStore {
 
   Result<std::optional<uint64_t>> NewestPeerCommit(std::string_view name) override {
     return NewestPeerCommittedStep(*backend_, name);
+  }
+
+  Result<std::vector<std::pair<uint64_t, std::string>>> RecentPeerCommits(std::string_view name,
+                                                                          size_t limit) override {
+    std::vector<std::pair<uint64_t, std::string>> out;
+    auto steps = StepsOfName(*backend_, name);
+    if (!steps.ok() || !*steps) return out;  // no such name here (a replacement host), or no child listing
+    for (uint64_t step : **steps) {  // newest first
+      if (out.size() >= limit) break;
+      auto record = sluice::ReadPeerCommit(*backend_, name, step);
+      if (record.ok()) out.emplace_back(step, record->attempt);
+    }
+    return out;
+  }
+
+  Status RemoveStep(std::string_view name, uint64_t step) override {
+    return RemoveCheckpoint(*backend_, {std::string(name), step});
   }
 
   Result<std::vector<uint32_t>> RanksHeld(std::string_view name, uint64_t step) override {
