@@ -154,8 +154,10 @@ def main():
         if os.environ.get("SLUICE_TEST_PEERS"):
             # Peer replicas: rank R is host R ($SLUICE_HOST), one domain each.
             os.environ["SLUICE_HOST"] = f"host{rank}"
+            extra = json.loads(os.environ.get("SLUICE_TEST_PEER_OPTIONS", "{}"))  # options to add
+            extra.update(json.loads(os.environ.get(f"SLUICE_TEST_PEER_OPTIONS_RANK{rank}", "{}")))
             sluice.configure(tier0_per_host=True, peer_replicas=int(os.environ["SLUICE_TEST_PEERS"]),
-                             peer_timeout_seconds=float(os.environ.get("SLUICE_TEST_PEER_TIMEOUT", 30)))
+                             peer_timeout_seconds=float(os.environ.get("SLUICE_TEST_PEER_TIMEOUT", 30)), **extra)
             if os.environ.get("SLUICE_TEST_PEER_HANGS") and rank == 1:
                 # A peer that never answers: rank 1's peer thread hangs.
                 import time

@@ -121,6 +121,20 @@ def test_bad_peer_settings_are_refused_at_configure(options, message):
         sluice.configure(**options)
 
 
+@pytest.mark.parametrize("options,message", [
+    ({"SLUICE_TEST_PEER_OPTIONS": '{"peer_domains": {"host0": "rack1", "host1": "rack1"}}'},
+     "needs more than 1 failure domains; the job has 1 (rack1)"),
+    ({"SLUICE_TEST_PEER_OPTIONS_RANK1": '{"peer_rate_limit": 1000000}'},
+     "ranks disagree on the peer settings"),
+])
+def test_settings_that_cannot_work_fail_every_rank_before_anything_is_written(tmp_path, options, message):
+    base = tmp_path / "cluster"
+    results = run_world("save", "-", "bad", 1, 2, tmp_path, env={**peer_env(base), **options}, expect_ok=False)
+    assert all(code != 0 for code, _ in results)
+    assert all(message in err for _, err in results), [err[-500:] for _, err in results]
+    assert not any((base / t / "ckpt").exists() for t in ("host0", "host1", "shared"))
+
+
 def test_more_replicas_than_other_domains_fails_every_rank_before_writing(tmp_path):
     base = tmp_path / "cluster"
     results = run_world("save", "-", "ph", 6, 2, tmp_path, env=peer_env(base, replicas=2), expect_ok=False)
