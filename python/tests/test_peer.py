@@ -19,6 +19,17 @@ def peer_env(base, replicas=1, complete_on="safe"):
             "SLUICE_TEST_COMPLETE_ON": complete_on}
 
 
+def rot_replica(host, rank):
+    """Flips one byte of the first data object `host` holds of `rank`."""
+    data = sorted(host.rglob(f"data/r{rank:06d}-*.dat"))
+    assert data, f"{host} holds no data of rank {rank}"
+    with open(data[0], "r+b") as f:
+        f.seek(8)
+        byte = f.read(1)
+        f.seek(8)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
 def files(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
@@ -97,13 +108,7 @@ def test_a_corrupt_replica_is_never_loaded(tmp_path):
     shutil.rmtree(base / "host1")
     # Host 0's replica of rank 1 rots: its data fails its checksum when read
     # for sending, and the load fails instead of returning wrong bytes.
-    data = [p for p in (base / "host0").rglob("data/r000001-*.dat")]
-    assert data
-    with open(data[0], "r+b") as f:
-        f.seek(8)
-        byte = f.read(1)
-        f.seek(8)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    rot_replica(base / "host0", rank=1)
     results = run_world("load", "-", "ph", 5, 2, tmp_path, env=env, expect_ok=False)
     assert any(code != 0 for code, _ in results)
     assert any("checksum" in err for _, err in results), [err[-400:] for _, err in results]
@@ -146,12 +151,7 @@ def test_more_replicas_than_other_domains_fails_every_rank_before_writing(tmp_pa
 def test_scrub_verifies_a_hosts_replicas_and_repairs_them_from_the_durable_tier(tmp_path):
     base = tmp_path / "cluster"
     run_world("save", "-", "ph", 3, 2, tmp_path, env=peer_env(base))
-    data = list((base / "host0").rglob("data/r000001-*.dat"))  # host 0's replica of rank 1
-    with open(data[0], "r+b") as f:
-        f.seek(8)
-        byte = f.read(1)
-        f.seek(8)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    rot_replica(base / "host0", rank=1)
     sluice_bin = os.environ.get("SLUICE_BIN", "sluice")
     alone = subprocess.run([sluice_bin, "scrub", "--tier", str(base / "host0")], capture_output=True, text=True)
     assert alone.returncode != 0 and "checksum mismatch" in alone.stdout, alone.stdout
