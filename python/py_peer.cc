@@ -55,17 +55,7 @@ class PyPeerStore {
     Status st;
     {
       py::gil_scoped_release release;
-      auto part = store_->ReadPart(manifest_object);
-      Result<std::string> bytes = part.ok() ? store_->ReadObject(*part, index) : Result<std::string>(part.status());
-      if (!bytes.ok()) {
-        st = bytes.status();
-      } else if (static_cast<size_t>(info.size * info.itemsize) != bytes->size()) {
-        st = Status::InvalidArgument("read_object_into: the buffer holds " +
-                                     std::to_string(info.size * info.itemsize) + " bytes, the object " +
-                                     std::to_string(bytes->size()));
-      } else {
-        std::memcpy(info.ptr, bytes->data(), bytes->size());
-      }
+      st = store_->ReadObjectInto(manifest_object, index, info.ptr, static_cast<size_t>(info.size * info.itemsize));
     }
     ThrowIfError(st);
   }

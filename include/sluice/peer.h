@@ -5,7 +5,7 @@
 // doc/format.md "Peer commits").
 //
 // sluice moves no bytes between hosts itself: the caller reads a part here
-// (ReadPart, ReadObject), sends it, and the receiving host writes it into
+// (ReadPart, ReadObjectInto), sends it, and the receiving host writes it into
 // its own tier 0 (WriteReplica), which checks every chunk's crc32c first:
 // a replica verifies whole or does not exist. Once every rank's part is
 // held on its own host and on its peers, every host publishes the same
@@ -78,8 +78,10 @@ class PeerStore {
 
   // The part whose manifest is `manifest_object` (SaveHandle::WaitWritten).
   virtual Result<PeerPart> ReadPart(const std::string& manifest_object) = 0;
-  // Data object `index` of that part, every chunk verified.
-  virtual Result<std::string> ReadObject(const PeerPart& part, size_t index) = 0;
+  // Reads data object `index` of the part whose manifest is
+  // `manifest_object` into `out` (`size` bytes: the object's size), every
+  // chunk verified.
+  virtual Status ReadObjectInto(const std::string& manifest_object, size_t index, void* out, size_t size) = 0;
   // Writes a part received from another host (`objects[i]`: the bytes of
   // its data object i) after checking every size and chunk crc32c
   // (Corruption, nothing written). Holds the sending writer's lock in this

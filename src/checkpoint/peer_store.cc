@@ -45,12 +45,9 @@ class PeerStoreImpl final : public PeerStore {
     return out;
   }
 
-  Result<std::string> ReadObject(const PeerPart& part, size_t index) override {
-    ASSIGN_OR_RETURN(PartForPeers read, ReadPartForPeers(*backend_, part.digest.manifest));
-    if (read.manifest_bytes != part.manifest_bytes) {
-      return Status::Corruption("manifest " + part.digest.manifest + " changed since it was read");
-    }
-    return ReadPartObject(*backend_, read.manifest, index, io_bytes_);
+  Status ReadObjectInto(const std::string& manifest_object, size_t index, void* out, size_t size) override {
+    ASSIGN_OR_RETURN(PartForPeers part, ReadPartForPeers(*backend_, manifest_object));
+    return ReadPartObject(*backend_, part.manifest, index, io_bytes_, static_cast<char*>(out), size);
   }
 
   Result<RankDigest> WriteReplica(const std::string& manifest_object, std::string_view manifest_bytes,

@@ -88,24 +88,25 @@ Result<PartForPeers> ReadPartForPeers(Backend& backend, const std::string& manif
   return part;
 }
 
-Result<std::string> ReadPartObject(Backend& backend, const Manifest& m, size_t index, uint64_t io_bytes) {
+Status ReadPartObject(Backend& backend, const Manifest& m, size_t index, uint64_t io_bytes, char* out, size_t size) {
   if (index >= m.objects.size()) return Status::InvalidArgument("no data object " + std::to_string(index));
   const DataObjectRef& o = m.objects[index];
+  if (size != o.size) {
+    return Status::InvalidArgument("data object " + o.name + " holds " + std::to_string(o.size) + " bytes, not " +
+                                   std::to_string(size));
+  }
   const std::vector<ChunkRef> chunks = ChunksPerObject(m)[index];
   std::vector<ChunkTask> tasks;
   for (const auto& c : chunks) tasks.push_back(ChunkTask{&c, 0, true});
-  std::string out(o.size, '\0');
-  Status read = ReadChunks(backend, o.name, tasks, io_bytes,
-                           [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
-                             if (data == nullptr) {
-                               return Status::Corruption(o.name + " at offset " + std::to_string(t.ref->offset) +
-                                                         ": " + problem);
-                             }
-                             std::memcpy(out.data() + t.ref->offset, data, t.ref->length);
-                             return Status::OK();
-                           });
-  RETURN_IF_ERROR(read);
-  return out;
+  return ReadChunks(backend, o.name, tasks, io_bytes,
+                    [&](const ChunkTask& t, const uint8_t* data, const std::string& problem) -> Status {
+                      if (data == nullptr) {
+                        return Status::Corruption(o.name + " at offset " + std::to_string(t.ref->offset) + ": " +
+                                                  problem);
+                      }
+                      std::memcpy(out + t.ref->offset, data, t.ref->length);
+                      return Status::OK();
+                    });
 }
 
 Result<ReplicaWritten> WriteReplica(Backend& backend, const std::string& manifest_object,

@@ -50,8 +50,9 @@ struct PartForPeers {
 // incremental part: parts are written in full).
 Result<PartForPeers> ReadPartForPeers(Backend& backend, const std::string& manifest_object);
 
-// Data object `index` of `m`, every chunk checked against its crc32c.
-Result<std::string> ReadPartObject(Backend& backend, const Manifest& m, size_t index, uint64_t io_bytes);
+// Reads data object `index` of `m` into `out` (`size` bytes: the object's
+// size, else InvalidArgument), every chunk checked against its crc32c.
+Status ReadPartObject(Backend& backend, const Manifest& m, size_t index, uint64_t io_bytes, char* out, size_t size);
 
 // Writes a received part into `backend`: `manifest_object` with
 // `manifest_bytes`, and `objects[i]` as the manifest's data object i. Checks

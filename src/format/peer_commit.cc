@@ -8,14 +8,21 @@
 
 namespace sluice {
 
-size_t PeerCommitRecord::DomainsHolding(uint32_t rank) const {
-  std::set<std::string> domains;
+std::vector<size_t> PeerCommitRecord::DomainsHoldingEach() const {
+  std::vector<std::set<std::string_view>> domains(commit.world);
   for (const auto& h : holders) {
     for (uint32_t r : h.ranks) {
-      if (r == rank) domains.insert(h.domain);
+      if (r < domains.size()) domains[r].insert(h.domain);
     }
   }
-  return domains.size();
+  std::vector<size_t> out;
+  for (const auto& d : domains) out.push_back(d.size());
+  return out;
+}
+
+size_t PeerCommitRecord::DomainsHolding(uint32_t rank) const {
+  const std::vector<size_t> each = DomainsHoldingEach();
+  return rank < each.size() ? each[rank] : 0;
 }
 
 std::string EncodePeerCommitRecord(const PeerCommitRecord& r) {
@@ -58,9 +65,10 @@ Result<PeerCommitRecord> DecodePeerCommitRecord(std::string_view bytes, const st
     if (h.host.empty()) return d.Bad("a holder without a host name");
   }
   if (d.remaining() != 0) return d.Bad(std::to_string(d.remaining()) + " trailing bytes");
+  const std::vector<size_t> held = r.DomainsHoldingEach();
   for (uint32_t rank = 0; rank < r.commit.world; ++rank) {
-    if (r.DomainsHolding(rank) < r.replicas + 1) {
-      return d.Bad("rank " + std::to_string(rank) + " is held in " + std::to_string(r.DomainsHolding(rank)) +
+    if (held[rank] < r.replicas + 1) {
+      return d.Bad("rank " + std::to_string(rank) + " is held in " + std::to_string(held[rank]) +
                    " domain(s), fewer than the " + std::to_string(r.replicas + 1) + " a safe step has");
     }
   }

@@ -45,6 +45,8 @@ struct PeerCommitRecord {
 
   // The distinct domains holding rank `rank`'s part.
   size_t DomainsHolding(uint32_t rank) const;
+  // The same for every rank 0..commit.world-1, in one pass over the holders.
+  std::vector<size_t> DomainsHoldingEach() const;
 };
 
 std::string EncodePeerCommitRecord(const PeerCommitRecord& r);

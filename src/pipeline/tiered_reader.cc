@@ -237,11 +237,10 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
       }
     }
     // A safe step (peer replicas, doc/peer.md) newer than any commit, when
-    // a store holds every rank of it.
-    for (Store* s : stores) {
-      auto safe = NewestWholeSafeStep(s->backend(), n, best);
-      if (safe.ok() && *safe) best = *safe;
-    }
+    // tier 0, the only tier a peer commit is published to, holds every
+    // rank of it.
+    auto safe = NewestWholeSafeStep(stores[0]->backend(), n, best);
+    if (safe.ok() && *safe) best = *safe;
     if (!best) return first.ok() ? Status::NotFound("no committed checkpoint named '" + n + "'") : first;
     step = best;
     first = Status::OK();

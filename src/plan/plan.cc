@@ -372,6 +372,10 @@ void TakeSlower(PlanHost* a, const PlanHost& b) {
   a->nvme_read_bytes_per_s = std::min(a->nvme_read_bytes_per_s, b.nvme_read_bytes_per_s);
   a->nic_bytes_per_s = std::min(a->nic_bytes_per_s, b.nic_bytes_per_s);
   a->storage_link_share = std::min(a->storage_link_share, b.storage_link_share);
+  // 0: the link (no peer cap), the faster of any two.
+  if (a->peer_bytes_per_s == 0 || (b.peer_bytes_per_s > 0 && b.peer_bytes_per_s < a->peer_bytes_per_s)) {
+    a->peer_bytes_per_s = b.peer_bytes_per_s;
+  }
 }
 
 void TakeSlower(PlanTier* a, const PlanTier& b) {
