@@ -43,6 +43,7 @@ void BindSave(py::module_& m) {
       .def("wait_tier", &PySaveHandle::WaitTier, py::arg("tier"))
       .def("wait", &PySaveHandle::Wait)
       .def("wait_written", &PySaveHandle::WaitWritten)
+      .def("release_part", &PySaveHandle::ReleasePart)
       .def("progress", &PySaveHandle::Progress)
       .def("stats", &PySaveHandle::Stats)
       .def("backlog", &PySaveHandle::Backlog);

@@ -66,6 +66,11 @@ class PySaveHandle {
     }
     return ValueOrThrow(std::move(r));
   }
+  // SaveHandle::ReleasePart: the peer commit of this part ended.
+  void ReleasePart() {
+    py::gil_scoped_release release;
+    handle_->ReleasePart();
+  }
   std::string name() const { return handle_->id().name; }
   uint64_t step() const { return handle_->id().step; }
   py::list Backlog() const { return BacklogList(handle_->backlog()); }

@@ -193,9 +193,13 @@ struct PipelineOptions {
   // items to tier 0, copies them to tier 1 at once (through tier 1's cap),
   // and rank 0 commits the checkpoint there; each rank's tier 0 then
   // records the part it holds, which restores of its ranks read first.
-  // Needs at least two tiers, tier 1's backlog policy kDrainEvery (every
+  // With two tiers or more: tier 1's backlog policy kDrainEvery (every
   // rank must copy every step), and no background rebuild (it would copy
   // every rank onto one host). World-1 saves are unchanged.
+  // With tier 0 alone (a job with no shared tier), each host's part stays
+  // on its host, and a save's handle completes once tier 0 holds the part:
+  // only peer commits (include/sluice/peer.h, sluice.torch with
+  // peer_replicas; doc/peer.md) make a whole step of the hosts' parts.
   bool tier0_per_host = false;
   // Background scrub (off when 0): committed checkpoints on every tier are
   // read and checked continuously, newest first, at most this many bytes/s
@@ -221,7 +225,7 @@ struct PipelineOptions {
   // layout (StoreOptions::Validate), a staging budget under one I/O buffer
   // or over 80% of physical memory, copy_threads outside 1..256,
   // max_in_flight 0, retry_initial_ms over retry_max_ms, or
-  // tier0_per_host with one tier, tier 1 coalescing, or a rebuild rate.
+  // tier0_per_host with tier 1 coalescing, or with a rebuild rate.
   Status Validate() const;
 };
 
@@ -293,6 +297,12 @@ class SaveHandle {
   // replicas start from it (doc/peer.md). The tier-0 write's error if it
   // failed.
   virtual Result<std::string> WaitWritten() = 0;
+  // With tier0_per_host and tier 0 alone (no shared tier), the part's
+  // writer lock stays after tier 0 holds the part, so that gc leaves the
+  // part alone until the job's peer commit records it (sluice/peer.h).
+  // Call this once that commit is published or has failed; the handle's
+  // end and the pipeline's close do it too. A no-op for any other save.
+  virtual void ReleasePart() = 0;
 };
 
 // A snapshot whose copy into staging runs in the background

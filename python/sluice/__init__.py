@@ -130,7 +130,8 @@ def configure(**options):
     them to tier 1, where rank 0 commits, and each tier 0 then holds its
     ranks' part, which loads of those ranks read first. Tier 1 then drains
     every step (a backlog_policy list must say "drain-every" for it), and
-    such saves are written in full.
+    such saves are written in full. With a one-tier store (no shared tier)
+    it needs peer_replicas: the peer commit is then the only commit.
 
     peer_replicas=N (with tier0_per_host) copies each host's part of every
     DCP save to N hosts in other failure domains over a gloo group of

@@ -187,7 +187,17 @@ def open_for_store(store):
     """open_peers() for `store` with the options sluice.configure() set."""
     import sluice
     opts = {**sluice._peer_options, "tier0_per_host": sluice._options["tier0_per_host"]}
-    return open_peers(sluice._tiers(store)[0], opts)
+    tiers = sluice._tiers(store)
+    topology = open_peers(tiers[0], opts)
+    dist = torch.distributed
+    if (topology is None and len(tiers) == 1 and opts["tier0_per_host"] is True and dist.is_available()
+            and dist.is_initialized() and dist.get_world_size() > 1):
+        # Every rank has the same settings here, or open_peers refused them.
+        raise ValueError("sluice: tier0_per_host=True with one tier (no tier every host shares) needs "
+                         "peer_replicas >= 1: only a peer commit makes a whole step of the hosts' parts "
+                         "(e.g. configure(tier0_per_host=True, peer_replicas=1)), or give a shared tier "
+                         "too (store=[local, shared])")
+    return topology
 
 
 class PeerResult:
@@ -261,7 +271,12 @@ class _Worker(threading.Thread):
                 if not result.done():
                     result._finish(f"{type(e).__name__}: {e}")
             finally:
-                self.jobs.task_done()
+                try:
+                    # With tier 0 alone, the part's writer lock kept gc off
+                    # it until now (SaveHandle::ReleasePart).
+                    handle.release_part()
+                finally:
+                    self.jobs.task_done()
 
 
 def _send(group, tensor, dst, rate):

@@ -3,7 +3,8 @@
     dcp_worker.py MODE STORE NAME STEP RANK WORLD INIT_FILE ROWS COLS
 
 With SLUICE_TEST_PER_HOST=DIR, STORE is ignored: rank R's tiers are
-[DIR/hostR, DIR/shared] with tier0_per_host.
+[DIR/hostR, DIR/shared] with tier0_per_host ([DIR/hostR] alone with
+SLUICE_TEST_NO_SHARED=1).
 
 MODE: save, save-rank1-fails, save-rank1-fails-writing, save-no-collectives (use_collectives=False),
 save-async (dcp.async_save), save-async-lazy (async_staging=True), save-process and save-process-default-stager
@@ -151,6 +152,8 @@ def main():
         # Each rank a host of its own: tier 0 its own directory, tier 1 shared.
         base = os.environ["SLUICE_TEST_PER_HOST"]
         store = [os.path.join(base, f"host{rank}"), os.path.join(base, "shared")]
+        if os.environ.get("SLUICE_TEST_NO_SHARED"):
+            store = store[:1]  # no tier every host shares: per-host NVMe and peers
         if os.environ.get("SLUICE_TEST_PEERS"):
             # Peer replicas: rank R is host R ($SLUICE_HOST), one domain each.
             os.environ["SLUICE_HOST"] = f"host{rank}"

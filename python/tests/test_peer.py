@@ -100,6 +100,40 @@ def test_a_lost_host_loads_its_part_from_its_peer_when_no_durable_tier_holds_the
     sluice.close()
 
 
+def test_a_job_with_no_shared_tier_saves_loads_and_survives_a_lost_host_from_its_peers(tmp_path):
+    base = tmp_path / "cluster"
+    env = {**peer_env(base), "SLUICE_TEST_NO_SHARED": "1"}
+    for step in (3, 4):
+        run_world("save", "-", "ns", step, 2, tmp_path, env=env)
+    assert not (base / "shared").exists()
+    for host in ("host0", "host1"):
+        store = sluice._sluice.PeerStore(str(base / host))
+        assert store.ranks_held("ns", 4) == [0, 1]
+        listed = sluice.pipeline([str(base / host)], _reading=True).list("ns")
+        assert [(c["step"], c["tiers"][0]["state"]) for c in listed] == [(3, "part"), (4, "part")]
+        assert listed[-1]["tiers"][0]["reason"].endswith("safe: peer commit on host0,host1")
+        # gc keeps what a peer commit records.
+        subprocess.run([os.environ.get("SLUICE_BIN", "sluice"), "gc", "--store", str(base / host)], check=True,
+                       capture_output=True)
+    outputs = run_world("load", "-", "ns", -1, 2, tmp_path, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    # Host 1 is lost with its disk: its replacement loads both parts from host 0.
+    shutil.rmtree(base / "host1")
+    outputs = run_world("load", "-", "ns", -1, 2, tmp_path, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ns", 4) == [0, 1]
+    sluice.close()
+
+
+def test_a_job_with_no_shared_tier_and_no_peers_is_refused_on_every_rank(tmp_path):
+    base = tmp_path / "cluster"
+    env = {"SLUICE_TEST_PER_HOST": str(base), "SLUICE_TEST_NO_SHARED": "1"}
+    results = run_world("save", "-", "ns", 1, 2, tmp_path, env=env, expect_ok=False)
+    assert all(code != 0 and "needs peer_replicas >= 1" in err for code, err in results), \
+        [err[-400:] for _, err in results]
+    assert not any((base / t / "ckpt").exists() for t in ("host0", "host1"))
+
+
 def test_a_corrupt_replica_is_never_loaded(tmp_path):
     base = tmp_path / "cluster"
     env = peer_env(base)

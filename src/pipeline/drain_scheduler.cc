@@ -425,13 +425,16 @@ void DrainScheduler::Finish(DrainJob job, const Status& st) {
 // A part save may not start where tier 1 already holds the step; part
 // records tier 0 keeps of a commit tier 1 no longer has (the step was
 // removed there, then is saved again) are stale, and go first, so that
-// this save's record can take their place (gc takes their data).
+// this save's record can take their place (gc takes their data). With no
+// shared tier, the step saved again replaces its peer-committed parts.
 Status DrainScheduler::PreparePart(const CheckpointId& id) {
-  auto there = ReadCommitRecord(env_.stores[1]->backend(), id.name, id.step);
-  if (there.ok()) {
-    return Status::AlreadyExists(Label(id) + " is already committed on tier 1 (" + opts_.tiers[1].uri + ")");
+  if (env_.stores.size() > 1) {
+    auto there = ReadCommitRecord(env_.stores[1]->backend(), id.name, id.step);
+    if (there.ok()) {
+      return Status::AlreadyExists(Label(id) + " is already committed on tier 1 (" + opts_.tiers[1].uri + ")");
+    }
+    if (!there.status().IsNotFound()) return Status::OK();  // tier 1 is asked again at the commit
   }
-  if (!there.status().IsNotFound()) return Status::OK();  // tier 1 is asked again at the commit
   auto stale = env_.stores[0]->backend().List(PartPrefix(id.name, id.step));
   if (!stale.ok()) return stale.status().WithContext(Label(id));
   for (const auto& o : *stale) {

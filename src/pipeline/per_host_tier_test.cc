@@ -432,9 +432,6 @@ TEST_F(PerHostTierTest, ARankWhosePartCannotBeWrittenFailsTheOthersAtOnce) {
 
 TEST_F(PerHostTierTest, OptionsThatCannotWorkAreRefused) {
   auto o = Options(0);
-  o.tiers.resize(1);
-  EXPECT_EQ(Pipeline::Open(o).status().code(), StatusCode::kInvalidArgument);
-  o = Options(0);
   o.rebuild_rate_bytes_per_sec = 1 << 20;
   EXPECT_EQ(Pipeline::Open(o).status().code(), StatusCode::kInvalidArgument);
   o = Options(0);
@@ -442,6 +439,44 @@ TEST_F(PerHostTierTest, OptionsThatCannotWorkAreRefused) {
   auto refused = Pipeline::Open(o);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().ToString().find("drain-every"), std::string::npos);
+}
+
+// With no shared tier, a part save ends once tier 0 holds the part, with
+// no commit record anywhere (a peer commit, published by the job's
+// transport, makes a step of the parts: replicas_test.cc). The part's
+// writer lock keeps gc off it until the handle's ReleasePart().
+TEST_F(PerHostTierTest, WithTierZeroAloneAPartSaveEndsOnceTierZeroHoldsThePart) {
+  auto o = Options(1);
+  o.tiers.resize(1);
+  auto p = Open(o);
+  ASSERT_NE(p, nullptr);
+  auto pending = p->Begin({"alone", 2}, 1, 2);
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  const std::string data = Item(1, 2);
+  ASSERT_TRUE((*pending)->AddItem("rank1", "m", data.data(), data.size()).ok());
+  auto h = (*pending)->Snapshot();
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->Wait().ok());
+  EXPECT_EQ((*h)->progress()[0].state, TierState::kCommitted);
+  auto manifest = (*h)->WaitWritten();
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  auto host = OpenBackend(Host(1), false);
+  ASSERT_TRUE(host.ok());
+  EXPECT_TRUE((*host)->ReadSmall(CommitObject("alone", 2)).status().IsNotFound());
+  auto listed = p->List("alone");  // a part alone is no step
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  auto store = Store::Open(Host(1));
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CollectGarbage(0).ok());
+  EXPECT_TRUE((*host)->ReadSmall(*manifest).ok());  // its lock kept it
+  auto writers = (*host)->List(WritersPrefix("alone", 2));
+  ASSERT_TRUE(writers.ok());
+  EXPECT_FALSE(writers->empty());
+  (*h)->ReleasePart();
+  writers = (*host)->List(WritersPrefix("alone", 2));
+  ASSERT_TRUE(writers.ok());
+  EXPECT_TRUE(writers->empty());
 }
 
 TEST_F(PerHostTierTest, AWorldOfOneCommitsOnTierZeroAsBefore) {

@@ -25,6 +25,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "pipeline/drain_scheduler.h"
+#include "pipeline/held_parts.h"
 #include "pipeline/lazy_snapshot.h"
 #include "pipeline/stager.h"
 #include "pipeline/save_handle.h"
@@ -207,6 +208,7 @@ class PipelineImpl final : public Pipeline {
     if (drainer_) drainer_->Stop();
     if (retention_) retention_->Stop();
     if (drainer_) drainer_->FailLeft();
+    held_parts_->Close();
     // Every thread that touched the arena is gone: its owner may unpin it.
     if (arena_ && !opts_.staging_pool && opts_.on_staging_freeing) {
       opts_.on_staging_freeing(arena_->base(), arena_->bytes());
@@ -261,7 +263,7 @@ class PipelineImpl final : public Pipeline {
         return st;
       }
     }
-    auto w = part ? NewPartWriter(stores_[0]->backend(), stores_[1]->backend(), opts_.store, id, rank, world,
+    auto w = part ? NewPartWriter(stores_[0]->backend(), stores_.back()->backend(), opts_.store, id, rank, world,
                                   part->save)
                   : NewRankWriter(stores_[0]->backend(), opts_.store, id, rank, world, save);
     if (!w.ok()) {
@@ -304,16 +306,7 @@ class PipelineImpl final : public Pipeline {
   Status EnsureArena() {
     std::lock_guard<std::mutex> lock(arena_mu_);
     if (arena_) return Status::OK();
-    if (opts_.staging_pool) {
-      ASSIGN_OR_RETURN(arena_, static_cast<StagingPoolImpl&>(*opts_.staging_pool).Acquire(slab_bytes_));
-      return Status::OK();
-    }
-    ASSIGN_OR_RETURN(arena_, StagingArena::Create(opts_.staging_bytes, slab_bytes_, opts_.lock_staging,
-                                                  StagingHugePages(opts_)));
-    if (opts_.on_staging_allocated) {
-      arena_->WaitAllTouched();  // told once faulted in (a driver pins it)
-      opts_.on_staging_allocated(arena_->base(), arena_->bytes());
-    }
+    ASSIGN_OR_RETURN(arena_, ArenaForPipeline(opts_, slab_bytes_));
     return Status::OK();
   }
   const PipelineOptions& options() const { return opts_; }
@@ -327,7 +320,6 @@ class PipelineImpl final : public Pipeline {
   std::mutex& snapshot_mu() { return snapshot_mu_; }
   CopyTurns& copy_turns() { return copy_turns_; }
   CopyPool& pool() { return *pool_; }
-
   Stager& stager() { return *stager_; }
 
   void SaveEnded() {
@@ -411,13 +403,22 @@ class PipelineImpl final : public Pipeline {
       auto stats = job.image->WriteAndCommit(*job.writer, stores_[0]->backend(), buckets_[0].get(),
                                              job.handle->written(0), metrics_->save_written, hash_pool_.get());
       if (job.part && stats.ok()) {
-        job.handle->SetWritten(job.writer->published().object);  // peer replicas may start
-        job.part->writer = std::move(job.writer);  // keeps tier 0's lock until the part is recorded
+        // Tier 0's lock stays until tier 1, or else the job's peer commit, records the part.
+        const std::string manifest = job.writer->published().object;
+        if (stores_.size() > 1) {
+          job.part->writer = std::move(job.writer);
+        } else {
+          held_parts_->Hold(manifest, std::move(job.writer));
+          job.handle->SetReleasePart([held = std::weak_ptr<HeldParts>(held_parts_), manifest] {
+            if (auto h = held.lock()) h->Release(manifest);
+          });
+        }
+        job.handle->SetWritten(manifest);  // peer replicas may start
       }
       job.writer.reset();  // retires the writer: its lock goes, failed data is removed
       const uint64_t staged = job.image->bytes();
       job.image.reset();
-      if (job.part && stats.ok()) {
+      if (job.part && stats.ok() && stores_.size() > 1) {
         // Tier 0 holds the part; it commits once tier 1 has the checkpoint.
         job.handle->SetStats(*stats);
         {
@@ -497,6 +498,7 @@ class PipelineImpl final : public Pipeline {
   uint64_t tier0_steps_ = 0;
   uint64_t tier0_bytes_ = 0;
   const std::shared_ptr<BacklogBoard> backlog_board_ = std::make_shared<BacklogBoard>();
+  const std::shared_ptr<HeldParts> held_parts_ = std::make_shared<HeldParts>();  // tier 0 alone: parts until peer commit
   std::deque<WriteJob> writes_;
   uint32_t active_ = 0;
   std::set<std::pair<std::string, uint64_t>> own_saves_;

@@ -46,10 +46,7 @@ Status PipelineOptions::Validate() const {
                                    " ms, later than the longest interval, " + std::to_string(retry_max_ms) + " ms");
   }
   if (tier0_per_host) {
-    if (tiers.size() < 2) {
-      return Status::InvalidArgument("a per-host tier 0 needs a second tier that every host shares");
-    }
-    if (tiers[1].backlog != BacklogPolicy::kDrainEvery) {
+    if (tiers.size() > 1 && tiers[1].backlog != BacklogPolicy::kDrainEvery) {
       return Status::InvalidArgument(
           "with a per-host tier 0, tier 1 (" + tiers[1].uri +
           ") must drain every step (backlog policy drain-every): every rank copies its part of every step there");

@@ -58,7 +58,7 @@ uint64_t Retention::Apply(const std::string& name) {
   // a pipeline's that saved no rank of the name: `sluice drain`).
   if (tier0_per_host_) {
     removed += PruneParts(name);
-    if (hooks_.leaves_shared_tiers(name)) return removed;
+    if (stores_.size() == 1 || hooks_.leaves_shared_tiers(name)) return removed;
   }
   // Where every tier keeps every step there is nothing to remove (a step
   // leaves a tier only past its keep_last): no listing (it may wait on every

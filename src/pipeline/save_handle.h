@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,7 +108,22 @@ class HandleImpl final : public SaveHandle {
     return Status::NotFound("tier 0 holds no manifest of this save");
   }
 
+  void ReleasePart() override {
+    std::function<void()> release;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      release.swap(release_part_);
+    }
+    if (release) release();
+  }
+  ~HandleImpl() override { ReleasePart(); }
+
   // --- used by the pipeline
+  // What ReleasePart() runs (once).
+  void SetReleasePart(std::function<void()> release) {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_part_ = std::move(release);
+  }
   // Tier 0 holds this rank's objects and manifest `object` (WaitWritten).
   void SetWritten(std::string object) {
     {
@@ -176,6 +192,7 @@ class HandleImpl final : public SaveHandle {
   double stall_ = 0;
   SaveStats stats_;
   std::string written_manifest_;
+  std::function<void()> release_part_;  // SetReleasePart
   Status final_;
   std::chrono::steady_clock::time_point start_;
 };

@@ -85,4 +85,15 @@ void StagingPoolImpl::IdleLoop() {
   }
 }
 
+Result<std::shared_ptr<StagingArena>> ArenaForPipeline(const PipelineOptions& opts, uint64_t slab_bytes) {
+  if (opts.staging_pool) return static_cast<StagingPoolImpl&>(*opts.staging_pool).Acquire(slab_bytes);
+  ASSIGN_OR_RETURN(std::shared_ptr<StagingArena> arena,
+                   StagingArena::Create(opts.staging_bytes, slab_bytes, opts.lock_staging, StagingHugePages(opts)));
+  if (opts.on_staging_allocated) {
+    arena->WaitAllTouched();  // told once faulted in (a driver pins it)
+    opts.on_staging_allocated(arena->base(), arena->bytes());
+  }
+  return arena;
+}
+
 }  // namespace sluice

@@ -44,6 +44,11 @@ class StagingPoolImpl final : public StagingPool {
   std::thread idle_thread_;
 };
 
+// The staging arena a pipeline of `opts` saves through: its pool's when it
+// has one, else its own (faulted in and handed to on_staging_allocated
+// before this returns, when that is set).
+Result<std::shared_ptr<StagingArena>> ArenaForPipeline(const PipelineOptions& opts, uint64_t slab_bytes);
+
 }  // namespace sluice
 
 #endif  // SLUICE_PIPELINE_STAGING_POOL_H_
