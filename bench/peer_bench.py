@@ -16,6 +16,14 @@ sends its part at once, each capped); the figure printed is the median of
 safe / ceiling over the peer rounds, and the median stall with peers over
 the median stall without. The links here are loopback: the cap is what
 binds, as `peer_rate_limit` binds a real host's link share.
+
+On the test bed (`--testbed scripts/testbed --link-mbit 1000`, as root, with
+`scripts/testbed up` done): rank r runs on compute host c<r+1> (gloo over
+its eth0), tier 0 is that host's NVMe directory and tier 1 the test bed's
+RADOS pool; every compute host's link is capped at --link-mbit both ways,
+and the link is split between the peer cap (--cap-mbit) and the drain's
+cap (the rest), as doc/peer.md says to. The ceiling of time until safe is
+then part bytes / min(link, cap).
 """
 
 import argparse
@@ -42,13 +50,20 @@ def worker(args):
                      peer_rate_limit=int(args.cap_mbit * 1e6 / 8) if peers else 0,
                      staging_bytes=(args.mib + 64) << 20, peer_timeout_seconds=600)
     tiers = [os.path.join(args.dir, f"h{rank}"), os.path.join(args.dir, "shared")]
-    state = {"w": torch.full((args.mib << 18,), float(rank))}
+    if args.tier0:
+        # The test bed: this host's NVMe, the RADOS pool; the link split
+        # between the peer cap and the drain's; old steps off the pool.
+        tiers = [args.tier0, args.tier1]
+        drain = max(args.link_mbit - (args.cap_mbit if peers else 0), args.link_mbit / 10)
+        sluice.configure(rate_bytes_per_sec=[0, int(drain * 1e6 / 8)], keep_last=[1, 1])
+    # A key of its own per rank: DCP saves one copy of a key every rank has.
+    state = {f"w{rank}": torch.full((args.mib << 18,), float(rank))}
     sluice.pipeline(tiers)
     results = []
     for k in range(args.saves):
         dist.barrier()
         t0 = time.monotonic()
-        writer = StorageWriter(tiers, "bench", args.step * 100 + k)
+        writer = StorageWriter(tiers, args.name, args.step * 100 + k)
         future = async_save(state, storage_writer=writer)
         stall = time.monotonic() - t0
         future.result()
@@ -57,7 +72,7 @@ def worker(args):
         # Seconds from the save's start to the shared tier's commit.
         durable = writer.handle.progress()[1]["durable_seconds"]
         results.append({"stall": stall, "safe": safe, "durable": durable})
-        state["w"].add_(1)
+        state[f"w{rank}"].add_(1)
     # The first save also sets up the process (its pipeline's arena is made
     # before; the peer group is made at the first save): a trainer saves
     # many times, so the figures are the later saves'.
@@ -75,11 +90,20 @@ def worker(args):
 def run_round(args, peers, step):
     init = os.path.join(args.dir, f"init-{step}")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), "--init", init, "--hosts",
-                               str(args.hosts), "--mib", str(args.mib), "--cap-mbit", str(args.cap_mbit),
-                               "--dir", args.dir, "--saves", str(args.saves), "--step", str(step)] + (["--peers"] if peers else []),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for r in range(args.hosts)]
+    procs = []
+    for r in range(args.hosts):
+        cmd = [sys.executable, __file__, "--worker", str(r), "--init", init, "--hosts", str(args.hosts), "--mib",
+               str(args.mib), "--cap-mbit", str(args.cap_mbit), "--dir", args.dir, "--saves", str(args.saves),
+               "--step", str(step), "--name", args.name] + (["--peers"] if peers else [])
+        if args.testbed:
+            host = f"c{r + 1}"
+            nvme = subprocess.run([args.testbed, "nvme", host], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+            cmd = [args.testbed, "exec", host, "env", "GLOO_SOCKET_IFNAME=eth0",
+                   f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"] + cmd + [
+                   "--tier0", os.path.join(nvme, "peer-bench"), "--tier1", "TESTBED_RADOS",
+                   "--link-mbit", str(args.link_mbit)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     outs = [p.communicate(timeout=1800) for p in procs]
     for p, (_, err) in zip(procs, outs):
         if p.returncode != 0:
@@ -95,17 +119,28 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="rounds with peers (as many without)")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--saves", type=int, default=3, help="saves per round (the first one's figures are left out)")
+    ap.add_argument("--testbed", default=None, help="scripts/testbed: run on its compute hosts c1..")
+    ap.add_argument("--link-mbit", type=float, default=1000, help="with --testbed: each compute host's link")
+    ap.add_argument("--name", default=f"bench-{os.getpid()}", help=argparse.SUPPRESS)
+    ap.add_argument("--tier0", help=argparse.SUPPRESS)
+    ap.add_argument("--tier1", help=argparse.SUPPRESS)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--init", help=argparse.SUPPRESS)
     ap.add_argument("--step", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--peers", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
+        if args.tier1 == "TESTBED_RADOS":
+            args.tier1 = os.environ["SLUICE_TESTBED_RADOS_URI"]
         return worker(args)
     own_dir = args.dir is None
     args.dir = args.dir or tempfile.mkdtemp(prefix="sluice-peer-bench-")
-    ceiling = (args.mib << 20) / (args.cap_mbit * 1e6 / 8)
+    rate = min(args.cap_mbit, args.link_mbit) if args.testbed else args.cap_mbit
+    ceiling = (args.mib << 20) / (rate * 1e6 / 8)
     rows = []
+    if args.testbed:
+        for r in range(args.hosts):
+            subprocess.run([args.testbed, "cap", f"c{r + 1}", f"{int(args.link_mbit)}mbit"], check=True)
     try:
         step = 1
         for r in range(args.rounds):
@@ -122,7 +157,13 @@ def main():
                 for d in os.listdir(args.dir):
                     if d.startswith("h") or d == "shared":
                         shutil.rmtree(os.path.join(args.dir, d), ignore_errors=True)
+                for r in range(args.hosts if args.testbed else 0):
+                    nvme = subprocess.run([args.testbed, "nvme", f"c{r + 1}"], capture_output=True, text=True,
+                                          check=True).stdout.strip()
+                    shutil.rmtree(os.path.join(nvme, "peer-bench"), ignore_errors=True)
     finally:
+        for r in range(args.hosts if args.testbed else 0):
+            subprocess.run([args.testbed, "uncap", f"c{r + 1}"], check=False)
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
     on = [r for r in rows if r["peers"]]
@@ -130,6 +171,7 @@ def main():
     safe = statistics.median(r["safe"] for r in on)
     print(json.dumps({
         "hosts": args.hosts, "mib_per_host": args.mib, "cap_mbit": args.cap_mbit, "rounds": args.rounds,
+        "testbed_link_mbit": args.link_mbit if args.testbed else None,
         "ceiling_safe_s": round(ceiling, 3), "median_safe_s": round(safe, 3),
         "safe_over_ceiling": round(safe / ceiling, 3),
         "median_durable_s_with_peers": round(statistics.median(r["durable"] for r in on), 3),

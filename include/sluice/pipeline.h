@@ -384,6 +384,9 @@ struct TierCopy {
   int64_t scrubbed_unix_ms = 0;
   std::string scrub_result;
   std::string scrub_detail;
+  // A "part" whose step a peer commit here makes safe: the hosts holding
+  // that record (doc/peer.md); empty otherwise.
+  std::vector<std::string> safe_hosts;
 };
 
 struct TieredCheckpointInfo {

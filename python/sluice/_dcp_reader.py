@@ -13,6 +13,8 @@ from torch.distributed.checkpoint import metadata as _metadata
 from torch.distributed.checkpoint import planner as _planner
 
 from . import _dcp_shared_reads as _shared
+import sluice
+
 from . import _peer, _sluice, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
@@ -106,10 +108,12 @@ class StorageReader(dcp.StorageReader):
                                  "StorageReader(store, name, step) or checkpoint_id="
                                  "'STORE/NAME@STEP'")
             topology = _peer.open_for_store(self.store)
-            if topology is not None:
-                # A host that replaced a lost one makes its tier 0 here, to
-                # take the parts it fetches from its peers.
-                _sluice.PeerStore(topology.tier0, create=True)
+            tiers = sluice._tiers(self.store)
+            if topology is not None or (sluice._options["tier0_per_host"] is True and len(tiers) > 1):
+                # A host that replaced a lost one makes its (empty) tier 0
+                # here: to take the parts it fetches from its peers, or, with
+                # no peers, to read its ranks from the shared tier.
+                _sluice.PeerStore(tiers[0], create=True)
             p = pipeline(self.store, _reading=True)
             step = self._step_from_peers(p, topology)
             try:

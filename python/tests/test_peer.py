@@ -54,6 +54,12 @@ def test_each_host_holds_its_peers_part_and_the_peer_commit(tmp_path):
         out = subprocess.run([os.environ.get("SLUICE_BIN", "sluice"), "ls", "--json", "--tier", str(base / host),
                               "--tier", str(base / "shared")], capture_output=True, text=True, check=True).stdout
         assert "safe: peer commit on host0,host1" in out, out
+        status = json.loads(subprocess.run(
+            [os.environ.get("SLUICE_BIN", "sluice"), "status", "--json", "--tier", str(base / host), "--tier",
+             str(base / "shared")], capture_output=True, text=True, check=True).stdout)
+        tier0 = status["names"][0]["tiers"][0]
+        assert (tier0["newest_safe_step"], tier0["safe_hosts"]) == (3, ["host0", "host1"]), status
+        assert status["names"][0]["tiers"][1]["newest_safe_step"] is None  # durable there, no peer commit
     sluice.close()
 
 

@@ -8,6 +8,7 @@
 #include "checkpoint/store_walk.h"
 #include "io/wall_clock.h"
 #include "sluice/backend.h"
+#include "sluice/metrics.h"
 #include "sluice/peer.h"
 
 namespace sluice {
@@ -26,6 +27,29 @@ PeerCommit ToPublic(const PeerCommitRecord& r) {
   for (const auto& rank : r.commit.ranks) c.ranks.push_back(ToPublic(rank));
   for (const auto& h : r.holders) c.holders.push_back(PartHolding{h.host, h.domain, h.ranks});
   return c;
+}
+
+// The process's peer series (doc/metrics.md), over every PeerStore in it.
+Counter& SentBytes() {
+  return DefaultMetrics().GetCounter("sluice_peer_sent_bytes_total",
+                                     "bytes of this host's tier 0 read to send to a peer host (replicas, restores)");
+}
+Counter& ReceivedBytes() {
+  return DefaultMetrics().GetCounter("sluice_peer_received_bytes_total",
+                                     "bytes of replicas from peer hosts written into this host's tier 0");
+}
+Counter& Replicas(const char* result) {
+  return DefaultMetrics().GetCounter("sluice_peer_replicas_total",
+                                     "replicas a peer sent here: verified (written) or refused (a chunk failed "
+                                     "its checksum, nothing written)",
+                                     {{"result", result}});
+}
+Counter& PeerCommits() {
+  return DefaultMetrics().GetCounter("sluice_peer_commits_total", "peer commits published in this host's tier 0");
+}
+Gauge& NewestSafeStep(const std::string& name) {
+  return DefaultMetrics().GetGauge("sluice_peer_newest_safe_step",
+                                   "the newest step a peer commit published here makes safe", {{"name", name}});
 }
 
 class PeerStoreImpl final : public PeerStore {
@@ -47,13 +71,18 @@ class PeerStoreImpl final : public PeerStore {
 
   Status ReadObjectInto(const std::string& manifest_object, size_t index, void* out, size_t size) override {
     ASSIGN_OR_RETURN(PartForPeers part, ReadPartForPeers(*backend_, manifest_object));
-    return ReadPartObject(*backend_, part.manifest, index, io_bytes_, static_cast<char*>(out), size);
+    RETURN_IF_ERROR(ReadPartObject(*backend_, part.manifest, index, io_bytes_, static_cast<char*>(out), size));
+    SentBytes().Add(static_cast<double>(size));
+    return Status::OK();
   }
 
   Result<RankDigest> WriteReplica(const std::string& manifest_object, std::string_view manifest_bytes,
                                   const std::vector<std::string_view>& objects) override {
-    ASSIGN_OR_RETURN(ReplicaWritten r, sluice::WriteReplica(*backend_, manifest_object, manifest_bytes, objects,
-                                                            io_bytes_));
+    auto written = sluice::WriteReplica(*backend_, manifest_object, manifest_bytes, objects, io_bytes_);
+    if (written.status().IsCorruption()) Replicas("refused").Add();
+    ASSIGN_OR_RETURN(ReplicaWritten r, std::move(written));
+    Replicas("verified").Add();
+    for (const auto& o : objects) ReceivedBytes().Add(static_cast<double>(o.size()));
     if (r.writer != nullptr) {
       std::lock_guard<std::mutex> lock(mu_);
       writers_[manifest_object] = std::move(r.writer);
@@ -92,7 +121,11 @@ class PeerStoreImpl final : public PeerStore {
     StepCommitOptions options;
     options.world = c.world;
     ASSIGN_OR_RETURN(auto writer, StepCommit::Begin(*backend_, {c.name, c.step}, "", options));
-    return writer->PublishPeerCommit(r);
+    RETURN_IF_ERROR(writer->PublishPeerCommit(r));
+    PeerCommits().Add();
+    Gauge& newest = NewestSafeStep(c.name);
+    if (static_cast<double>(c.step) > newest.value()) newest.Set(static_cast<double>(c.step));
+    return Status::OK();
   }
 
   Result<PeerCommit> ReadPeerCommit(std::string_view name, uint64_t step) override {

@@ -8,6 +8,8 @@
 #include "checkpoint/step_commit.h"
 #include "checkpoint/store_test_fixture.h"
 #include "format/layout.h"
+#include "sluice/metrics.h"
+#include "sluice/peer.h"
 
 namespace sluice {
 namespace {
@@ -103,6 +105,50 @@ TEST_F(ReplicasTest, AReplicaVerifiesWholeOrIsNotWrittenAndThePeerCommitMakesItR
   Status other = (*again)->PublishPeerCommit(Record(written->digest, "attempt-2"));
   EXPECT_TRUE(other.IsAlreadyExists()) << other.ToString();
   EXPECT_NE(other.message().find("another save (attempt attempt-1)"), std::string::npos) << other.message();
+}
+
+// The public PeerStore, host to host, and the series it records: bytes
+// read to send, a refused replica, a verified one, the peer commit.
+TEST_F(ReplicasTest, APeerStoreCountsWhatItSendsReceivesAndPublishes) {
+  Save("job", 1, {{"w", Bytes(2 << 20, 3)}});
+  auto own = PeerStore::Open(dir_);
+  auto peer = PeerStore::Open(dir_ + "/peer2", true);
+  ASSERT_TRUE(own.ok() && peer.ok());
+  MetricsRegistry& m = DefaultMetrics();
+  auto value = [&](const char* name, MetricLabels labels = {}) { return m.GetCounter(name, "", labels).value(); };
+  const double sent0 = value("sluice_peer_sent_bytes_total"), received0 = value("sluice_peer_received_bytes_total");
+  const double refused0 = value("sluice_peer_replicas_total", {{"result", "refused"}});
+  const double verified0 = value("sluice_peer_replicas_total", {{"result", "verified"}});
+  const double commits0 = value("sluice_peer_commits_total");
+
+  const std::string manifest = ManifestOf(1);
+  auto part = (*own)->ReadPart(manifest);
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  std::vector<std::string> objects;
+  uint64_t total = 0;
+  for (size_t i = 0; i < part->objects.size(); ++i) {
+    std::string bytes(part->sizes[i], '\0');
+    ASSERT_TRUE((*own)->ReadObjectInto(manifest, i, bytes.data(), bytes.size()).ok());
+    total += bytes.size();
+    objects.push_back(std::move(bytes));
+  }
+  EXPECT_EQ(value("sluice_peer_sent_bytes_total") - sent0, static_cast<double>(total));
+  std::vector<std::string> damaged = objects;
+  damaged[0][7] ^= 0x10;
+  EXPECT_TRUE((*peer)->WriteReplica(manifest, part->manifest_bytes, {damaged.begin(), damaged.end()})
+                  .status().IsCorruption());
+  auto digest = (*peer)->WriteReplica(manifest, part->manifest_bytes, {objects.begin(), objects.end()});
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(value("sluice_peer_replicas_total", {{"result", "refused"}}) - refused0, 1);
+  EXPECT_EQ(value("sluice_peer_replicas_total", {{"result", "verified"}}) - verified0, 1);
+  EXPECT_EQ(value("sluice_peer_received_bytes_total") - received0, static_cast<double>(total));
+
+  PeerCommit commit{"job", 1, 1, "attempt-1", 1, {*digest}, {{"a", "a", {0}}, {"b", "b", {0}}}};
+  ASSERT_TRUE((*peer)->PublishPeerCommit(commit).ok());
+  (*peer)->ReleaseReplica(manifest);
+  EXPECT_EQ(value("sluice_peer_commits_total") - commits0, 1);
+  EXPECT_EQ(m.GetGauge("sluice_peer_newest_safe_step", "", {{"name", "job"}}).value(), 1);
+  EXPECT_NE(m.RenderPrometheus().find("sluice_peer_newest_safe_step{name=\"job\"} 1"), std::string::npos);
 }
 
 }  // namespace

@@ -122,8 +122,10 @@ Result<std::vector<TieredCheckpointInfo>> ListTiered(const std::vector<Store*>& 
           c.reason += (i ? "," : "") + std::to_string(it->second.part_ranks[i]);
         }
         c.reason += " of " + std::to_string(it->second.ranks) + " held here";
-        const auto& safe = it->second.safe_hosts;
-        for (size_t i = 0; i < safe.size(); ++i) c.reason += (i ? "," : "; safe: peer commit on ") + safe[i];
+        c.safe_hosts = it->second.safe_hosts;
+        for (size_t i = 0; i < c.safe_hosts.size(); ++i) {
+          c.reason += (i ? "," : "; safe: peer commit on ") + c.safe_hosts[i];
+        }
       } else if (it != per_tier[k].end()) {
         c.state = "committed";
         if (source < 0) {

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +22,8 @@ CommandSpec StatusSpec() {
   s.usage = "status (--store URI | --tier URI...) [--name NAME] [--watch] [--interval DURATION] [--json]";
   s.summary =
       "Shows, per checkpoint name, the newest committed step on each tier (and how\n"
-      "many steps it holds, how many damaged), then every save and drain in flight:\n"
+      "many steps it holds, how many damaged; SAFE: the newest step a peer commit on\n"
+      "that tier makes safe, and the hosts holding it), then every save and drain in flight:\n"
       "the bytes written so far, the rate, and for drains the total and an ETA. A\n"
       "drain or save run by another process shows too (it holds the step's writer\n"
       "lock). With --watch it redraws every --interval (default 2s) until\n"
@@ -43,6 +45,8 @@ namespace {
 struct NameOnTier {
   uint64_t newest = 0;
   bool any = false;
+  std::optional<uint64_t> newest_safe;  // the newest step a peer commit here makes safe
+  std::vector<std::string> safe_hosts;  // the hosts holding that peer commit
   uint64_t steps = 0;
   uint64_t damaged = 0;
 };
@@ -98,6 +102,10 @@ Snapshot Take(const PipelineOptions& options, const std::string& name) {
         n.newest = n.any ? std::max(n.newest, c.info.step) : c.info.step;
         n.any = true;
         ++n.steps;
+        if (!tc.safe_hosts.empty() && c.info.step >= n.newest_safe.value_or(0)) {
+          n.newest_safe = c.info.step;
+          n.safe_hosts = tc.safe_hosts;
+        }
       } else if (tc.state == "damaged") {
         ++n.damaged;
       } else if (tc.state == "draining") {
@@ -147,7 +155,8 @@ void PrintStatusJson(const Snapshot& s) {
     for (size_t k = 0; k < per_tier.size(); ++k) {
       const auto& n = per_tier[k];
       tiers.push_back({{"tier", k}, {"uri", s.uris[k]}, {"newest_step", n.any ? JsonValue(n.newest) : JsonValue()},
-                       {"steps", n.steps}, {"damaged", n.damaged}});
+                       {"newest_safe_step", n.newest_safe ? JsonValue(*n.newest_safe) : JsonValue()},
+                       {"safe_hosts", n.safe_hosts}, {"steps", n.steps}, {"damaged", n.damaged}});
     }
     names.push_back({{"name", name}, {"tiers", tiers}});
   }
@@ -179,13 +188,20 @@ void PrintText(const Snapshot& s) {
     return;
   }
   if (s.names.empty()) std::printf("no checkpoints\n");
-  if (!s.names.empty()) std::printf("%-24s %-4s %-40s %20s %6s %8s\n", "NAME", "TIER", "URI", "NEWEST", "STEPS", "DAMAGED");
+  if (!s.names.empty()) {
+    std::printf("%-24s %-4s %-40s %20s %6s %8s  %s\n", "NAME", "TIER", "URI", "NEWEST", "STEPS", "DAMAGED", "SAFE");
+  }
   for (const auto& [name, per_tier] : s.names) {
     for (size_t k = 0; k < per_tier.size(); ++k) {
       const auto& n = per_tier[k];
-      std::printf("%-24s %-4zu %-40s %20s %6llu %8llu\n", k == 0 ? name.c_str() : "", k, s.uris[k].c_str(),
+      std::string safe = "-";
+      if (n.newest_safe) {
+        safe = std::to_string(*n.newest_safe) + " on ";
+        for (size_t h = 0; h < n.safe_hosts.size(); ++h) safe += (h ? "," : "") + n.safe_hosts[h];
+      }
+      std::printf("%-24s %-4zu %-40s %20s %6llu %8llu  %s\n", k == 0 ? name.c_str() : "", k, s.uris[k].c_str(),
                   n.any ? std::to_string(n.newest).c_str() : "-", static_cast<unsigned long long>(n.steps),
-                  static_cast<unsigned long long>(n.damaged));
+                  static_cast<unsigned long long>(n.damaged), safe.c_str());
     }
   }
   if (s.in_flight.empty()) {
