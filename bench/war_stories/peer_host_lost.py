@@ -7,8 +7,8 @@ resumes from its peers' replicas, or, without peers, from the durable tier.
 On scripts/testbed (4 compute hosts and 3 storage hosts, brought up unless
 one is up, taken down again if this started it): every compute host's link
 is capped at --link (htb-free tbf, both ways). A gloo job of one rank per
-compute host (peer_train.py: 0.9 s steps, an all-reduce each step, a 256 MiB
-state per rank, a DCP async_save every 10 steps to [the host's NVMe,
+compute host (peer_train.py: 0.9 s steps, an all-reduce each step, a 128 MiB
+state per rank (--state-mib), a DCP async_save every 10 steps to [the host's NVMe,
 RADOS]; each host's drain capped at --drain-mbit, its share of a durable
 tier many hosts share; the peer cap --peer-mbit) runs until, at a random
 moment, host c3 is lost (`scripts/testbed lose`: processes killed, NVMe
@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,7 +63,8 @@ def start_job(args, name, peers, resume, workdir, attempt):
                os.path.join(HERE, "peer_train.py"), "--rank", str(rank), "--world", str(len(HOSTS)),
                "--init", init, "--tier0", os.path.join(nvme, "ckpt"), "--tier1", args.rados, "--name", name,
                "--progress", os.path.join(workdir, f"{name}-{rank}.progress"),
-               "--drain-mbit", str(args.drain_mbit), "--peer-mbit", str(args.peer_mbit)]
+               "--drain-mbit", str(args.drain_mbit), "--peer-mbit", str(args.peer_mbit),
+               "--state-mib", str(args.state_mib)]
         cmd += (["--peers"] if peers else []) + (["--resume", "--steps", "12"] if resume else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
@@ -128,6 +130,8 @@ def trial(args, k, peers, workdir):
         errs = "\n".join(err[-1500:] for _, err in outs)
         raise SystemExit(f"peer_host_lost: the resumed job failed (trial {k}):\n{errs}")
     ranks = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+    for host in HOSTS:  # the trial's tier 0s off the disk (RADOS keeps its newest 2 steps)
+        shutil.rmtree(os.path.join(tb("nvme", host).strip(), "ckpt"), ignore_errors=True)
     step = ranks[0]["resumed_step"]
     assert all(r["resumed_step"] == step for r in ranks), ranks
     newest = max((safe if peers else []) + durable, default=0)
@@ -144,6 +148,7 @@ def main():
     ap.add_argument("--out", default="/tmp/sluice-war-peer")
     ap.add_argument("--link", default="1000mbit")
     ap.add_argument("--drain-mbit", type=float, default=100)
+    ap.add_argument("--state-mib", type=int, default=128, help="per rank")
     ap.add_argument("--peer-mbit", type=float, default=500)
     ap.add_argument("--kill-after", type=float, default=25, help="the loss comes 0-20 s after this")
     args = ap.parse_args()
@@ -174,7 +179,7 @@ def main():
     on = [r for r in rows if r["peers"]]
     off = [r for r in rows if not r["peers"]]
     lines = ["# War story 5: a lost host", "",
-             f"4 compute hosts, links {args.link}, 256 MiB per rank, a save every 10 steps of 0.9 s, "
+             f"4 compute hosts, links {args.link}, {args.state_mib} MiB per rank, a save every 10 steps of 0.9 s, "
              f"drain {args.drain_mbit:g} Mbit/s per host, peer cap {args.peer_mbit:g} Mbit/s.", "",
              "| trial | peers | reached | durable at loss | safe at loss | resumed | lost steps | load s |",
              "|---|---|---|---|---|---|---|---|"]

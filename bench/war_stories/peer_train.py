@@ -53,7 +53,7 @@ def main():
                             timeout=datetime.timedelta(seconds=20))
     sluice.configure(tier0_per_host=True, peer_replicas=1 if args.peers else 0,
                      peer_rate_limit=int(args.peer_mbit * 1e6 / 8), peer_timeout_seconds=20,
-                     rate_bytes_per_sec=[0, int(args.drain_mbit * 1e6 / 8)], keep_last=[2, 0],
+                     rate_bytes_per_sec=[0, int(args.drain_mbit * 1e6 / 8)], keep_last=[2, 2],
                      staging_bytes=(2 * args.state_mib + 64) << 20)
     store = [args.tier0, args.tier1]
     # A key of its own per rank: DCP saves one copy of a key every rank has.

@@ -306,10 +306,12 @@ def _header_tensor(obj):
     return torch.tensor([data.numel()], dtype=torch.int64), data
 
 
-def _send_part(topology, store, manifest, dst):
+def _send_part(topology, store, manifest, dst, rate=None):
     """Sends the part whose manifest is `manifest` (read from `store`) to
     rank `dst`: a header, the manifest, then each data object, verified as
-    it is read. Returns the isend works to wait on."""
+    it is read, paced at `rate` bytes/s (None: peer_rate_limit; 0: no cap).
+    Returns the isend works to wait on."""
+    rate = topology.rate if rate is None else rate
     part = store.read_part(manifest)
     size, header = _header_tensor({"manifest": manifest, "sizes": part["sizes"],
                                    "manifest_len": len(part["manifest_data"])})
@@ -319,7 +321,7 @@ def _send_part(topology, store, manifest, dst):
     for i, n in enumerate(part["sizes"]):
         data = torch.empty(n, dtype=torch.uint8)
         store.read_object_into(manifest, i, data.numpy())
-        works += _send(topology.group, data, dst, topology.rate)
+        works += _send(topology.group, data, dst, rate)
     return part["digest"], works
 
 
@@ -358,10 +360,36 @@ def _replicate_one(topology, handle, name, step, attempt, result):
         raise
 
 
+class _Receiving(threading.Thread):
+    """Takes the parts this rank's sources send, while this rank sends its
+    own: a gloo send moves only as its receiver takes it, so receiving
+    after sending would leave the link idle for a whole send first."""
+
+    def __init__(self, topology, store):
+        super().__init__(name="sluice-peer-recv", daemon=True)
+        self.topology, self.store = topology, store
+        self.received, self.taken, self.problem, self.transport_error = [], [], None, None
+
+    def run(self):
+        rank = self.topology.rank
+        for src in self.topology.sources(rank):
+            try:
+                d, manifest_object = _recv_part(self.topology, self.store, src)
+                self.received.append(d["rank"])
+                self.taken.append(manifest_object)
+            except Exception as e:  # noqa: BLE001 - the peer thread reports it
+                if _is_transport_failure(e):
+                    self.transport_error = e
+                    return
+                self.problem = self.problem or f"rank {rank}'s replica of rank {src}: {type(e).__name__}: {e}"
+
+
 def _exchange(topology, handle, name, step, attempt, result):
     rank = topology.rank
     store = _sluice.PeerStore(topology.tier0)
     digest, works, problem = None, [], None
+    incoming = _Receiving(topology, store)
+    incoming.start()
     try:
         manifest = handle.wait_written()
         for dst in topology.targets(rank):
@@ -371,17 +399,12 @@ def _exchange(topology, handle, name, step, attempt, result):
             digest = store.read_part(manifest)["digest"]
     except Exception as e:  # noqa: BLE001 - said to every rank below
         problem = f"rank {rank}: {type(e).__name__}: {e}"
-    received, taken = [], []
+    incoming.join()  # bounded: every receive has the group's timeout
+    received, taken = incoming.received, incoming.taken
+    problem = problem or incoming.problem
     try:
-        for src in topology.sources(rank):
-            try:
-                d, manifest_object = _recv_part(topology, store, src)
-                received.append(d["rank"])
-                taken.append(manifest_object)
-            except Exception as e:  # noqa: BLE001
-                if _is_transport_failure(e):
-                    raise
-                problem = problem or f"rank {rank}'s replica of rank {src}: {type(e).__name__}: {e}"
+        if incoming.transport_error is not None:
+            raise incoming.transport_error
         for w in works:
             w.wait()
         # The sent parts' buffers go now, not while the trainer's next save
@@ -480,7 +503,8 @@ def fetch_missing(topology, name, step, attempt=None):
     works = []
     for source, dst, part in plan:
         if source == rank:
-            _, w = _send_part(topology, store, manifests[part], dst)
+            # Uncapped: the job waits for its restore, it does not train meanwhile.
+            _, w = _send_part(topology, store, manifests[part], dst, rate=0)
             works += w
     taken = []
     for source, dst, part in plan:
