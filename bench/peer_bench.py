@@ -164,6 +164,12 @@ def main():
     finally:
         for r in range(args.hosts if args.testbed else 0):
             subprocess.run([args.testbed, "uncap", f"c{r + 1}"], check=False)
+        if args.testbed:
+            # The run's steps off the pool: the test bed's OSDs are small.
+            sluice_bin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "sluice")
+            subprocess.run([args.testbed, "exec", "c1", "sh", "-c", f'{sluice_bin} rm --store '
+                            f'"$SLUICE_TESTBED_RADOS_URI" --name {args.name} --all-steps'], check=False,
+                           capture_output=True)
         if own_dir:
             shutil.rmtree(args.dir, ignore_errors=True)
     on = [r for r in rows if r["peers"]]
