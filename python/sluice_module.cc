@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <thread>
 #include <tuple>
 #include <memory>
@@ -195,13 +196,16 @@ class PyPipeline {
     return std::make_unique<PyPendingCheckpoint>(ValueOrThrow(std::move(*pending)), p);
   }
 
-  std::unique_ptr<PyReader> OpenCheckpoint(const std::string& name, std::optional<uint64_t> step) {
+  std::unique_ptr<PyReader> OpenCheckpoint(const std::string& name, std::optional<uint64_t> step,
+                                           const std::map<uint32_t, py::bytes>& manifests_elsewhere) {
     auto p = Get();
     auto recovery = std::make_unique<ReadRecovery>();
+    ManifestsElsewhere elsewhere;
+    for (const auto& [rank, bytes] : manifests_elsewhere) elsewhere.emplace(rank, std::string(bytes));
     std::optional<Result<std::unique_ptr<CheckpointReader>>> reader;
     {
       py::gil_scoped_release release;
-      reader.emplace(p->OpenCheckpoint(name, step, recovery.get()));
+      reader.emplace(p->OpenCheckpoint(name, step, recovery.get(), elsewhere));
     }
     return std::make_unique<PyReader>(std::move(recovery), ValueOrThrow(std::move(*reader)), p);
   }
@@ -405,7 +409,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def("begin", &PyPipeline::Begin, py::arg("name"), py::arg("step"), py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("attempt") = "",
            py::arg("attempt_is_unique") = false, py::arg("incremental") = true)
-      .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none())
+      .def("open", &PyPipeline::OpenCheckpoint, py::arg("name"), py::arg("step") = py::none(),
+           py::arg("manifests_elsewhere") = std::map<uint32_t, py::bytes>())
       .def("latest_good_step", &PyPipeline::LatestGoodStep, py::arg("name"))
       .def("list", &PyPipeline::List, py::arg("name") = "")
       .def("drain", &PyPipeline::Drain, py::arg("name") = "")

@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -425,6 +426,12 @@ struct ReadRecovery {
   std::vector<std::string> repairs;
 };
 
+// Manifests of ranks of a step that no store of this pipeline holds, by
+// rank, as hosts that hold them sent them (a step that is safe on peer
+// hosts, doc/peer.md). Raw manifest bytes, checked against the step's
+// commit before use.
+using ManifestsElsewhere = std::map<uint32_t, std::string>;
+
 class Pipeline {
  public:
   static Result<std::unique_ptr<Pipeline>> Open(const PipelineOptions& options);
@@ -463,9 +470,13 @@ class Pipeline {
   // `step` nullopt: the newest step committed on any tier. Corruption naming
   // the step if no tier holds an intact copy of it (records that verify,
   // every data object there): never an older step instead.
+  // `elsewhere`: where tier 0 holds only some ranks of a safe step and no
+  // later tier holds it, the other ranks' manifests: their items are
+  // listed, and reading them fails (Unavailable) until their parts are here.
   virtual Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
                                                                    std::optional<uint64_t> step,
-                                                                   ReadRecovery* recovery) = 0;
+                                                                   ReadRecovery* recovery,
+                                                                   const ManifestsElsewhere& elsewhere = {}) = 0;
 
   // The newest step of `name` some tier holds intact, for a restore asked
   // to skip a damaged newest step (`--step latest-good`). NotFound if none.

@@ -15,7 +15,7 @@ from torch.distributed.checkpoint import planner as _planner
 from . import _dcp_shared_reads as _shared
 import sluice
 
-from . import _peer, _sluice, _state_dict, pipeline
+from . import _peer, _peer_restore, _sluice, _state_dict, pipeline
 
 from ._dcp_common import METADATA_KEY, parse_checkpoint_id, storage_key
 from ._dcp_common import (_LATEST, _RANK_METADATA_PREFIX, _check_step, _storage_meta)
@@ -68,6 +68,7 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
+        self._reset_peers()
         # Bytes of tensor data read_data asked the store for (each request
         # reads and verifies the chunks it overlaps): what a resharded load
         # costs this rank.
@@ -84,6 +85,16 @@ class StorageReader(dcp.StorageReader):
         self._reader = None
         self._items = None
         self._metadata = None
+        self._reset_peers()
+
+    def _reset_peers(self):
+        # A load of a safe step that other hosts hold parts of: the peer
+        # topology, what each host holds (_peer_restore.Survey), and the
+        # manifests of the ranks this host lacks. None on every rank, or set
+        # on every rank.
+        self._peers = None
+        self._elsewhere = {}
+        self._pipeline = None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
@@ -114,11 +125,11 @@ class StorageReader(dcp.StorageReader):
                 # here: to take the parts it fetches from its peers, or, with
                 # no peers, to read its ranks from the shared tier.
                 _sluice.PeerStore(tiers[0], create=True)
-            p = pipeline(self.store, _reading=True)
+            p = self._pipeline = pipeline(self.store, _reading=True)
             step = self._step_from_peers(p, topology)
             try:
                 with _state_dict.in_python_terms():
-                    self._reader = p.open(self.name, step)
+                    self._reader = p.open(self.name, step, manifests_elsewhere=self._elsewhere)
             except _sluice.CorruptionError as e:
                 # A damaged newest step is never skipped unless asked for.
                 if self.step != "latest-good":
@@ -146,10 +157,10 @@ class StorageReader(dcp.StorageReader):
     def _step_from_peers(self, p, topology):
         """The step to open (None: the newest). With peer replicas, every
         rank first agrees on it (the newest durable or safe step any rank
-        sees) and each host fetches from its peers the parts of it it lacks
-        (a host that replaced a lost one: all of them), so that its tier 0
-        serves the step (doc/peer.md). Collective: read_metadata runs on
-        every rank."""
+        sees). Where some host cannot read it alone, the hosts say what
+        they hold, and each learns the manifests of the ranks it lacks:
+        read_data then fetches the parts its ranks read (doc/peer.md).
+        Collective: read_metadata runs on every rank."""
         if topology is None:
             return None if self.step in _LATEST else self.step
         step, attempt = self.step, None
@@ -158,30 +169,56 @@ class StorageReader(dcp.StorageReader):
                 durable = p.open(self.name, None).info["step"]
             except _sluice.Error:
                 durable = None
-            step, attempt = _peer.agree_on_step(topology, self.name, durable)
+            step, attempt = _peer_restore.agree_on_step(topology, self.name, durable)
         if step is None:
             return None
         try:
             p.open(self.name, step)
-            readable = not _peer.holds_other_save(topology, self.name, step, attempt)
+            readable = not _peer_restore.holds_other_save(topology, self.name, step, attempt)
         except _sluice.Error:
             readable = False
-        if _peer.all_ranks(topology, readable):
+        if _peer_restore.all_ranks(topology, readable):
             return step  # every rank reads it already (its part here, the rest on a durable tier)
-        fetched = _peer.fetch_missing(topology, self.name, step, attempt)
-        if fetched:
-            warnings.warn(f"sluice.torch.StorageReader: {self.name}@{step}: this host's tier 0 lacked the "
-                          f"part(s) of rank(s) {fetched}; read from peer hosts and verified", stacklevel=3)
+        survey = _peer_restore.survey(topology, self.name, step, attempt)
+        if survey is not None:
+            self._peers = (topology, survey)
+            self._elsewhere = _peer_restore.manifests_elsewhere(topology, survey)
         return step
 
+    def _small_items(self, keys):
+        """The bytes of items every rank reads whole (DCP's metadata): from
+        this host's tier 0, or, where some host lacks their parts, each
+        read by one holder and given to every rank."""
+        if self._peers is not None:
+            topology, survey = self._peers
+            parts = {k: self._item_rank[k] for k in keys}
+            if any(set(parts.values()) - survey.holds.get(h, set()) for h in topology.hosts):
+                return _peer_restore.share_items(topology, survey, parts, self._reader.read_bytes)
+        return {k: self._reader.read_bytes(k) for k in keys}
+
+    def _byte_items_from_peers(self, plan):
+        """Collective, before a load of a safe step whose parts other hosts
+        hold: the byte items of `plan` whose parts this host lacks, from
+        ranks that hold them (key -> bytes)."""
+        topology, survey = self._peers
+        here = survey.holds.get(topology.host_of[topology.rank], set())
+        wanted = {}
+        for item in plan.items:
+            if item.type == _planner.LoadItemType.BYTE_IO:
+                key = self._key_of(item.storage_index)
+                if self._item_rank.get(key) is not None and self._item_rank[key] not in here:
+                    wanted[key] = self._item_rank[key]
+        return _peer_restore.share_items(topology, survey, wanted, self._reader.read_bytes)
+
     def read_metadata(self):
-        reader = self._open()
+        self._open()
         if METADATA_KEY in self._items:
-            self._metadata = pickle.loads(reader.read_bytes(METADATA_KEY))
+            self._metadata = pickle.loads(self._small_items([METADATA_KEY])[METADATA_KEY])
             return self._metadata
         parts = sorted((k for k in self._items if k.startswith(_RANK_METADATA_PREFIX)),
                        key=lambda k: int(k[len(_RANK_METADATA_PREFIX):]))
-        self._metadata = _merge_rank_metadata([pickle.loads(reader.read_bytes(k)) for k in parts])
+        read = self._small_items(parts)
+        self._metadata = _merge_rank_metadata([pickle.loads(read[k]) for k in parts])
         return self._metadata
 
     def prepare_local_plan(self, plan):
@@ -191,10 +228,43 @@ class StorageReader(dcp.StorageReader):
         # Regions several ranks want are read once and shared
         # (_dcp_shared_reads); the schedule rides in every plan.
         if len(plans) > 1 and self.share_reads:
-            schedule = _shared.plan_shared_reads(plans, self._stored_nbytes)
+            schedule = _shared.plan_shared_reads(plans, self._stored_nbytes,
+                                                 self._host_holds if self._peers is not None else None)
             if schedule is not None:
                 return [dataclasses.replace(p, storage_data=schedule) for p in plans]
         return plans
+
+    def _host_holds(self, rank, item):
+        topology, survey = self._peers
+        part = self._item_rank.get(self._key_of(item.storage_index))
+        return part in survey.holds.get(topology.host_of[rank], ())
+
+    def _fetch_parts_read(self, plan, schedule):
+        """Collective, before a load of a safe step whose parts other hosts
+        hold: each host gets the parts its ranks read that it lacks (what
+        this rank's plan reads itself, and the shared regions it owns), then
+        this rank reopens the step over them."""
+        topology, survey = self._peers
+        shared = _shared.all_regions(schedule) if schedule is not None else set()
+        owned = _shared.owned_regions(schedule, topology.rank) if schedule is not None else set()
+        needed = set()
+        for item in plan.items:
+            if item.type == _planner.LoadItemType.BYTE_IO:
+                continue  # _byte_items_from_peers
+            region = _shared.region_of(item)
+            if region not in shared or region in owned:
+                needed.add(self._item_rank.get(self._key_of(item.storage_index)))
+        needed.discard(None)
+        fetched = _peer_restore.fetch_parts(topology, survey, needed)
+        if fetched:
+            host = topology.host_of[topology.rank]
+            if topology.leader(host) == topology.rank:
+                warnings.warn(f"sluice.torch.StorageReader: {self.name}@{survey.step}: this host's tier 0 "
+                              f"lacked the part(s) of rank(s) {fetched} that its ranks read; fetched from "
+                              f"peer hosts and verified", stacklevel=3)
+            self._elsewhere = {r: m for r, m in self._elsewhere.items() if r not in fetched}
+            with _state_dict.in_python_terms():
+                self._reader = self._pipeline.open(self.name, survey.step, manifests_elsewhere=self._elsewhere)
 
     def _stored_nbytes(self, item):
         entry = self._items.get(self._key_of(item.storage_index)) if self._items else None
@@ -219,8 +289,13 @@ class StorageReader(dcp.StorageReader):
         return storage_key(index)
 
     def read_data(self, plan, planner):
-        reader = self._open()
+        self._open()
         schedule = plan.storage_data if _shared.usable(plan.storage_data) else None
+        byte_items = {}
+        if self._peers is not None:
+            byte_items = self._byte_items_from_peers(plan)
+            self._fetch_parts_read(plan, schedule)
+        reader = self._reader
         shared = _shared.all_regions(schedule) if schedule is not None else set()
         from_peers = {}  # region -> this rank's items that the exchange fills
         tensors = []
@@ -230,7 +305,8 @@ class StorageReader(dcp.StorageReader):
                 raise ValueError(f"sluice: {self.name}@{self.step} has no item '{key}' "
                                  f"for {item.storage_index.fqn}")
             if item.type == _planner.LoadItemType.BYTE_IO:
-                planner.load_bytes(item, io.BytesIO(reader.read_bytes(key)))
+                data = byte_items[key] if key in byte_items else reader.read_bytes(key)
+                planner.load_bytes(item, io.BytesIO(data))
             elif _shared.region_of(item) in shared:
                 from_peers.setdefault(_shared.region_of(item), []).append(item)
             else:

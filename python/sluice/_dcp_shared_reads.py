@@ -60,10 +60,13 @@ def region_of(item):
             tuple(int(n) for n in item.lengths))
 
 
-def plan_shared_reads(plans, nbytes_of):
+def plan_shared_reads(plans, nbytes_of, holds=None):
     """The schedule for `plans` (one per rank), or None when no region is
     wanted by two ranks. `nbytes_of(item)` is a tensor read item's size in
-    stored bytes (None for an item that is not shared)."""
+    stored bytes (None for an item that is not shared). `holds(rank, item)`
+    (optional): whether that rank's host holds the item's bytes already;
+    owners are chosen among those first (a restore from peer replicas then
+    moves fewer parts)."""
     from torch.distributed.checkpoint import planner as _planner
     wanted = {}
     for rank, plan in enumerate(plans):
@@ -77,14 +80,14 @@ def plan_shared_reads(plans, nbytes_of):
             continue
         nbytes = nbytes_of(item)
         if nbytes:
-            shared.append((nbytes, region, sorted(ranks)))
+            shared.append((nbytes, region, sorted(ranks), item))
     if not shared:
         return None
     shared.sort(key=lambda s: (-s[0], repr(s[1])))
     load = [0] * len(plans)
     per_owner = {}
-    for nbytes, region, ranks in shared:
-        owner = min(ranks, key=lambda r: (load[r], r))
+    for nbytes, region, ranks, item in shared:
+        owner = min(ranks, key=lambda r: (holds is not None and not holds(r, item), load[r], r))
         load[owner] += nbytes
         per_owner.setdefault(owner, []).append(_Region(region[0], region[1], region[2], nbytes))
     batches = []

@@ -93,11 +93,12 @@ def test_a_lost_host_loads_its_part_from_its_peer_when_no_durable_tier_holds_the
     env = peer_env(base)
     run_world("save", "-", "ph", 4, 2, tmp_path, env=env)
     # The step is only safe: the shared tier loses it, and host 1 is lost
-    # with its disk. Its replacement gets both parts from host 0.
+    # with its disk. Its replacement gets from host 0 the part its rank
+    # reads (rank 1's), and the checkpoint's metadata, not rank 0's part.
     shutil.rmtree(base / "shared" / "ckpt" / "ph" / f"{4:020d}")
     shutil.rmtree(base / "host1")
     run_world("load", "-", "ph", 4, 2, tmp_path, env=env)
-    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ph", 4) == [0, 1]
+    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ph", 4) == [1]
     # The durable tier gets the safe step from a host that holds all of it.
     tiers = ["--tier", str(base / "host0"), "--tier", str(base / "shared")]
     subprocess.run([os.environ.get("SLUICE_BIN", "sluice"), "drain", *tiers], check=True, capture_output=True)
@@ -123,11 +124,37 @@ def test_a_job_with_no_shared_tier_saves_loads_and_survives_a_lost_host_from_its
                        capture_output=True)
     outputs = run_world("load", "-", "ns", -1, 2, tmp_path, env=env)
     assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
-    # Host 1 is lost with its disk: its replacement loads both parts from host 0.
+    # Host 1 is lost with its disk: its replacement loads its rank's part from host 0.
     shutil.rmtree(base / "host1")
     outputs = run_world("load", "-", "ns", -1, 2, tmp_path, env=env)
     assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
-    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ns", 4) == [0, 1]
+    assert sluice._sluice.PeerStore(str(base / "host1")).ranks_held("ns", 4) == [1]
+    # Its peer commit is there too: a second load finds every part it reads at home.
+    outputs = run_world("load", "-", "ns", -1, 2, tmp_path, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    sluice.close()
+
+
+def test_a_restore_from_peers_moves_only_the_parts_the_lost_hosts_ranks_read(tmp_path):
+    base = tmp_path / "cluster"
+    env = {**peer_env(base), "SLUICE_TEST_NO_SHARED": "1"}
+    run_world("save", "-", "few", 4, 3, tmp_path, rows=18, env=env)
+    held = {h: sluice._sluice.PeerStore(str(base / h)).ranks_held("few", 4) for h in ("host0", "host1", "host2")}
+    assert sorted(len(r) for r in held.values()) == [2, 2, 2]  # its own rank and one peer's
+    before = {h: files(base / h) for h in ("host0", "host1")}
+    shutil.rmtree(base / "host2")
+    outputs = run_world("load", "-", "few", -1, 3, tmp_path, rows=18, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    # The replacement took rank 2's part alone; the survivors, which each
+    # lack a part their ranks do not read, took nothing.
+    assert sluice._sluice.PeerStore(str(base / "host2")).ranks_held("few", 4) == [2]
+    assert {h: files(base / h) for h in ("host0", "host1")} == before
+    # With host 0 lost too, rank 2's part is still on host 2 and rank 0's
+    # survives only on its peer: the load gets it from there.
+    shutil.rmtree(base / "host0")
+    outputs = run_world("load", "-", "few", -1, 3, tmp_path, rows=18, env=env)
+    assert all(json.loads(o.strip().splitlines()[-1]) == {"loaded_step": 4} for o in outputs), outputs
+    assert sluice._sluice.PeerStore(str(base / "host0")).ranks_held("few", 4) == [0]
     sluice.close()
 
 

@@ -45,17 +45,20 @@ CheckpointInfo InfoOf(const CommitRecord& commit) {
 }
 
 Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& commit, const CommittedRank& r) {
-  const std::string label = Label(commit.name, commit.step);
   auto mbytes = backend.ReadSmall(r.manifest);
   if (!mbytes.ok()) {
-    return Status::Corruption(label + ": manifest " + r.manifest + " of rank " + std::to_string(r.rank) +
-                              " unreadable: " + mbytes.status().ToString());
+    return Status::Corruption(Label(commit.name, commit.step) + ": manifest " + r.manifest + " of rank " +
+                              std::to_string(r.rank) + " unreadable: " + mbytes.status().ToString());
   }
-  if (mbytes->size() != r.manifest_bytes || Crc32c(mbytes->data(), mbytes->size()) != r.manifest_crc32c) {
-    return Status::Corruption(label + ": manifest " + r.manifest + " of rank " + std::to_string(r.rank) +
-                              " does not match the size and checksum the commit recorded");
+  return DecodeCommittedManifest(commit, r, *mbytes);
+}
+
+Result<Manifest> DecodeCommittedManifest(const CommitRecord& commit, const CommittedRank& r, std::string_view bytes) {
+  if (bytes.size() != r.manifest_bytes || Crc32c(bytes.data(), bytes.size()) != r.manifest_crc32c) {
+    return Status::Corruption(Label(commit.name, commit.step) + ": manifest " + r.manifest + " of rank " +
+                              std::to_string(r.rank) + " does not match the size and checksum the commit recorded");
   }
-  ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*mbytes, "manifest " + r.manifest));
+  ASSIGN_OR_RETURN(Manifest m, DecodeManifest(bytes, "manifest " + r.manifest));
   if (m.name != commit.name || m.step != commit.step || m.rank != r.rank || m.world != commit.world) {
     return Status::Corruption("manifest " + r.manifest + " belongs to another checkpoint or rank");
   }

@@ -57,6 +57,8 @@ Result<CommitClaim> DecodeClaimOf(std::string_view name, uint64_t step, std::str
 // Rank `r`'s manifest as `commit` records it: Corruption if it is
 // unreadable, differs in size or crc32c, or describes another rank.
 Result<Manifest> LoadCommittedManifest(Backend& backend, const CommitRecord& commit, const CommittedRank& r);
+// The same check of manifest `bytes` read elsewhere (sent by a peer host).
+Result<Manifest> DecodeCommittedManifest(const CommitRecord& commit, const CommittedRank& r, std::string_view bytes);
 
 // Called for a chunk that is missing or fails its checksum: fills `out`
 // with the chunk's `length` bytes (item bytes from `item_offset`) from

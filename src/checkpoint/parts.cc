@@ -112,6 +112,31 @@ Result<LoadedCheckpoint> WholePart(const LoadedPart& part) {
   return out;
 }
 
+Result<LoadedCheckpoint> PartWithManifestsElsewhere(const LoadedPart& part,
+                                                    const std::map<uint32_t, std::string>& elsewhere,
+                                                    std::set<std::string>* held_elsewhere) {
+  const std::string label = CheckpointLabel(part.commit.name, part.commit.step);
+  if (!part.peer_committed) return Status::Unavailable(label + ": no peer commit of it is held here");
+  LoadedCheckpoint out;
+  out.commit = part.commit;
+  for (uint32_t rank = 0; rank < part.commit.world; ++rank) {
+    auto here = part.manifests.find(rank);
+    if (here != part.manifests.end()) {
+      out.manifests.push_back(here->second);
+      continue;
+    }
+    auto sent = elsewhere.find(rank);
+    if (sent == elsewhere.end() || rank >= part.commit.ranks.size()) {
+      return Status::Unavailable(label + ": rank " + std::to_string(rank) +
+                                 "'s part is neither held here nor known from another host");
+    }
+    ASSIGN_OR_RETURN(Manifest m, DecodeCommittedManifest(part.commit, part.commit.ranks[rank], sent->second));
+    for (const auto& o : m.objects) held_elsewhere->insert(o.name);
+    out.manifests.push_back(std::move(m));
+  }
+  return out;
+}
+
 Result<LoadedCheckpoint> LoadCommittedOrSafe(Backend& backend, std::string_view name, uint64_t step) {
   auto loaded = LoadCheckpoint(backend, name, step);
   if (!loaded.status().IsNotFound()) return loaded;

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -70,6 +71,18 @@ Result<LoadedPart> LoadPart(Backend& backend, std::string_view name, uint64_t st
 // the same save: the same manifests) holds. Corruption if it is another
 // save.
 Result<LoadedCheckpoint> WholePart(const LoadedPart& part);  // Unavailable unless part.Whole()
+
+// A safe step as one host reads it while other hosts hold some of its ranks
+// (a collective restore from peers, doc/peer.md): `part`'s manifests and,
+// for every rank it lacks, the manifest bytes in `elsewhere` (by rank, as
+// a host holding that rank sent them), each checked against the peer
+// commit as a committed manifest is. The lacking ranks' data objects go to
+// `held_elsewhere`: read through this copy they fail, never repaired.
+// Unavailable if `part` has no peer commit or a lacking rank has no
+// manifest in `elsewhere`; Corruption if one does not match.
+Result<LoadedCheckpoint> PartWithManifestsElsewhere(const LoadedPart& part,
+                                                    const std::map<uint32_t, std::string>& elsewhere,
+                                                    std::set<std::string>* held_elsewhere);
 
 // The step as a copy reads it from `backend`: its commit there, or, where
 // it has none, a safe step (a peer commit) whose every rank `backend` holds

@@ -3,6 +3,9 @@
 // peer commit that makes the step readable there.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "checkpoint/parts.h"
 #include "checkpoint/replicas.h"
 #include "checkpoint/step_commit.h"
@@ -105,6 +108,34 @@ TEST_F(ReplicasTest, AReplicaVerifiesWholeOrIsNotWrittenAndThePeerCommitMakesItR
   Status other = (*again)->PublishPeerCommit(Record(written->digest, "attempt-2"));
   EXPECT_TRUE(other.IsAlreadyExists()) << other.ToString();
   EXPECT_NE(other.message().find("another save (attempt attempt-1)"), std::string::npos) << other.message();
+}
+
+// A host that lacks a rank of a safe step lists it from the manifest a
+// holder sent, checked against the peer commit; its objects are marked as
+// held elsewhere, so a read of them fails instead of reading this store.
+TEST_F(ReplicasTest, APartIsCompletedByManifestsOtherHostsSentAndOnlyByMatchingOnes) {
+  Save("job", 1, {{"w", Bytes(3 << 20, 1)}});
+  auto part = ReadPartForPeers(*own_, ManifestOf(1));
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  LoadedPart lacking;  // what the peer commit says of a host that holds no rank of the step
+  lacking.commit = Record(part->digest, "attempt-1").commit;
+  lacking.peer_committed = true;
+
+  std::set<std::string> elsewhere;
+  auto listed = PartWithManifestsElsewhere(lacking, {{0, part->manifest_bytes}}, &elsewhere);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->manifests.size(), 1u);
+  EXPECT_EQ(listed->manifests[0].items.size(), 1u);
+  EXPECT_EQ(elsewhere.size(), part->manifest.objects.size());
+  EXPECT_TRUE(elsewhere.count(part->manifest.objects[0].name));
+
+  std::string bent = part->manifest_bytes;
+  bent[bent.size() / 2] ^= 0x01;
+  EXPECT_TRUE(PartWithManifestsElsewhere(lacking, {{0, bent}}, &elsewhere).status().IsCorruption());
+  EXPECT_EQ(PartWithManifestsElsewhere(lacking, {}, &elsewhere).status().code(), StatusCode::kUnavailable);
+  lacking.peer_committed = false;
+  EXPECT_EQ(PartWithManifestsElsewhere(lacking, {{0, part->manifest_bytes}}, &elsewhere).status().code(),
+            StatusCode::kUnavailable);
 }
 
 // The public PeerStore, host to host, and the series it records: bytes

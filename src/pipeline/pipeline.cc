@@ -295,9 +295,9 @@ class PipelineImpl final : public Pipeline {
   }
   std::shared_ptr<const BacklogBoard> backlog_board() const { return backlog_board_; }
 
-  Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name,
-                                                           std::optional<uint64_t> step,
-                                                           ReadRecovery* recovery) override;
+  Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(std::string_view name, std::optional<uint64_t> step,
+                                                           ReadRecovery* recovery,
+                                                           const ManifestsElsewhere& elsewhere = {}) override;
   Result<uint64_t> LatestGoodStep(std::string_view name) override;
 
   // --- used by PendingImpl
@@ -580,10 +580,10 @@ Result<std::shared_ptr<LazySnapshot>> PendingImpl::SnapshotLazily() {
   return std::shared_ptr<LazySnapshot>(lazy);
 }
 
-Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name,
-                                                                       std::optional<uint64_t> step,
-                                                                       ReadRecovery* recovery) {
-  return OpenOnTiers(Stores(), name, step, opts_.store, recovery);
+Result<std::unique_ptr<CheckpointReader>> PipelineImpl::OpenCheckpoint(std::string_view name, std::optional<uint64_t> step,
+                                                                       ReadRecovery* recovery,
+                                                                       const ManifestsElsewhere& elsewhere) {
+  return OpenOnTiers(Stores(), name, step, opts_.store, recovery, elsewhere);
 }
 
 Result<uint64_t> PipelineImpl::LatestGoodStep(std::string_view name) { return LatestGoodStepOnTiers(Stores(), name); }

@@ -60,7 +60,11 @@ class TieredReader final : public CheckpointReader {
  private:
   Status Recover(const ItemInfo& item, uint64_t chunk, uint64_t item_offset, uint64_t length,
                  const std::string& object, const std::string& problem, uint8_t* out) {
-    Status last = Status::NotFound("no later tier holds a committed copy");
+    Status last = held_elsewhere_.count(object)
+                      ? Status::Unavailable("rank " + std::to_string(item.rank) + "'s part of " +
+                                            CheckpointLabel(name_, step_) +
+                                            " is held by other hosts, not here, and no later tier holds the step")
+                      : Status::NotFound("no later tier holds a committed copy");
     for (size_t j = primary_ + 1; j < tiers_.size(); ++j) {
       if (!others_.count(j)) {
         auto r = tiers_[j]->OpenCheckpoint(name_, step_);
@@ -171,8 +175,8 @@ class TieredReader final : public CheckpointReader {
 // NotFound if tier `k` holds no part; an error naming tier `k` if no later
 // tier's copy loads or matches.
 Result<LoadedCheckpoint> LoadPartOnTiers(const std::vector<Store*>& stores, size_t k, const std::string& name,
-                                         uint64_t step, std::set<std::string>* held_elsewhere,
-                                         LoadedCheckpoint* held_here) {
+                                         uint64_t step, const ManifestsElsewhere& elsewhere,
+                                         std::set<std::string>* held_elsewhere, LoadedCheckpoint* held_here) {
   ASSIGN_OR_RETURN(LoadedPart part, LoadPart(stores[k]->backend(), name, step));
   Status why = Status::NotFound("no later tier is given");
   for (size_t j = k + 1; j < stores.size(); ++j) {
@@ -199,6 +203,14 @@ Result<LoadedCheckpoint> LoadPartOnTiers(const std::vector<Store*>& stores, size
     *held_here = alone;
     return alone;
   }
+  if (k == 0 && !elsewhere.empty()) {
+    // A safe step whose other ranks other hosts hold (a collective restore
+    // from peers): they are listed from the manifests those hosts sent.
+    ASSIGN_OR_RETURN(LoadedCheckpoint listed, PartWithManifestsElsewhere(part, elsewhere, held_elsewhere));
+    held_here->commit = part.commit;
+    for (const auto& [rank, m] : part.manifests) held_here->manifests.push_back(m);
+    return listed;
+  }
   return Status::Unavailable("holds only a part of " + CheckpointLabel(name, step) + " (" +
                              std::to_string(part.manifests.size()) + " of its " + std::to_string(part.commit.world) +
                              " ranks), and the rest cannot be read from a later tier: " + why.ToString());
@@ -220,7 +232,7 @@ Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> t
 
 Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>& stores, std::string_view name,
                                                       std::optional<uint64_t> step, const StoreOptions& options,
-                                                      ReadRecovery* recovery) {
+                                                      ReadRecovery* recovery, const ManifestsElsewhere& elsewhere) {
   RETURN_IF_ERROR(ValidateCheckpointName(name));
   const std::string n(name);
   Status first;
@@ -262,7 +274,7 @@ Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>&
     LoadedCheckpoint held_here;
     bool part = false;
     if (loaded.status().IsNotFound()) {
-      auto combined = LoadPartOnTiers(stores, k, n, *step, &held_elsewhere, &held_here);
+      auto combined = LoadPartOnTiers(stores, k, n, *step, elsewhere, &held_elsewhere, &held_here);
       if (combined.status().code() == StatusCode::kUnavailable) {
         // Not damage: the rest lives on a tier that cannot be read now.
         if (first.ok() || first.IsNotFound()) first = combined.status().WithContext("tier " + std::to_string(k));

@@ -40,10 +40,11 @@ Result<std::unique_ptr<CheckpointReader>> OpenTieredReader(std::vector<Store*> t
 // the newest step committed on any tier, damaged or not; Corruption naming
 // the step if no tier holds an intact copy of it. Else a tiered reader from
 // the fastest tier whose records load, or which holds a part of the step
-// (checkpoint/parts.h) that a later tier's copy completes.
+// (checkpoint/parts.h) that a later tier's copy completes, or, for tier 0,
+// that `elsewhere` completes (Pipeline::OpenCheckpoint).
 Result<std::unique_ptr<CheckpointReader>> OpenOnTiers(const std::vector<Store*>& stores, std::string_view name,
                                                       std::optional<uint64_t> step, const StoreOptions& options,
-                                                      ReadRecovery* recovery);
+                                                      ReadRecovery* recovery, const ManifestsElsewhere& elsewhere = {});
 // Pipeline::LatestGoodStep: the newest step some tier holds intact.
 Result<uint64_t> LatestGoodStepOnTiers(const std::vector<Store*>& stores, std::string_view name);
 
