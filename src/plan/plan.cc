@@ -285,13 +285,17 @@ Result<CyclePlan> PlanCycle(const PlanJob& job, const PlanHost& host, const Plan
   // Recovery after a host loss: the replacement host reads its ranks' state
   // from the durable tier; the others from their NVMe (or the durable tier
   // too, without one); then the job restarts. With peers the job rolls
-  // back to the newest safe step: every host takes the parts of it that it
-  // lacks from the hosts holding them (sluice reads a safe step from a tier
-  // 0 that holds all of it), the job's bytes through each host's link.
+  // back to the newest safe step: the replacement host takes its ranks'
+  // part from the peer holding it, through its link, writes it into its
+  // tier 0 and reads it from there (one after the other, as the restore
+  // does); the survivors read their own NVMe.
   if (layout.peer_replicas > 0) {
-    p.recovery = {p.job_bytes / host.nic_bytes_per_s + failures.restart_s,
-                  "every host fetches the step's parts it lacks from peers: the job's bytes through the host's link, " +
-                      Rate(host.nic_bytes_per_s)};
+    const double fetch = p.host_bytes / host.nic_bytes_per_s;
+    const double write = p.host_bytes / host.nvme_write_bytes_per_s;
+    const double read = p.host_bytes / host.nvme_read_bytes_per_s;
+    p.recovery = {fetch + write + read + failures.restart_s,
+                  "the replacement host fetches its part from a peer through its link (" +
+                      Rate(host.nic_bytes_per_s) + "), writes it to NVMe and reads it back"};
     return FinishPlan(job, layout, failures, replicate, p);
   }
   const Bounded read_rate = DurableReadRate(layout.durable);

@@ -129,9 +129,10 @@ TEST(PlanTest, PeersMakeAStepSafeBeforeItIsDurableAndLostWorkCountsFromSafe) {
   EXPECT_NE(p->safe.bound.find("the peer cap"), std::string::npos) << p->safe.bound;
   EXPECT_LT(p->safe.value, p->durable.value);
   EXPECT_DOUBLE_EQ(p->durable.value, base->durable.value);
-  // The replacement and the survivors fetch the parts they lack: the job's
-  // 320 GiB through each 10 GiB/s link, then the restart.
-  EXPECT_NEAR(p->recovery.value, 32 + 60, 1e-6);
+  // The replacement fetches its 80 GiB part through its 10 GiB/s link,
+  // writes it at 4 GiB/s and reads it at 6 GiB/s; then the restart.
+  EXPECT_NEAR(p->recovery.value, 8 + 20 + 80.0 / 6 + 60, 1e-6);
+  EXPECT_NE(p->recovery.bound.find("fetches its part from a peer"), std::string::npos) << p->recovery.bound;
   // Lost work: half a replication (or interval) + safe + recovery per failure.
   const double mtbf = 1000.0 * 3600 / 4, gpus = 32;
   const double at_job = gpus * 24 * (p->stall.value / 600 + (600.0 / 2 + p->safe.value + p->recovery.value) / mtbf);

@@ -1,9 +1,10 @@
 // sluice plan calibrate: measures this host and its tiers with sluice's own
 // save and restore, and writes a profile for `sluice plan`.
 //
-// Each --tier gets one save of --bytes (a synthetic state, in staging that
-// holds it whole) and one restore that verifies every chunk; the checkpoint
-// is removed afterwards. The first file tier is the local NVMe (tier 0);
+// Each --tier gets two saves of --bytes (a synthetic state, in staging that
+// holds it whole; the second counts, into staging already used, as a
+// trainer's saves after its first) and one restore that verifies every
+// chunk; the checkpoints are removed afterwards. The first file tier is the local NVMe (tier 0);
 // a rados:// tier is the Ceph tier; a further file tier is a shared
 // filesystem. From those runs:
 //   memcpy_bytes_per_s      bytes / the save's stall (the copy into staging)
@@ -34,7 +35,9 @@ struct TierRun {
   double stall_s = 0, write_s = 0, read_s = 0;
 };
 
-// One save and one verified restore of `bytes` on `uri`.
+// Two saves and one verified restore of `bytes` on `uri`; the second
+// save's figures count: a trainer saves into a staging arena it has used
+// before, and the first save also faults the fresh arena in.
 Result<TierRun> MeasureTier(const std::string& uri, const void* data, uint64_t bytes) {
   PipelineOptions o;
   o.tiers.push_back(TierOptions{uri});
@@ -42,10 +45,13 @@ Result<TierRun> MeasureTier(const std::string& uri, const void* data, uint64_t b
   o.staging_bytes = bytes + o.store.io_bytes;
   o.resume_drains = false;
   ASSIGN_OR_RETURN(auto pipeline, Pipeline::Open(o));
-  const CheckpointId id{"sluice-calibrate", static_cast<uint64_t>(getpid())};
+  const CheckpointId first{"sluice-calibrate", static_cast<uint64_t>(getpid()) * 2};
+  const CheckpointId id{first.name, first.step + 1};
   TierRun run;
-  {
-    ASSIGN_OR_RETURN(auto pending, pipeline->Begin(id, 0, 1));
+  SaveOptions full;
+  full.incremental = false;  // the second save writes every chunk too
+  for (const CheckpointId& save : {first, id}) {
+    ASSIGN_OR_RETURN(auto pending, pipeline->Begin(save, 0, 1, full));
     RETURN_IF_ERROR(pending->AddItem("state", "", data, bytes));
     ASSIGN_OR_RETURN(auto handle, pending->Snapshot());
     RETURN_IF_ERROR(handle->Wait());
@@ -60,8 +66,12 @@ Result<TierRun> MeasureTier(const std::string& uri, const void* data, uint64_t b
     }));
     run.read_s = SecondsSince(start);
   }
-  Status removed = pipeline->tier(0).Remove(id);
-  if (!removed.ok()) std::fprintf(stderr, "sluice: calibrate: %s left behind: %s\n", uri.c_str(), removed.message().c_str());
+  for (const CheckpointId& save : {first, id}) {
+    Status removed = pipeline->tier(0).Remove(save);
+    if (!removed.ok()) {
+      std::fprintf(stderr, "sluice: calibrate: %s left behind: %s\n", uri.c_str(), removed.message().c_str());
+    }
+  }
   if (run.write_s <= 0 || run.read_s <= 0 || run.stall_s <= 0) {
     return Status::Unavailable(uri + ": a measurement took no time; use a larger --bytes");
   }
@@ -184,7 +194,7 @@ int CmdPlanCalibrate(const Flags& flags) {
   JsonValue measured;
   bool have_local = false;
   for (const auto& uri : uris) {
-    std::fprintf(stderr, "calibrate: %s (%s saved, then restored) ...\n", uri.c_str(), HumanBytes(*bytes).c_str());
+    std::fprintf(stderr, "calibrate: %s (%s saved twice, then restored) ...\n", uri.c_str(), HumanBytes(*bytes).c_str());
     auto run = MeasureTier(uri, data, *bytes);
     if (!run.ok()) return Fail(run.status().WithContext("calibrate " + uri));
     measured[uri] = {{"bytes", *bytes}, {"save_stall_s", run->stall_s}, {"write_s", run->write_s},
