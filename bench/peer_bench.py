@@ -36,6 +36,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testbed_ranks import CappedLinks, nvme, run_ranks  # noqa: E402
+
 
 def worker(args):
     import torch
@@ -89,26 +92,16 @@ def worker(args):
 
 def run_round(args, peers, step):
     init = os.path.join(args.dir, f"init-{step}")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = []
-    for r in range(args.hosts):
-        cmd = [sys.executable, __file__, "--worker", str(r), "--init", init, "--hosts", str(args.hosts), "--mib",
-               str(args.mib), "--cap-mbit", str(args.cap_mbit), "--dir", args.dir, "--saves", str(args.saves),
-               "--step", str(step), "--name", args.name] + (["--peers"] if peers else [])
+
+    def command_of(r):
+        cmd = ["--worker", str(r), "--init", init, "--hosts", str(args.hosts), "--mib", str(args.mib),
+               "--cap-mbit", str(args.cap_mbit), "--dir", args.dir, "--saves", str(args.saves), "--step", str(step),
+               "--name", args.name] + (["--peers"] if peers else [])
         if args.testbed:
-            host = f"c{r + 1}"
-            nvme = subprocess.run([args.testbed, "nvme", host], capture_output=True, text=True,
-                                  check=True).stdout.strip()
-            cmd = [args.testbed, "exec", host, "env", "GLOO_SOCKET_IFNAME=eth0",
-                   f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"] + cmd + [
-                   "--tier0", os.path.join(nvme, "peer-bench"), "--tier1", "TESTBED_RADOS",
-                   "--link-mbit", str(args.link_mbit)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outs = [p.communicate(timeout=1800) for p in procs]
-    for p, (_, err) in zip(procs, outs):
-        if p.returncode != 0:
-            raise SystemExit(f"peer_bench: a rank failed:\n{err[-3000:]}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+            cmd += ["--tier0", os.path.join(nvme(args.testbed, r), "peer-bench"), "--tier1", "TESTBED_RADOS",
+                    "--link-mbit", str(args.link_mbit)]
+        return cmd
+    return run_ranks(__file__, args.hosts, command_of, args.testbed)
 
 
 def main():
@@ -138,32 +131,26 @@ def main():
     rate = min(args.cap_mbit, args.link_mbit) if args.testbed else args.cap_mbit
     ceiling = (args.mib << 20) / (rate * 1e6 / 8)
     rows = []
-    if args.testbed:
-        for r in range(args.hosts):
-            subprocess.run([args.testbed, "cap", f"c{r + 1}", f"{int(args.link_mbit)}mbit"], check=True)
     try:
-        step = 1
-        for r in range(args.rounds):
-            for peers in ((True, False) if r % 2 == 0 else (False, True)):
-                ranks = run_round(args, peers, step)
-                step += 1
-                row = {"peers": peers,
-                       "stall": statistics.median(x["stall"] for x in ranks),
-                       "durable": statistics.median(x["durable"] for x in ranks),
-                       "safe": statistics.median(x["safe"] for x in ranks) if peers else None}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                # Each round's steps off the disk: rounds stay alike.
-                for d in os.listdir(args.dir):
-                    if d.startswith("h") or d == "shared":
-                        shutil.rmtree(os.path.join(args.dir, d), ignore_errors=True)
-                for r in range(args.hosts if args.testbed else 0):
-                    nvme = subprocess.run([args.testbed, "nvme", f"c{r + 1}"], capture_output=True, text=True,
-                                          check=True).stdout.strip()
-                    shutil.rmtree(os.path.join(nvme, "peer-bench"), ignore_errors=True)
+        with CappedLinks(args.testbed, args.hosts, args.link_mbit):
+            step = 1
+            for r in range(args.rounds):
+                for peers in ((True, False) if r % 2 == 0 else (False, True)):
+                    ranks = run_round(args, peers, step)
+                    step += 1
+                    row = {"peers": peers,
+                           "stall": statistics.median(x["stall"] for x in ranks),
+                           "durable": statistics.median(x["durable"] for x in ranks),
+                           "safe": statistics.median(x["safe"] for x in ranks) if peers else None}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    # Each round's steps off the disk: rounds stay alike.
+                    for d in os.listdir(args.dir):
+                        if d.startswith("h") or d == "shared":
+                            shutil.rmtree(os.path.join(args.dir, d), ignore_errors=True)
+                    for h in range(args.hosts if args.testbed else 0):
+                        shutil.rmtree(os.path.join(nvme(args.testbed, h), "peer-bench"), ignore_errors=True)
     finally:
-        for r in range(args.hosts if args.testbed else 0):
-            subprocess.run([args.testbed, "uncap", f"c{r + 1}"], check=False)
         if args.testbed:
             # The run's steps off the pool: the test bed's OSDs are small.
             sluice_bin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "sluice")

@@ -25,11 +25,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testbed_ranks import CappedLinks, nvme, run_ranks  # noqa: E402
 
 PIECE = 4 << 20
 
@@ -88,32 +90,20 @@ def worker(args):
 
 
 def tier0(args, r):
-    if not args.testbed:
-        return os.path.join(args.dir, f"h{r}")
-    nvme = subprocess.run([args.testbed, "nvme", f"c{r + 1}"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    return os.path.join(nvme, "peer-link-share")
+    return os.path.join(nvme(args.testbed, r), "peer-link-share") if args.testbed else os.path.join(args.dir, f"h{r}")
 
 
 def run_round(args, peers, k, window):
     init = os.path.join(args.dir, f"init-{k}")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = []
-    for r in range(args.hosts):
-        cmd = [sys.executable, __file__, "--worker", str(r), "--init", init, "--hosts", str(args.hosts),
-               "--mib", str(args.mib), "--cap-mbit", str(args.cap_mbit), "--dir", args.dir,
-               "--window", str(window), "--name", args.name, "--tier0", tier0(args, r)] + (["--peers"] if peers else [])
-        if args.testbed:
-            cmd = [args.testbed, "exec", f"c{r + 1}", "env", "GLOO_SOCKET_IFNAME=eth0",
-                   f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"] + cmd
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outs = [p.communicate(timeout=1800) for p in procs]
-    for p, (_, err) in zip(procs, outs):
-        if p.returncode != 0:
-            raise SystemExit(f"peer_link_share: a rank failed:\n{err[-3000:]}")
+
+    def command_of(r):
+        return (["--worker", str(r), "--init", init, "--hosts", str(args.hosts), "--mib", str(args.mib),
+                 "--cap-mbit", str(args.cap_mbit), "--dir", args.dir, "--window", str(window), "--name", args.name,
+                 "--tier0", tier0(args, r)] + (["--peers"] if peers else []))
+    out = run_ranks(__file__, args.hosts, command_of, args.testbed)
     for r in range(args.hosts):
         shutil.rmtree(tier0(args, r), ignore_errors=True)
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+    return out
 
 
 def main():
@@ -140,10 +130,7 @@ def main():
     cap = args.cap_mbit * 1e6 / 8
     window = (args.mib << 20) / cap  # as long as a replication at the cap
     rows = []
-    if args.testbed:
-        for r in range(args.hosts):
-            subprocess.run([args.testbed, "cap", f"c{r + 1}", f"{int(args.link_mbit)}mbit"], check=True)
-    try:
+    with CappedLinks(args.testbed, args.hosts, args.link_mbit):
         k = 0
         for i in range(args.rounds):
             for peers in ((True, False) if i % 2 == 0 else (False, True)):
@@ -153,11 +140,8 @@ def main():
                        "window_s": round(statistics.median(r[1] for r in ranks), 2)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    finally:
-        for r in range(args.hosts if args.testbed else 0):
-            subprocess.run([args.testbed, "uncap", f"c{r + 1}"], check=False)
-        if own_dir:
-            shutil.rmtree(args.dir, ignore_errors=True)
+    if own_dir:
+        shutil.rmtree(args.dir, ignore_errors=True)
     on = statistics.median(r["training_mb_per_s"] for r in rows if r["peers"]) * 1e6
     off = statistics.median(r["training_mb_per_s"] for r in rows if not r["peers"]) * 1e6
     print(json.dumps({

@@ -24,10 +24,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testbed_ranks import CappedLinks, nvme, run_ranks  # noqa: E402
 
 
 def worker(args):
@@ -63,31 +65,18 @@ def worker(args):
     sluice.close()
 
 
-def nvme(args, r):
-    return subprocess.run([args.testbed, "nvme", f"c{r + 1}"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def tier0(args, r):
-    return os.path.join(nvme(args, r), "peer-restore-bench") if args.testbed else os.path.join(args.dir, f"h{r}")
+    return os.path.join(nvme(args.testbed, r), "peer-restore-bench") if args.testbed else os.path.join(args.dir, f"h{r}")
 
 
 def run_world(args, mode, step):
     init = os.path.join(args.dir, f"init-{mode}-{step}")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = []
-    for r in range(args.hosts):
-        cmd = [sys.executable, __file__, "--worker", str(r), "--mode", mode, "--init", init, "--hosts",
-               str(args.hosts), "--mib", str(args.mib), "--dir", args.dir, "--step", str(step), "--name", args.name]
-        if args.testbed:
-            cmd = [args.testbed, "exec", f"c{r + 1}", "env", "GLOO_SOCKET_IFNAME=eth0",
-                   f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"] + cmd + ["--tier0", tier0(args, r)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outs = [p.communicate(timeout=1800) for p in procs]
-    for p, (_, err) in zip(procs, outs):
-        if p.returncode != 0:
-            raise SystemExit(f"peer_restore_bench: a rank failed ({mode}):\n{err[-3000:]}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+
+    def command_of(r):
+        return (["--worker", str(r), "--mode", mode, "--init", init, "--hosts", str(args.hosts), "--mib",
+                 str(args.mib), "--dir", args.dir, "--step", str(step), "--name", args.name]
+                + (["--tier0", tier0(args, r)] if args.testbed else []))
+    return run_ranks(__file__, args.hosts, command_of, args.testbed, f"a rank ({mode})")
 
 
 def main():
@@ -111,10 +100,7 @@ def main():
     args.dir = args.dir or tempfile.mkdtemp(prefix="sluice-peer-restore-")
     last = args.hosts - 1
     rows = []
-    if args.testbed:
-        for r in range(args.hosts):
-            subprocess.run([args.testbed, "cap", f"c{r + 1}", f"{int(args.link_mbit)}mbit"], check=True)
-    try:
+    with CappedLinks(args.testbed, args.hosts, args.link_mbit):
         step = 1
         for k in range(args.rounds):
             for lost in ((True, False) if k % 2 == 0 else (False, True)):
@@ -128,11 +114,8 @@ def main():
                 for r in range(args.hosts):
                     shutil.rmtree(tier0(args, r), ignore_errors=True)  # rounds stay alike
                 step += 1
-    finally:
-        for r in range(args.hosts if args.testbed else 0):
-            subprocess.run([args.testbed, "uncap", f"c{r + 1}"], check=False)
-        if own_dir:
-            shutil.rmtree(args.dir, ignore_errors=True)
+    if own_dir:
+        shutil.rmtree(args.dir, ignore_errors=True)
     lost = statistics.median(r["replacement_s"] for r in rows if r["lost"])
     intact = statistics.median(r["replacement_s"] for r in rows if not r["lost"])
     rate = (args.mib << 20) / lost
