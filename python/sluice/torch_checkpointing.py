@@ -200,6 +200,14 @@ class SluiceStorage(Storage):
         if not config.root:
             raise ValueError("sluice.torch_checkpointing: SluiceStorageConfig needs root, the "
                              "directory the checkpoint paths are in")
+        import sluice
+        if sluice._peer_options["peer_replicas"]:
+            # Refused rather than ignored: a job that asked for peers must
+            # not believe its saves have them.
+            raise ValueError("sluice.torch_checkpointing: peer_replicas is set, and this storage does "
+                             "not replicate to peers yet (doc/peer.md): its saves would be neither safe "
+                             "nor replicated. Save with sluice.torch's StorageWriter, or configure "
+                             "peer_replicas=0 for this storage")
         self.config = config
         self.root = Path(os.path.abspath(config.root))
         self.store = config.store if config.store is not None else str(self.root)

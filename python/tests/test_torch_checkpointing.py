@@ -120,6 +120,17 @@ def test_sluices_manager_loads_its_own_save_refuses_a_committed_one_and_finishes
     sluice.close()
 
 
+def test_peer_replicas_are_refused_not_ignored(tmp_path):
+    import sluice.torch_checkpointing as stc
+    sluice.configure(tier0_per_host=True, peer_replicas=1)
+    try:
+        with pytest.raises(ValueError, match="does not replicate to peers yet"):
+            stc.SluiceStorageConfig(root=str(tmp_path / "ckpt")).create_storage()
+    finally:
+        sluice.configure(peer_replicas=0, tier0_per_host=False)
+    assert not (tmp_path / "ckpt").exists()
+
+
 def test_the_docs_example_runs_as_written(tmp_path):
     # doc/python.md's torch-checkpointing example, with its root under
     # tmp_path, in a script: it saves and loads; run again, its save of the
