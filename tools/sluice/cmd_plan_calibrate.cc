@@ -4,9 +4,9 @@
 // Each --tier gets two saves of --bytes (a synthetic state, in staging that
 // holds it whole; the second counts, into staging already used, as a
 // trainer's saves after its first) and one restore that verifies every
-// chunk; the checkpoints are removed afterwards. The first file tier is the local NVMe (tier 0);
-// a rados:// tier is the Ceph tier; a further file tier is a shared
-// filesystem. From those runs:
+// chunk; the checkpoints are removed afterwards. The first file tier is the
+// local NVMe (tier 0); a rados:// tier is the Ceph tier; a further file tier
+// is a shared filesystem. From those runs:
 //   memcpy_bytes_per_s      bytes / the save's stall (the copy into staging)
 //   nvme_*_bytes_per_s      bytes / the write (commit - stall), bytes / the restore
 //   ceph osd_write          this host's write rate x copies / OSDs (assumes the
